@@ -1,0 +1,83 @@
+"""The ``harness`` command.
+
+Each sub-command lives in its own module ``harness/cli/cmd_<name>.py`` exposing
+``add_parser(subparsers)``; modules are discovered, so adding a command touches no other file.
+Command modules import heavy libraries (torch, transformers, faiss) inside their handlers only,
+so ``harness --help`` stays instant.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import pkgutil
+import sys
+from collections.abc import Callable, Sequence
+
+from harness.errors import HarnessError
+
+EXAMPLES = """\
+examples:
+  harness list benches                         # the seven QA sets, mini variants and their counts
+  harness run --method all --bench mini-multihop --limit 10
+  harness score predictions.jsonl              # score any predictions file with our metrics
+  harness retrieve "who wrote hamlet" --k 3    # a quick look at the default retriever
+  harness <command> --help                     # every command has examples
+"""
+
+
+def add_command(
+    sub: argparse._SubParsersAction,
+    name: str,
+    *,
+    help: str,
+    description: str | None = None,
+    examples: str,
+    handler: Callable[[argparse.Namespace], int | None],
+) -> argparse.ArgumentParser:
+    """Create a sub-command parser whose ``--help`` ends with worked examples."""
+    p = sub.add_parser(
+        name,
+        help=help,
+        description=description or help,
+        epilog="examples:\n" + examples.rstrip() + "\n",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.set_defaults(func=handler)
+    return p
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="harness",
+        description="Benchmark and evaluation harness for retrieval-augmented reasoning.",
+        epilog=EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    import harness.cli as pkg
+
+    for info in sorted(pkgutil.iter_modules(pkg.__path__), key=lambda m: m.name):
+        if info.name.startswith("cmd_"):
+            importlib.import_module(f"harness.cli.{info.name}").add_parser(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return 2
+    try:
+        return int(args.func(args) or 0)
+    except HarnessError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("interrupted; finished samples are saved (use --resume to continue)", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())
