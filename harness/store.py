@@ -1,0 +1,383 @@
+"""The results store: one DuckDB file.
+
+Tables
+- ``runs``: one row per (method, model, protocol, bench) evaluation or training run.
+- ``samples``: one row per finished question of a run (prediction, extraction status, counts).
+- ``sample_metrics``: long format ``(run, dataset, sample, metric, value)``; judge scores land here too.
+- ``turns``: one row per generation / retrieval / auxiliary LLM call of a sample.
+- ``judgements``: LLM-judge verdicts, keyed so that no verdict is ever asked twice.
+- ``reported``: published numbers with their citation.
+- ``retrieval_evals``: recall@k of retrievers on benches.
+- ``train_steps``: per-step training metrics.
+
+Concurrency: DuckDB allows one writing process per file. Every operation opens a short-lived
+connection around one transaction and retries on the lock error with backoff until
+``lock_timeout`` seconds, then raises :class:`StoreError` naming the file and the holder. Writes of a
+batch (its samples, metrics and turns) are one transaction, so an interrupted run loses at most the
+batch in flight and never leaves a half-written sample; ``--resume`` skips finished samples.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pandas as pd
+
+from harness.errors import StoreError
+from harness.types import Trajectory
+
+DEFAULT_DB = Path("results") / "harness.duckdb"
+SCHEMA_VERSION = 1
+
+SCHEMA = [
+    """CREATE TABLE IF NOT EXISTS meta (key VARCHAR PRIMARY KEY, value VARCHAR)""",
+    """CREATE TABLE IF NOT EXISTS runs (
+        run_id VARCHAR PRIMARY KEY,
+        kind VARCHAR,               -- eval | train
+        method VARCHAR, model VARCHAR, backend VARCHAR,
+        protocol_id VARCHAR, protocol_name VARCHAR, protocol_json VARCHAR,
+        method_spec_hash VARCHAR, method_spec_json VARCHAR,
+        bench VARCHAR, label VARCHAR,
+        git_commit VARCHAR, versions_json VARCHAR, command VARCHAR,
+        started_at TIMESTAMP, ended_at TIMESTAMP, status VARCHAR,
+        n_expected INTEGER, seconds DOUBLE
+    )""",
+    """CREATE TABLE IF NOT EXISTS samples (
+        run_id VARCHAR, dataset VARCHAR, sample_id VARCHAR,
+        position INTEGER, question VARCHAR, answers VARCHAR[],
+        prediction VARCHAR, extraction_status VARCHAR, error VARCHAR, response VARCHAR,
+        n_retrievals INTEGER, n_llm_calls INTEGER, prompt_tokens BIGINT, completion_tokens BIGINT,
+        retrieved_ids VARCHAR[], gold_ids VARCHAR[], latency_s DOUBLE, meta_json VARCHAR,
+        created_at TIMESTAMP,
+        PRIMARY KEY (run_id, dataset, sample_id)
+    )""",
+    """CREATE TABLE IF NOT EXISTS sample_metrics (
+        run_id VARCHAR, dataset VARCHAR, sample_id VARCHAR, metric VARCHAR, value DOUBLE,
+        PRIMARY KEY (run_id, dataset, sample_id, metric)
+    )""",
+    """CREATE TABLE IF NOT EXISTS turns (
+        run_id VARCHAR, dataset VARCHAR, sample_id VARCHAR, turn_index INTEGER, kind VARCHAR,
+        text VARCHAR, query VARCHAR, doc_ids VARCHAR[], doc_scores DOUBLE[],
+        prompt_tokens INTEGER, completion_tokens INTEGER, observation_tokens INTEGER,
+        latency_s DOUBLE, stop_reason VARCHAR, status VARCHAR,
+        PRIMARY KEY (run_id, dataset, sample_id, turn_index)
+    )""",
+    """CREATE TABLE IF NOT EXISTS judgements (
+        key VARCHAR PRIMARY KEY, judge_model VARCHAR, prompt_id VARCHAR, prompt_hash VARCHAR,
+        question VARCHAR, golds VARCHAR[], prediction VARCHAR,
+        status VARCHAR, verdict VARCHAR, score DOUBLE, rationale VARCHAR, raw VARCHAR,
+        prompt_tokens INTEGER, completion_tokens INTEGER, latency_s DOUBLE, created_at TIMESTAMP
+    )""",
+    """CREATE TABLE IF NOT EXISTS reported (
+        paper VARCHAR, method VARCHAR, model VARCHAR, dataset VARCHAR, metric VARCHAR,
+        value DOUBLE, source VARCHAR, setting VARCHAR, note VARCHAR,
+        PRIMARY KEY (paper, method, model, dataset, metric, setting)
+    )""",
+    """CREATE TABLE IF NOT EXISTS retrieval_evals (
+        created_at TIMESTAMP, bench VARCHAR, dataset VARCHAR, retriever VARCHAR, retriever_spec VARCHAR,
+        corpus_id VARCHAR, corpus_hash VARCHAR, k INTEGER, recall DOUBLE, n INTEGER, seconds DOUBLE
+    )""",
+    """CREATE TABLE IF NOT EXISTS train_steps (
+        run_id VARCHAR, step INTEGER, metric VARCHAR, value DOUBLE, created_at TIMESTAMP,
+        PRIMARY KEY (run_id, step, metric)
+    )""",
+]
+
+
+def _now() -> datetime:
+    return datetime.now(UTC).replace(tzinfo=None)
+
+
+@dataclass
+class RunRecord:
+    run_id: str
+    kind: str
+    method: str
+    model: str
+    backend: str
+    protocol_id: str
+    protocol_name: str
+    protocol_json: str
+    method_spec_hash: str
+    method_spec_json: str
+    bench: str
+    label: str = ""
+    git_commit: str = ""
+    versions_json: str = "{}"
+    command: str = ""
+    started_at: datetime = field(default_factory=_now)
+    ended_at: datetime | None = None
+    status: str = "running"
+    n_expected: int = 0
+    seconds: float = 0.0
+
+
+@dataclass
+class RetrievalEvalRow:
+    bench: str
+    dataset: str
+    retriever: str
+    retriever_spec: str
+    corpus_id: str
+    corpus_hash: str
+    k: int
+    recall: float
+    n: int
+    seconds: float
+
+
+@dataclass
+class ReportedRow:
+    """A number published in a paper, with where it comes from (e.g. ``"Table 2"``)."""
+
+    paper: str
+    method: str
+    model: str
+    dataset: str
+    metric: str
+    value: float
+    source: str
+    setting: str = ""
+    note: str = ""
+
+
+@dataclass
+class ScoredSample:
+    """A finished trajectory with its position in the bench and its metric values."""
+
+    trajectory: Trajectory
+    metrics: dict[str, float]
+    position: int
+    gold_ids: list[str] = field(default_factory=list)
+    latency_s: float = 0.0
+
+
+def _is_lock_error(e: Exception) -> bool:
+    msg = str(e)
+    return "Could not set lock" in msg or "Conflicting lock" in msg
+
+
+class Store:
+    """A DuckDB results file. Cheap to construct; every call opens its own connection."""
+
+    def __init__(self, path: str | Path = DEFAULT_DB, *, read_only: bool = False, lock_timeout: float = 60.0):
+        self.path = Path(path)
+        self.read_only = read_only
+        self.lock_timeout = lock_timeout
+        if read_only:
+            if not self.path.exists():
+                raise StoreError(f"{self.path}: no results database here (run `harness run` first or pass --db)")
+        else:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            with self.connect() as con:
+                for stmt in SCHEMA:
+                    con.execute(stmt)
+                con.execute(
+                    "INSERT OR IGNORE INTO meta VALUES ('schema_version', ?)", [str(SCHEMA_VERSION)]
+                )
+
+    # -- connections -------------------------------------------------------------------------
+    @contextmanager
+    def connect(self) -> Iterator[duckdb.DuckDBPyConnection]:
+        """A short-lived connection; one transaction; retried while another process holds the lock."""
+        deadline = time.monotonic() + self.lock_timeout
+        delay = 0.01
+        while True:
+            try:
+                con = duckdb.connect(str(self.path), read_only=self.read_only)
+                break
+            except duckdb.IOException as e:
+                if not _is_lock_error(e):
+                    raise StoreError(f"{self.path}: cannot open the results database: {e}") from e
+                if time.monotonic() > deadline:
+                    raise StoreError(
+                        f"{self.path}: another process holds the database lock ({e}); "
+                        f"waited {self.lock_timeout:.0f}s. Stop it, or use another --db file."
+                    ) from e
+                time.sleep(delay * (1 + random.random()))
+                delay = min(delay * 2, 0.5)
+            except duckdb.Error as e:
+                raise StoreError(f"{self.path}: not a readable DuckDB results file: {e}") from e
+        try:
+            if not self.read_only:
+                con.execute("BEGIN TRANSACTION")
+            yield con
+            if not self.read_only:
+                con.execute("COMMIT")
+        except BaseException:
+            if not self.read_only:
+                try:
+                    con.execute("ROLLBACK")
+                except duckdb.Error:
+                    pass
+            raise
+        finally:
+            con.close()
+
+    def query(self, sql: str, params: Sequence[Any] | None = None) -> pd.DataFrame:
+        with self.connect() as con:
+            return con.execute(sql, params or []).df()
+
+    # -- runs --------------------------------------------------------------------------------
+    def create_run(self, run: RunRecord) -> None:
+        with self.connect() as con:
+            df = pd.DataFrame([run.__dict__])
+            con.execute("INSERT INTO runs BY NAME SELECT * FROM df")
+
+    def get_run(self, run_id: str) -> RunRecord | None:
+        with self.connect() as con:
+            cur = con.execute("SELECT * FROM runs WHERE run_id = ?", [run_id])
+            row = cur.fetchone()
+            cols = [d[0] for d in cur.description]
+        return None if row is None else RunRecord(**dict(zip(cols, row, strict=True)))
+
+    def find_resumable(
+        self, *, method: str, model: str, protocol_id: str, method_spec_hash: str, bench: str
+    ) -> str | None:
+        """The newest unfinished run with exactly these settings, if any."""
+        df = self.query(
+            """SELECT run_id FROM runs WHERE kind='eval' AND method=? AND model=? AND protocol_id=?
+               AND method_spec_hash=? AND bench=? AND status <> 'complete'
+               ORDER BY started_at DESC LIMIT 1""",
+            [method, model, protocol_id, method_spec_hash, bench],
+        )
+        return None if df.empty else str(df.iloc[0, 0])
+
+    def finish_run(self, run_id: str, status: str, seconds: float) -> None:
+        with self.connect() as con:
+            con.execute(
+                "UPDATE runs SET status=?, ended_at=?, seconds=? WHERE run_id=?",
+                [status, _now(), seconds, run_id],
+            )
+
+    def set_run_status(self, run_id: str, status: str) -> None:
+        with self.connect() as con:
+            con.execute("UPDATE runs SET status=? WHERE run_id=?", [status, run_id])
+
+    def finished_samples(self, run_id: str) -> set[tuple[str, str]]:
+        df = self.query("SELECT dataset, sample_id FROM samples WHERE run_id = ?", [run_id])
+        return set(zip(df["dataset"], df["sample_id"], strict=True))
+
+    # -- samples -----------------------------------------------------------------------------
+    def add_samples(self, run_id: str, scored: Sequence[ScoredSample]) -> None:
+        """Write finished samples with their metrics and turns in one transaction.
+
+        A sample already stored for this run is an error (it would mean a duplicate)."""
+        if not scored:
+            return
+        now = _now()
+        sample_rows, metric_rows, turn_rows = [], [], []
+        for s in scored:
+            t = s.trajectory
+            sample_rows.append(
+                {
+                    "run_id": run_id,
+                    "dataset": t.dataset,
+                    "sample_id": t.example_id,
+                    "position": s.position,
+                    "question": t.question,
+                    "answers": list(t.answers),
+                    "prediction": t.prediction,
+                    "extraction_status": t.extraction_status,
+                    "error": t.error,
+                    "response": t.response,
+                    "n_retrievals": t.n_retrievals,
+                    "n_llm_calls": t.n_llm_calls,
+                    "prompt_tokens": t.prompt_tokens,
+                    "completion_tokens": t.completion_tokens,
+                    "retrieved_ids": t.retrieved_doc_ids,
+                    "gold_ids": list(s.gold_ids),
+                    "latency_s": s.latency_s,
+                    "meta_json": json.dumps(t.meta, sort_keys=True, default=str),
+                    "created_at": now,
+                }
+            )
+            for name, value in s.metrics.items():
+                metric_rows.append(
+                    {"run_id": run_id, "dataset": t.dataset, "sample_id": t.example_id, "metric": name,
+                     "value": float(value)}
+                )
+            for turn in t.turns:
+                turn_rows.append(
+                    {
+                        "run_id": run_id,
+                        "dataset": t.dataset,
+                        "sample_id": t.example_id,
+                        "turn_index": turn.index,
+                        "kind": turn.kind,
+                        "text": turn.text,
+                        "query": turn.query,
+                        "doc_ids": list(turn.doc_ids),
+                        "doc_scores": [float(x) for x in turn.doc_scores],
+                        "prompt_tokens": turn.prompt_tokens,
+                        "completion_tokens": turn.completion_tokens,
+                        "observation_tokens": turn.observation_tokens,
+                        "latency_s": turn.latency_s,
+                        "stop_reason": turn.stop_reason,
+                        "status": turn.status,
+                    }
+                )
+        samples_df = _frame(sample_rows, {"answers": "list", "retrieved_ids": "list", "gold_ids": "list"})
+        metrics_df = pd.DataFrame(metric_rows, columns=["run_id", "dataset", "sample_id", "metric", "value"])
+        turns_df = _frame(turn_rows, {"doc_ids": "list", "doc_scores": "list"})
+        try:
+            with self.connect() as con:
+                con.execute("INSERT INTO samples BY NAME SELECT * FROM samples_df")
+                if len(metrics_df):
+                    con.execute("INSERT INTO sample_metrics BY NAME SELECT * FROM metrics_df")
+                if len(turns_df):
+                    con.execute("INSERT INTO turns BY NAME SELECT * FROM turns_df")
+        except duckdb.ConstraintException as e:
+            raise StoreError(f"{self.path}: run {run_id} already has one of these samples ({e})") from e
+
+    def add_sample_metrics(self, rows: Sequence[tuple[str, str, str, str, float]]) -> None:
+        """Add or replace metric values ``(run_id, dataset, sample_id, metric, value)`` (e.g. judge scores)."""
+        if not rows:
+            return
+        df = pd.DataFrame(rows, columns=["run_id", "dataset", "sample_id", "metric", "value"])
+        with self.connect() as con:
+            con.execute("INSERT OR REPLACE INTO sample_metrics BY NAME SELECT * FROM df")
+
+    # -- other tables -------------------------------------------------------------------------
+    def add_retrieval_evals(self, rows: Sequence[RetrievalEvalRow]) -> None:
+        if not rows:
+            return
+        now = _now()
+        df = pd.DataFrame([{**r.__dict__, "created_at": now} for r in rows])
+        with self.connect() as con:
+            con.execute("INSERT INTO retrieval_evals BY NAME SELECT * FROM df")
+
+    def replace_reported(self, paper: str, rows: Sequence[ReportedRow]) -> None:
+        """Replace every reported number of ``paper`` with ``rows``."""
+        df = pd.DataFrame([r.__dict__ for r in rows])
+        with self.connect() as con:
+            con.execute("DELETE FROM reported WHERE paper = ?", [paper])
+            if len(df):
+                con.execute("INSERT INTO reported BY NAME SELECT * FROM df")
+
+    def add_train_steps(self, run_id: str, step: int, metrics: dict[str, float]) -> None:
+        now = _now()
+        df = pd.DataFrame(
+            [{"run_id": run_id, "step": step, "metric": k, "value": float(v), "created_at": now}
+             for k, v in metrics.items()]
+        )
+        with self.connect() as con:
+            con.execute("INSERT OR REPLACE INTO train_steps BY NAME SELECT * FROM df")
+
+
+def _frame(rows: list[dict[str, Any]], list_cols: dict[str, str]) -> pd.DataFrame:
+    """A DataFrame whose list columns stay Python lists (DuckDB maps them to LIST types)."""
+    df = pd.DataFrame(rows)
+    for col in list_cols:
+        if col in df.columns:
+            df[col] = df[col].astype(object)
+    return df
