@@ -1,0 +1,166 @@
+"""Answer metrics: one implementation each, max over gold aliases (anchors.md §3.2-3.4).
+
+Every function takes the prediction and the list of gold aliases and returns a float in [0, 1]:
+
+- ``exact_match``: ``max_g 1[norm(pred) == norm(g)]`` (SQuAD normalisation).
+- ``f1``: token F1 with the HotpotQA rule (``hotpot_evaluate_v1.py``, FlashRAG, ReSearch,
+  R1-Searcher): if either normalised side is ``yes``, ``no`` or ``noanswer`` and the two differ, 0.
+  Max over golds of the F1 itself (FlashRAG maxes P and R separately; we report only F1).
+- ``f1_squad``: the same token F1 without that rule (SQuAD, BERGEN, Search-o1), for compatibility:
+  prediction "no" against gold "no way" scores 0 under ``f1`` and 2/3 under ``f1_squad``.
+- ``cover_em``: the normalised gold is a **character substring** of the normalised prediction
+  (FlashRAG "acc", Search-R1 ``subem_check``, BERGEN "Match"). There is no word-boundary check, so
+  gold "art" is covered by "party" (score 1). Search-o1's "acc" would give 0 there because it skips
+  golds with no token overlap; we do not copy that gate.
+- ``cover_em_tokens``: R1-Searcher's reported "Cover-EM" (``cover_exact_match_score_1``): every
+  token of the gold (R1-Searcher normalisation) is among the prediction's tokens, any order.
+
+Edge cases, decided once here:
+
+- An empty golds list raises ``ValueError`` (data loaders reject such rows earlier).
+- A prediction that is empty or only whitespace scores 0 on every metric (the model gave no answer).
+- A gold alias that normalises to the empty string (real HotpotQA answers: the bands "!!!" and
+  "The The"): ``exact_match`` compares normally (a prediction that also normalises to "" scores 1);
+  ``f1`` and ``f1_squad`` give 0, as in every upstream implementation (no common tokens);
+  ``cover_em`` and ``cover_em_tokens`` count it as covered only when the prediction also
+  normalises to "". Upstream ``"" in pred`` is always true, which would mark every prediction
+  correct for such a question; R1-Searcher's ``split(" ")`` already behaves like our rule.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from functools import cached_property
+
+from harness.metrics.normalize import normalize_answer, normalize_answer_r1searcher
+
+SPECIAL_ANSWERS = frozenset({"yes", "no", "noanswer"})
+
+
+class AnswerPair:
+    """A prediction and its gold aliases, with each normalisation computed once, on first use.
+
+    Every answer metric is a function of an ``AnswerPair``; the public functions below build one,
+    and ``score_answer`` builds one per sample and shares it across metrics.
+    """
+
+    def __init__(self, prediction: str, golds: Sequence[str]):
+        if isinstance(golds, str):
+            raise TypeError("golds must be a list of gold aliases, not a single string")
+        if len(golds) == 0:
+            raise ValueError("golds is empty: every question needs at least one gold answer")
+        self.prediction = prediction
+        self.golds = golds
+        self.empty = not prediction.strip()
+
+    @cached_property
+    def pred_norm(self) -> str:
+        return normalize_answer(self.prediction)
+
+    @cached_property
+    def golds_norm(self) -> list[str]:
+        return [normalize_answer(g) for g in self.golds]
+
+    @cached_property
+    def pred_counter(self) -> Counter[str]:
+        return Counter(self.pred_norm.split())
+
+    @cached_property
+    def pred_tokens_r1(self) -> frozenset[str]:
+        return frozenset(normalize_answer_r1searcher(self.prediction).split(" "))
+
+    @cached_property
+    def golds_tokens_r1(self) -> list[list[str]]:
+        return [normalize_answer_r1searcher(g).split(" ") for g in self.golds]
+
+
+def _token_f1(pred_counter: Counter[str], n_pred: int, gold_norm: str) -> float:
+    gold_tokens = gold_norm.split()
+    if n_pred == 0 or not gold_tokens:
+        return 0.0
+    common = pred_counter & Counter(gold_tokens)
+    n_same = sum(common.values())
+    if n_same == 0:
+        return 0.0
+    precision = n_same / n_pred
+    recall = n_same / len(gold_tokens)
+    return 2 * precision * recall / (precision + recall)
+
+
+def em_pair(pair: AnswerPair) -> float:
+    if pair.empty:
+        return 0.0
+    p = pair.pred_norm
+    return 1.0 if any(p == g for g in pair.golds_norm) else 0.0
+
+
+def f1_pair(pair: AnswerPair) -> float:
+    if pair.empty:
+        return 0.0
+    p = pair.pred_norm
+    p_special = p in SPECIAL_ANSWERS
+    n_pred = sum(pair.pred_counter.values())
+    best = 0.0
+    for g in pair.golds_norm:
+        if p != g and (p_special or g in SPECIAL_ANSWERS):
+            continue  # HotpotQA rule: yes/no/noanswer must match exactly
+        score = 1.0 if (p == g and p) else _token_f1(pair.pred_counter, n_pred, g)
+        if score > best:
+            best = score
+    return best
+
+
+def f1_squad_pair(pair: AnswerPair) -> float:
+    if pair.empty:
+        return 0.0
+    n_pred = sum(pair.pred_counter.values())
+    return max(_token_f1(pair.pred_counter, n_pred, g) for g in pair.golds_norm)
+
+
+def cover_em_pair(pair: AnswerPair) -> float:
+    if pair.empty:
+        return 0.0
+    p = pair.pred_norm
+    for g in pair.golds_norm:
+        if (g in p) if g else (p == ""):
+            return 1.0
+    return 0.0
+
+
+def cover_em_tokens_pair(pair: AnswerPair) -> float:
+    if pair.empty:
+        return 0.0
+    pred_tokens = pair.pred_tokens_r1
+    for gold_tokens in pair.golds_tokens_r1:
+        if all(t in pred_tokens for t in gold_tokens):
+            return 1.0
+    return 0.0
+
+
+def exact_match(pred: str, golds: Sequence[str]) -> float:
+    """1.0 if the SQuAD-normalised prediction equals a normalised gold alias, else 0.0."""
+    return em_pair(AnswerPair(pred, golds))
+
+
+def f1(pred: str, golds: Sequence[str]) -> float:
+    """Token F1 with the HotpotQA yes/no/noanswer rule, max over gold aliases."""
+    return f1_pair(AnswerPair(pred, golds))
+
+
+def f1_squad(pred: str, golds: Sequence[str]) -> float:
+    """Token F1 without the yes/no/noanswer rule (SQuAD, BERGEN, Search-o1), max over aliases."""
+    return f1_squad_pair(AnswerPair(pred, golds))
+
+
+def cover_em(pred: str, golds: Sequence[str]) -> float:
+    """1.0 if a normalised gold is a character substring of the normalised prediction.
+
+    Substring, not word match: ``cover_em("party", ["art"]) == 1.0``.
+    """
+    return cover_em_pair(AnswerPair(pred, golds))
+
+
+def cover_em_tokens(pred: str, golds: Sequence[str]) -> float:
+    """1.0 if every token of a gold (R1-Searcher normalisation) is among the prediction's tokens."""
+    return cover_em_tokens_pair(AnswerPair(pred, golds))
