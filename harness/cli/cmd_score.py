@@ -4,8 +4,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
+from typing import TYPE_CHECKING
 
 from harness.cli import add_command
+
+if TYPE_CHECKING:
+    from harness.scoring import ScoreReport
 
 EXAMPLES = """\
   harness score predictions.jsonl                       # em, f1, cover_em, cover_em_tokens with 95% CIs
@@ -63,13 +68,11 @@ def run(args: argparse.Namespace) -> int:
     else:
         _print_table(report)
     if args.per_sample:
-        import sys
-
         print(f"per-sample metrics: {args.per_sample} ({report.n} lines)", file=sys.stderr)
     return 0
 
 
-def _print_table(report) -> None:  # noqa: ANN001 - ScoreReport, imported lazily
+def _print_table(report: ScoreReport) -> None:
     from rich.console import Console
     from rich.table import Table
 

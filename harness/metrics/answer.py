@@ -29,7 +29,6 @@ Edge cases, decided once here:
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Sequence
 from functools import cached_property
 
@@ -63,8 +62,14 @@ class AnswerPair:
         return [normalize_answer(g) for g in self.golds]
 
     @cached_property
-    def pred_counter(self) -> Counter[str]:
-        return Counter(self.pred_norm.split())
+    def token_f1s(self) -> list[float]:
+        """Token F1 of the prediction against each gold (no yes/no rule), in gold order."""
+        pred_counts: dict[str, int] = {}
+        n_pred = 0
+        for t in self.pred_norm.split():
+            pred_counts[t] = pred_counts.get(t, 0) + 1
+            n_pred += 1
+        return [_token_f1(pred_counts, n_pred, g.split()) for g in self.golds_norm]
 
     @cached_property
     def pred_tokens_r1(self) -> frozenset[str]:
@@ -75,12 +80,20 @@ class AnswerPair:
         return [normalize_answer_r1searcher(g).split(" ") for g in self.golds]
 
 
-def _token_f1(pred_counter: Counter[str], n_pred: int, gold_norm: str) -> float:
-    gold_tokens = gold_norm.split()
+def _token_f1(pred_counts: dict[str, int], n_pred: int, gold_tokens: list[str]) -> float:
+    """SQuAD token F1 given the prediction's token counts; the multiset overlap is counted directly
+    (equal to ``sum((Counter(pred) & Counter(gold)).values())``, several times faster)."""
     if n_pred == 0 or not gold_tokens:
         return 0.0
-    common = pred_counter & Counter(gold_tokens)
-    n_same = sum(common.values())
+    n_same = 0
+    used: dict[str, int] = {}
+    for t in gold_tokens:
+        c = pred_counts.get(t, 0)
+        if c:
+            u = used.get(t, 0)
+            if u < c:
+                used[t] = u + 1
+                n_same += 1
     if n_same == 0:
         return 0.0
     precision = n_same / n_pred
@@ -100,12 +113,10 @@ def f1_pair(pair: AnswerPair) -> float:
         return 0.0
     p = pair.pred_norm
     p_special = p in SPECIAL_ANSWERS
-    n_pred = sum(pair.pred_counter.values())
     best = 0.0
-    for g in pair.golds_norm:
+    for g, score in zip(pair.golds_norm, pair.token_f1s, strict=True):
         if p != g and (p_special or g in SPECIAL_ANSWERS):
             continue  # HotpotQA rule: yes/no/noanswer must match exactly
-        score = 1.0 if (p == g and p) else _token_f1(pair.pred_counter, n_pred, g)
         if score > best:
             best = score
     return best
@@ -114,8 +125,7 @@ def f1_pair(pair: AnswerPair) -> float:
 def f1_squad_pair(pair: AnswerPair) -> float:
     if pair.empty:
         return 0.0
-    n_pred = sum(pair.pred_counter.values())
-    return max(_token_f1(pair.pred_counter, n_pred, g) for g in pair.golds_norm)
+    return max(pair.token_f1s)
 
 
 def cover_em_pair(pair: AnswerPair) -> float:
