@@ -1,0 +1,1 @@
+"""Packaged data files (built by scripts/build_data.py)."""
