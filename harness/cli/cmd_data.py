@@ -38,6 +38,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     show.add_argument(
         "--data-dir", type=Path, default=None, help="read your own copy instead of the packaged rows"
     )
+    show.add_argument("--with-gold", action="store_true", help="print only examples that have gold passages")
     show.add_argument(
         "--split", default=None, help="split to read with --data-dir (default: the canonical one)"
     )

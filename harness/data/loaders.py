@@ -110,7 +110,7 @@ def _row_id(d: dict[str, Any], keys: tuple[str, ...], dataset: str, split: str, 
 
 
 def clean_answers(values: Any, field: str = "answers") -> tuple[str, ...]:
-    """Strip, drop duplicates (keeping order) and refuse an empty list."""
+    """Normalise whitespace, drop duplicates (keeping order) and refuse an empty list."""
     if isinstance(values, str):
         values = [values]
     if not isinstance(values, list | tuple):
@@ -119,7 +119,7 @@ def clean_answers(values: Any, field: str = "answers") -> tuple[str, ...]:
     for v in values:
         if not isinstance(v, str):
             raise RowError(f"field {field!r} must hold strings, got {type(v).__name__} {v!r}")
-        v = v.strip()
+        v = normalize_ws(v)
         if v:
             out.setdefault(v, None)
     if not out:
@@ -262,7 +262,7 @@ def musique_record(d: dict[str, Any], *, dataset: str, split: str, index: int) -
     qid = _row_id(d, ("id",), dataset, split, index)
     answers = _merge_answers(
         clean_answers(_get(d, "answer"), "answer"),
-        tuple(a.strip() for a in d.get("answer_aliases") or () if isinstance(a, str) and a.strip()),
+        clean_answers(d["answer_aliases"], "answer_aliases") if d.get("answer_aliases") else (),
     )
     paragraphs = d.get("paragraphs") or []
     if not isinstance(paragraphs, list):
