@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from harness.data.loaders import Record, iter_json, iter_jsonl, iter_records, normalize_ws, twowiki_record
+from harness.retrieval.corpus import row_bytes
 from harness.types import QAExample, join_contents, split_contents
 
 REPO = Path(__file__).resolve().parents[1]
@@ -343,6 +344,9 @@ def write(b: Built, pool: CorpusPool, out: Path) -> dict[str, dict[str, object]]
         files[f"{name}.jsonl.gz"] = entry(len(exs), data, b.sources[name], dataset=name, split=SPLITS[name])
     corpus_rows = pool.rows()
     data = jsonl_bytes(corpus_rows)
+    content = hashlib.sha256()  # the retrieval content hash (harness/retrieval/corpus.py)
+    for r in corpus_rows:
+        content.update(row_bytes(r["id"], r["contents"]))
     write_gz(out / "corpus/closed.jsonl.gz", data)
     parts, first = [], 1
     for source, n in pool.parts:
@@ -372,6 +376,8 @@ def write(b: Built, pool: CorpusPool, out: Path) -> dict[str, dict[str, object]]
             "flashrag/sample_data.jsonl",
         ],
         parts=parts,
+        corpus_id="closed",
+        content_hash=content.hexdigest(),
     )
     gold = [
         {"dataset": name, "id": ex.id, "passage_ids": ex.gold_passage_ids}

@@ -108,6 +108,16 @@ def test_closed_corpus_format_and_size(corpus_ids: set[str]) -> None:
     assert [p.passages for p in parts] == [13624, 4533, 1304, 5697, 1475, 1000]
 
 
+def test_closed_corpus_info_matches_the_retrieval_content_hash() -> None:
+    from harness.retrieval.corpus import row_bytes
+
+    sha = hashlib.sha256()
+    for pid, contents in packaged.iter_closed_corpus():
+        sha.update(row_bytes(pid, contents))
+    info = packaged.closed_corpus_info()
+    assert (info.id, info.content_hash, info.n_passages) == ("closed", sha.hexdigest(), CORPUS_PASSAGES)
+
+
 def test_gold_map_agrees_with_the_datasets() -> None:
     gm = packaged.gold_map()
     expected = {

@@ -34,6 +34,16 @@ class CorpusPart:
 
 
 @dataclass(frozen=True)
+class CorpusInfo:
+    """The closed corpus as a protocol pins it. ``content_hash`` is the retrieval content hash
+    (sha256 over ``[id, contents]`` rows, see harness/retrieval/corpus.py), recorded at build time."""
+
+    id: str
+    content_hash: str
+    n_passages: int
+
+
+@dataclass(frozen=True)
 class PackagedFile:
     path: str  # relative to the packaged folder
     rows: int
@@ -42,6 +52,7 @@ class PackagedFile:
     dataset: str | None = None
     split: str | None = None
     parts: tuple[CorpusPart, ...] = ()
+    content_hash: str | None = None  # corpus files only
 
 
 @dataclass(frozen=True)
@@ -79,6 +90,14 @@ def closed_corpus_path() -> Path:
     return _existing("corpus/closed.jsonl.gz")
 
 
+def closed_corpus_info() -> CorpusInfo:
+    """Id (``closed``), retrieval content hash and size of the closed corpus, from the manifest."""
+    f = manifest().file("corpus/closed.jsonl.gz")
+    if f.content_hash is None:
+        raise DataError(packaged_dir() / "manifest.json", f"no content_hash for the closed corpus; {REBUILD}")
+    return CorpusInfo(id="closed", content_hash=f.content_hash, n_passages=f.rows)
+
+
 def gold_path() -> Path:
     return _existing("corpus/gold.jsonl.gz")
 
@@ -97,6 +116,7 @@ def manifest() -> Manifest:
                 dataset=m.get("dataset"),
                 split=m.get("split"),
                 parts=tuple(CorpusPart(**p) for p in m.get("parts", ())),
+                content_hash=m.get("content_hash"),
             )
             for name, m in sorted(raw["files"].items())
         )
