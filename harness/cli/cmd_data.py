@@ -71,8 +71,11 @@ def _show(args: argparse.Namespace) -> int:
     in_corpus = [ex for ex in with_gold if all(e.passage_id for e in ex.supporting or ())]
     print(f"{info.name}: {info.title}, {split} split")
     print(f"  source:      {source}")
-    canon = f"{info.canonical_size:,}" if split == info.split else "n/a (not the canonical split)"
-    print(f"  questions:   {n:,} (canonical size {canon}; {100 * n / info.canonical_size:.1f}%)")
+    if split == info.split:
+        share = f"canonical size {info.canonical_size:,}; {100 * n / info.canonical_size:.1f}%"
+    else:
+        share = f"not the canonical {info.split!r} split"
+    print(f"  questions:   {n:,} ({share})")
     print(
         f"  gold:        {len(with_gold):,} with gold passages, {len(in_corpus):,} of them in the closed corpus"
     )
