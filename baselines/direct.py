@@ -1,0 +1,47 @@
+"""Direct answering from parametric knowledge (no retrieval).
+
+Prompt: FlashRAG's naive-generation prompt (``flashrag/prompt/base_prompt.py``, the prompt of the
+"Naive Generation" row of FlashRAG's benchmark, anchors.md §5.1), applied with the model's chat
+template; the answer is the first line of the reply (FlashRAG's short-answer post-processing).
+"""
+
+from __future__ import annotations
+
+from harness.method import Method, MethodSpec, RunContext
+from harness.protocol import Protocol
+from harness.rollout.extract import extract_first_line
+from harness.rollout.single import answer_once
+from harness.types import QAExample, Trajectory
+
+SYSTEM = "Answer the question based on your own knowledge. Only give me the answer and do not output any other words."
+USER = "Question: {question}\nAnswer:"
+MAX_NEW_TOKENS = 32  # FlashRAG's uniform setting: 32 output tokens (anchors.md §1.1)
+
+
+class Direct(Method):
+    name = "direct"
+    description = "answer from parametric knowledge, no retrieval"
+    source = "FlashRAG naive generation prompt (Jin et al. 2024, flashrag/prompt/base_prompt.py)"
+    uses_retrieval = False
+
+    def spec(self, protocol: Protocol) -> MethodSpec:
+        return MethodSpec(
+            name=self.name,
+            prompts={"system": SYSTEM, "user": USER},
+            extractor="first_line",
+            params={"max_new_tokens": MAX_NEW_TOKENS},
+        )
+
+    def solve(self, examples: list[QAExample], ctx: RunContext) -> list[Trajectory]:
+        prompts = [
+            ctx.backend.chat_prompt(
+                [
+                    {"role": "system", "content": SYSTEM},
+                    {"role": "user", "content": USER.format(question=e.question)},
+                ]
+            )
+            for e in examples
+        ]
+        return answer_once(
+            prompts, examples, ctx, max_new_tokens=MAX_NEW_TOKENS, extractor=extract_first_line
+        )

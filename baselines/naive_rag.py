@@ -1,0 +1,76 @@
+"""Naive RAG: retrieve top-k for the question once, answer from the documents.
+
+Prompt: FlashRAG's standard RAG prompt ("Standard RAG" row of its benchmark, anchors.md §5.1),
+documents rendered as ``Doc {i}(Title: ...) ...`` (FlashRAG ``format_reference``); top-k from the
+protocol (Search-R1's RAG baseline uses the same top-3 as its methods, anchors.md §5.2).
+"""
+
+from __future__ import annotations
+
+import time
+
+from harness.method import Method, MethodSpec, RunContext
+from harness.protocol import Protocol
+from harness.rollout.extract import extract_first_line
+from harness.rollout.render import RENDERERS
+from harness.rollout.single import answer_once
+from harness.types import QAExample, Trajectory, Turn
+
+SYSTEM = (
+    "Answer the question based on the given document. Only give me the answer and do not output any other "
+    "words.\nThe following are given documents.\n\n{reference}"
+)
+USER = "Question: {question}\nAnswer:"
+MAX_NEW_TOKENS = 32  # FlashRAG uniform setting (anchors.md §1.1)
+RENDERER = "search_r1"  # identical to FlashRAG's format_reference
+
+
+class NaiveRAG(Method):
+    name = "naive_rag"
+    description = "retrieve top-k for the question once, answer from the documents"
+    source = "FlashRAG standard RAG (Jin et al. 2024, flashrag/prompt/base_prompt.py)"
+
+    def spec(self, protocol: Protocol) -> MethodSpec:
+        return MethodSpec(
+            name=self.name,
+            prompts={"system": SYSTEM, "user": USER},
+            renderer=RENDERER,
+            extractor="first_line",
+            params={"max_new_tokens": MAX_NEW_TOKENS, "top_k": protocol.top_k},
+        )
+
+    def solve(self, examples: list[QAExample], ctx: RunContext) -> list[Trajectory]:
+        retriever = ctx.require_retriever(self.name)
+        render = RENDERERS.get(RENDERER)
+        t0 = time.perf_counter()
+        hits = retriever.search([e.question for e in examples], ctx.protocol.top_k)
+        latency = (time.perf_counter() - t0) / max(len(examples), 1)
+        prompts = []
+        for e, h in zip(examples, hits, strict=True):
+            system = SYSTEM.format(reference=render(h))
+            prompts.append(
+                ctx.backend.chat_prompt(
+                    [
+                        {"role": "system", "content": system},
+                        {"role": "user", "content": USER.format(question=e.question)},
+                    ]
+                )
+            )
+        trajs = answer_once(
+            prompts, examples, ctx, max_new_tokens=MAX_NEW_TOKENS, extractor=extract_first_line
+        )
+        for t, e, h in zip(trajs, examples, hits, strict=True):
+            t.turns.insert(
+                0,
+                Turn(
+                    index=0,
+                    kind="retrieve",
+                    query=e.question,
+                    doc_ids=[x.doc_id for x in h],
+                    doc_scores=[x.score for x in h],
+                    latency_s=latency,
+                ),
+            )
+            for i, turn in enumerate(t.turns):
+                turn.index = i
+        return trajs

@@ -1,0 +1,144 @@
+"""``harness run``: score methods on a bench under a protocol; results land in DuckDB."""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+import sys
+from pathlib import Path
+
+from harness.cli import add_command
+
+EXAMPLES = """\
+  harness run --method direct,naive_rag,search_r1 --bench mini-multihop --limit 5
+  harness run --method all --bench multihop --limit 20            # every registered method
+  harness run --method search_r1 --bench mini --limit 50 --resume  # continue an interrupted run
+  harness run --method naive_rag --bench hotpotqa --sample 200 --seed 1
+  harness run --method search_r1 --model ./checkpoints/step-100 --bench mini-multihop
+  harness run --method search_r1 --backend openai --model smollm2 --base-url http://127.0.0.1:8765/v1 \\
+      --tokenizer smollm2-135m-instruct --bench mini-multihop --limit 10
+  harness run --protocol searchr1 --corpus wiki-18.jsonl --method search_r1 --bench all   # at scale
+"""
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = add_command(
+        sub,
+        "run",
+        help="score methods on a bench (results go to DuckDB; a summary table is printed)",
+        examples=EXAMPLES,
+        handler=handle,
+    )
+    p.add_argument("--method", default="all", help="a method, a comma list, or 'all' (default: all)")
+    p.add_argument("--bench", default="mini-multihop", help="bench name (see `harness list benches`)")
+    p.add_argument("--protocol", default="mini", help="protocol preset (see `harness list protocols`)")
+    p.add_argument(
+        "--model", default="smollm2-135m-instruct", help="model name, local HF dir, or served name"
+    )
+    p.add_argument(
+        "--backend", default="transformers", choices=["transformers", "llamacpp", "openai", "vllm"]
+    )
+    p.add_argument(
+        "--base-url", action="append", default=None, help="OpenAI-compatible endpoint (repeatable)"
+    )
+    p.add_argument(
+        "--tokenizer", default=None, help="tokenizer (HF dir or model name) for the openai backend"
+    )
+    p.add_argument("--limit", type=int, default=None, help="first N questions of each dataset")
+    p.add_argument("--sample", type=int, default=None, help="seeded random N questions of each dataset")
+    p.add_argument("--seed", type=int, default=0, help="selection seed (with --sample) and sampling seed")
+    p.add_argument("--top-k", type=int, default=None, help="override the protocol's top-k (changes its id)")
+    p.add_argument(
+        "--corpus", type=Path, default=None, help="corpus jsonl for protocols without a packaged one"
+    )
+    p.add_argument(
+        "--data-dir", type=Path, default=None, help="directory with full datasets (FlashRAG layout)"
+    )
+    p.add_argument("--db", type=Path, default=Path("results/harness.duckdb"), help="results database")
+    p.add_argument("--resume", action="store_true", help="continue the newest unfinished identical run")
+    p.add_argument("--batch-size", type=int, default=8, help="questions solved together (default 8)")
+    p.add_argument("--label", default="", help="free-text label stored with the run")
+    p.add_argument("--no-progress", action="store_true", help="no progress bars")
+
+
+def handle(args: argparse.Namespace) -> int:
+    from harness.data.benches import Selection
+    from harness.errors import ConfigError
+    from harness.methods_registry import get_method, resolve_methods
+    from harness.protocol import preset
+    from harness.runner import RunConfig, Runner, summary
+
+    if args.limit is not None and args.sample is not None:
+        raise ConfigError("give --limit (first N) or --sample (random N), not both")
+    proto = preset(args.protocol)
+    if args.limit is not None:
+        proto = proto.with_(selection=Selection(mode="first", n=args.limit))
+    elif args.sample is not None:
+        proto = proto.with_(selection=Selection(mode="random", n=args.sample, seed=args.seed))
+    if args.top_k is not None:
+        proto = proto.with_(top_k=args.top_k)
+    decoding = proto.decoding.model_copy(update={"seed": args.seed})
+    proto = proto.with_(decoding=decoding.model_dump())
+    if not proto.resolved:
+        from harness.protocol import resolve_corpus
+
+        proto = resolve_corpus(proto, args.corpus)
+
+    names = resolve_methods(args.method)
+    methods = [get_method(n) for n in names]
+    opts: dict[str, object] = {}
+    if args.base_url:
+        opts["base_urls"] = args.base_url
+    if args.tokenizer:
+        opts["tokenizer"] = args.tokenizer
+    cfg = RunConfig(
+        methods=names,
+        bench=args.bench,
+        protocol=proto,
+        model=args.model,
+        backend=args.backend,
+        backend_options=opts,
+        corpus_path=args.corpus,
+        data_dir=args.data_dir,
+        db=args.db,
+        resume=args.resume,
+        batch_size=args.batch_size,
+        label=args.label,
+        command=" ".join(shlex.quote(a) for a in sys.argv),
+    )
+    print(
+        f"protocol {proto.name} ({proto.protocol_id}); bench {args.bench}; model {args.model}",
+        file=sys.stderr,
+    )
+    runner = Runner(cfg, progress=not args.no_progress)
+    runs = runner.run(methods)
+    df = summary(runner.store, [r.run_id for r in runs])
+    print_summary(df, title=f"{args.bench} · protocol {proto.name} ({proto.protocol_id}) · {args.model}")
+    print(f"results: {args.db}  runs: {', '.join(r.run_id for r in runs)}", file=sys.stderr)
+    return 0
+
+
+def print_summary(df, title: str) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=title)
+    cols = [
+        ("method", "method", "{}"),
+        ("dataset", "dataset", "{}"),
+        ("n", "n", "{}"),
+        ("em", "EM", "{:.3f}"),
+        ("f1", "F1", "{:.3f}"),
+        ("cover_em", "cover-EM", "{:.3f}"),
+        ("retrievals", "retrievals/q", "{:.2f}"),
+        ("llm_calls", "LLM calls/q", "{:.2f}"),
+        ("tokens", "tokens/q", "{:.0f}"),
+        ("seconds_per_q", "s/q", "{:.2f}"),
+        ("answered", "answered", "{:.0%}"),
+    ]
+    for _, header, _ in cols:
+        table.add_column(header, justify="left" if header in ("method", "dataset") else "right")
+    for row in df.itertuples(index=False):
+        d = row._asdict()
+        table.add_row(*[fmt.format(d[key]) for key, _, fmt in cols])
+    Console(width=160).print(table)

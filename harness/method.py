@@ -1,0 +1,90 @@
+"""The method interface: a method turns a batch of questions into trajectories.
+
+A method module (``methods/<paper>.py`` or ``baselines/<name>.py``) subclasses :class:`Method`,
+declares its :class:`MethodSpec` (prompt text, tag dialect, renderer, extractor, parameters — all
+hashed into ``method_spec_hash`` and stored with each run) and implements :meth:`Method.solve`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from pydantic import BaseModel, ConfigDict
+
+from harness.types import QAExample, SamplingParams, Trajectory
+
+if TYPE_CHECKING:
+    from harness.llm.base import Backend
+    from harness.protocol import Protocol
+    from harness.retrieval.base import Retriever
+
+
+class MethodSpec(BaseModel):
+    """Everything method-specific that changes a score. ``spec_hash`` identifies it."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: str
+    version: str = "1"
+    prompts: dict[str, str] = {}
+    dialect: dict[str, Any] | None = None
+    renderer: str | None = None
+    extractor: str = ""
+    params: dict[str, Any] = {}
+
+    @property
+    def spec_hash(self) -> str:
+        data = json.dumps(self.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(data.encode()).hexdigest()[:12]
+
+
+@dataclass
+class RunContext:
+    """What a method may use while solving a batch."""
+
+    backend: Backend
+    protocol: Protocol
+    retriever: Retriever | None = None
+    sampling: SamplingParams = field(default_factory=SamplingParams)
+    training: bool = False  # return prompt/response token ids and loss masks
+
+    @property
+    def max_new_tokens(self) -> int:
+        return self.protocol.decoding.max_new_tokens
+
+    def require_retriever(self, method: str) -> Retriever:
+        if self.retriever is None:
+            from harness.errors import ConfigError
+
+            raise ConfigError(f"method {method!r} needs a retriever, but none was configured")
+        return self.retriever
+
+
+class Method(ABC):
+    """A way of answering questions. Subclasses set the class attributes and implement ``solve``."""
+
+    name: ClassVar[str]
+    description: ClassVar[str]
+    source: ClassVar[str]  # the paper / code the implementation follows
+    uses_retrieval: ClassVar[bool] = True
+    trained: ClassVar[bool] = False  # an RL method: an untrained policy is labelled as such
+
+    @abstractmethod
+    def spec(self, protocol: Protocol) -> MethodSpec:
+        """The method's settings under ``protocol`` (its top-k, turn budget, ...)."""
+
+    @abstractmethod
+    def solve(self, examples: list[QAExample], ctx: RunContext) -> list[Trajectory]:
+        """One trajectory per example, in order. Must not raise for a malformed model output:
+        record it in the trajectory's status instead."""
+
+
+def format_question(question: str) -> str:
+    """Search-R1's question preprocessing: strip, and add a '?' if missing
+    (``scripts/data_process/nq_search.py``)."""
+    q = question.strip()
+    return q if q.endswith("?") else q + "?"

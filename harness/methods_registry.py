@@ -1,0 +1,42 @@
+"""Every registered method, imported lazily by name (``harness run --method NAME``)."""
+
+from __future__ import annotations
+
+from harness.errors import ConfigError
+from harness.method import Method
+from harness.registry import Registry
+
+METHODS: Registry[type[Method]] = Registry("method")
+
+# prompt baselines
+METHODS.register_lazy("direct", "baselines.direct:Direct")
+METHODS.register_lazy("naive_rag", "baselines.naive_rag:NaiveRAG")
+# paper methods
+METHODS.register_lazy("search_r1", "methods.search_r1:SearchR1")
+
+
+def get_method(name: str) -> Method:
+    return METHODS.get(name)()
+
+
+def resolve_methods(spec: str) -> list[str]:
+    """``"all"``, one name, or a comma list -> names (validated, order kept, no duplicates)."""
+    if spec.strip() == "all":
+        return METHODS.names()
+    names = [n.strip() for n in spec.split(",") if n.strip()]
+    if not names:
+        raise ConfigError("--method is empty; give a name, a comma list or 'all'")
+    for n in names:
+        if n not in METHODS:
+            raise ConfigError(f"unknown method {n!r}; known: {', '.join(METHODS.names())}")
+    return list(dict.fromkeys(names))
+
+
+def describe_methods() -> list[tuple[str, ...]]:
+    """Rows for ``harness list methods``: name, kind, description, source."""
+    rows = []
+    for name in METHODS.names():
+        cls = METHODS.get(name)
+        kind = "RL (trained policy)" if cls.trained else "prompt baseline"
+        rows.append((name, kind, cls.description, cls.source))
+    return rows

@@ -1,0 +1,153 @@
+"""The evaluation protocol: everything that changes a score, pinned and hashed.
+
+A score is only comparable with another score under the same ``protocol_id``. The protocol pins
+the *environment* every method is scored in: corpus (id and content hash), retriever and its
+settings, top-k, turn and observation budgets, decoding, the data selection, metric versions and
+the judge. What is specific to a method (its prompt, tag dialect, document renderer and answer
+extractor) is pinned by the method's own ``MethodSpec`` hash stored with every run; a protocol may
+also *override* those (fields ``renderer``/``prompt_template``/``answer_extractor``, default
+``"method"`` = each method's own, recorded in the run), which changes the protocol id.
+
+``protocol_id`` = first 12 hex digits of sha256 over the canonical JSON of every field except
+``name`` and ``description`` (so a renamed copy with identical settings has the same id).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from harness.data.benches import Selection
+from harness.errors import ConfigError
+from harness.retrieval.spec import E5_BASE_V2, Bm25sSpec, DenseSpec, RetrieverSpec
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class CorpusRef(_Frozen):
+    """Which corpus. ``content_hash`` is None in a preset whose corpus the user supplies
+    (e.g. wiki-18); it is filled from the actual file when a run starts (``Protocol.resolve``)."""
+
+    id: str
+    content_hash: str | None = None
+    n_passages: int | None = None
+
+
+class Decoding(_Frozen):
+    temperature: float = 0.0  # greedy, as Search-R1's validation (`do_sample: False`)
+    top_p: float = 1.0
+    max_new_tokens: int = 500  # per turn; Search-R1 max response length 500 (anchors.md §1.2)
+    seed: int = 0
+
+
+class JudgeRef(_Frozen):
+    model: str
+    prompt_id: str
+    prompt_hash: str
+
+
+class Protocol(_Frozen):
+    name: str
+    description: str = ""
+    corpus: CorpusRef
+    retriever: RetrieverSpec = Field(default_factory=Bm25sSpec)
+    top_k: int = 3
+    max_turns: int = 4
+    max_obs_tokens: int = 500
+    renderer: str = "method"
+    prompt_template: str = "method"
+    answer_extractor: str = "method"
+    decoding: Decoding = Decoding()
+    split_policy: Literal["canonical"] = "canonical"  # test if the set has one, else dev (Search-R1/FlashRAG)
+    selection: Selection = Selection()
+    metrics: dict[str, str] = Field(default_factory=dict)  # metric name -> version
+    primary_metric: str = "em"
+    judge: JudgeRef | None = None
+
+    # -- identity ------------------------------------------------------------------------------
+    def canonical_json(self) -> str:
+        data = self.model_dump(mode="json", exclude={"name", "description"})
+        return json.dumps(data, sort_keys=True, separators=(",", ":"))
+
+    @property
+    def protocol_id(self) -> str:
+        return hashlib.sha256(self.canonical_json().encode()).hexdigest()[:12]
+
+    @property
+    def resolved(self) -> bool:
+        return self.corpus.content_hash is not None
+
+    def with_(self, **changes: object) -> Protocol:
+        """A copy with some fields changed (validated)."""
+        data = self.model_dump()
+        data.update(changes)
+        return Protocol.model_validate(data)
+
+
+def _metric_versions() -> dict[str, str]:
+    from harness.metrics.registry import metric_versions
+
+    return metric_versions()
+
+
+def closed_corpus_ref() -> CorpusRef:
+    from harness.data.packaged import closed_corpus_info
+
+    info = closed_corpus_info()
+    return CorpusRef(id=info.id, content_hash=info.content_hash, n_passages=info.n_passages)
+
+
+def preset(name: str) -> Protocol:
+    """The named presets.
+
+    - ``mini``: the packaged closed corpus (real HotpotQA / 2Wiki / MuSiQue / PopQA paragraphs),
+      bm25s BM25 (k1 0.9, b 0.4, porter), top-3, 4 turns, 500 observation tokens, greedy.
+      Runs on a laptop CPU.
+    - ``searchr1``: Search-R1's evaluation (anchors.md §1.2, §4.5): wiki-18 with e5-base-v2 Flat,
+      top-3, max 4 turns, greedy, full test-else-dev, EM primary. The corpus hash comes from the
+      user's wiki-18 file at run time.
+    """
+    if name == "mini":
+        return Protocol(
+            name="mini",
+            description="packaged closed corpus (~28k real paragraphs), bm25s, top-3, 4 turns, greedy",
+            corpus=closed_corpus_ref(),
+            retriever=Bm25sSpec(),
+            metrics=_metric_versions(),
+        )
+    if name == "searchr1":
+        return Protocol(
+            name="searchr1",
+            description="Search-R1 (Jin et al. 2025) eval: wiki-18, e5-base-v2 Flat, top-3, 4 turns, greedy, EM",
+            corpus=CorpusRef(id="wiki18", n_passages=21_015_324),
+            retriever=DenseSpec(encoder=E5_BASE_V2, index_type="Flat"),
+            metrics=_metric_versions(),
+        )
+    raise ConfigError(f"unknown protocol {name!r}; known: {', '.join(PRESETS)}")
+
+
+PRESETS = ("mini", "searchr1")
+
+
+def describe_protocols() -> list[tuple[str, ...]]:
+    """Rows for ``harness list protocols``: name, id, corpus, retriever, top-k/turns, description."""
+    rows = []
+    for name in PRESETS:
+        p = preset(name)
+        pid = p.protocol_id if p.resolved else f"{p.protocol_id}*"
+        rows.append(
+            (
+                name,
+                pid,
+                p.corpus.id + ("" if p.resolved else " (hash from your file)"),
+                p.retriever.kind,
+                f"top-{p.top_k}, {p.max_turns} turns",
+                p.description,
+            )
+        )
+    return rows

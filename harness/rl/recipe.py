@@ -1,0 +1,108 @@
+"""A training recipe: the RL algorithm plus everything else a paper fixes for training.
+
+Paper modules build their recipes from these types; every value carries its provenance in
+``sources`` (field path -> "paper §x" / "code: file" / "ours: why"), so a reader can tell what
+was published from what we chose. ``harness train --recipe-override key=value`` edits any field.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from harness.data.benches import Selection
+from harness.errors import ConfigError
+from harness.rl.config import AlgoConfig
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class RewardStage(_Strict):
+    """From ``start_step`` on, the method's reward named ``reward`` is used (multi-stage schedules)."""
+
+    start_step: int = Field(ge=0)
+    reward: str
+
+
+class LoraConfig(_Strict):
+    rank: int = Field(ge=1)
+    alpha: float = Field(gt=0)
+    dropout: float = Field(ge=0, lt=1)
+    target_modules: tuple[str, ...] = ("q_proj", "k_proj", "v_proj", "o_proj")
+
+
+class Recipe(_Strict):
+    """Everything needed to train one method.
+
+    Rollout: ``max_new_tokens`` per turn, ``max_turns`` search turns, ``top_k`` passages,
+    ``max_obs_tokens`` per observation (Search-R1 defaults 500 / 4 / 3 / 500).
+    Data: ``bench`` and ``selection`` name the training questions (the packaged sets hold
+    dev/test questions only; users with the real train splits pass ``--data-dir``).
+    ``micro_batch_size``: trajectories per forward/backward (gradient accumulation inside an
+    optimizer update; does not change the maths).
+    """
+
+    name: str
+    method: str
+    algo: AlgoConfig
+    steps: int = Field(ge=1)
+    bench: str
+    selection: Selection = Selection()
+    max_new_tokens: int = Field(ge=1)
+    max_turns: int = Field(ge=0)
+    top_k: int = Field(ge=1)
+    max_obs_tokens: int = Field(ge=1)
+    micro_batch_size: int = Field(ge=1)
+    reward_stages: tuple[RewardStage, ...] = (RewardStage(start_step=0, reward="default"),)
+    lora: LoraConfig | None = None
+    dtype: Literal["float32", "bfloat16"] = "float32"
+    seed: int = 0
+    save_every: int = Field(default=0, ge=0)  # 0: only the final checkpoint
+    sources: dict[str, str] = {}
+
+    @model_validator(mode="after")
+    def _check(self) -> Recipe:
+        starts = [s.start_step for s in self.reward_stages]
+        if not starts or starts[0] != 0 or starts != sorted(set(starts)):
+            raise ValueError("reward_stages must start at step 0 with strictly increasing start_step")
+        return self
+
+    def reward_at(self, step: int) -> str:
+        """The reward name in force at ``step`` (0-based)."""
+        name = self.reward_stages[0].reward
+        for s in self.reward_stages:
+            if step >= s.start_step:
+                name = s.reward
+        return name
+
+    def with_overrides(self, overrides: list[str]) -> Recipe:
+        """Apply ``key=value`` overrides; dotted keys reach nested fields (``algo.lr=1e-5``);
+        values are parsed as JSON when they parse, else taken as strings."""
+        data: dict[str, Any] = self.model_dump(mode="json")
+        for item in overrides:
+            key, sep, raw = item.partition("=")
+            if not sep or not key:
+                raise ConfigError(f"recipe override {item!r} is not key=value")
+            try:
+                value: Any = json.loads(raw)
+            except json.JSONDecodeError:
+                value = raw
+            node = data
+            parts = key.split(".")
+            for p in parts[:-1]:
+                if not isinstance(node.get(p), dict):
+                    raise ConfigError(f"recipe override {item!r}: {p!r} is not a section of the recipe")
+                node = node[p]
+            if parts[-1] not in node:
+                raise ConfigError(
+                    f"recipe override {item!r}: no field {parts[-1]!r} (known: {', '.join(node)})"
+                )
+            node[parts[-1]] = value
+        try:
+            return Recipe.model_validate(data)
+        except ValidationError as e:
+            raise ConfigError(f"recipe {self.name!r} after overrides is invalid: {e}") from e

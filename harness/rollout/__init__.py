@@ -1,0 +1,1 @@
+"""The batched multi-turn rollout engine shared by evaluation and training."""
