@@ -1,0 +1,123 @@
+"""``harness eval-retrieval``: recall of gold passages at k, per dataset, for several retrievers."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from harness.cli import add_command
+from harness.retrieval.cli_options import setup_logging
+
+EXAMPLES = """\
+  harness eval-retrieval                                      # bm25s on mini-multihop, k = 1,3,5
+  harness eval-retrieval --bench mini-multihop --retrievers bm25s,pyserini,dense,hybrid --k 1,3,5
+  harness eval-retrieval --bench mini --retrievers bm25s --k 1,5,10 --limit 100 --db /tmp/r.duckdb
+"""
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = add_command(
+        sub,
+        "eval-retrieval",
+        help="recall@k of gold passages per dataset for one or more retrievers (stored in DuckDB)",
+        examples=EXAMPLES,
+        handler=_run,
+    )
+    p.add_argument("--bench", default="mini-multihop", help="bench name (default mini-multihop)")
+    p.add_argument(
+        "--retrievers",
+        default="bm25s",
+        help="comma-separated: bm25s, pyserini, dense, dense-hnsw, hybrid (default bm25s)",
+    )
+    p.add_argument("--k", default="1,3,5", help="comma-separated cut-offs (default 1,3,5)")
+    p.add_argument("--limit", type=int, default=None, help="first N questions of each dataset")
+    p.add_argument("--corpus", type=Path, default=None, help="corpus file (default: packaged closed corpus)")
+    p.add_argument("--db", type=Path, default=None, help="DuckDB file (default results/harness.duckdb)")
+    p.add_argument("--no-store", action="store_true", help="print only; do not write to the database")
+
+
+def _run(args: argparse.Namespace) -> int:
+    from rich.console import Console
+    from rich.table import Table
+
+    from harness.data.benches import Selection, get_bench, load_bench
+    from harness.errors import ConfigError
+    from harness.retrieval.base import spec_json
+    from harness.retrieval.cli_options import parse_ks
+    from harness.retrieval.evaluate import recall_at_ks
+    from harness.retrieval.factory import as_corpus, build_retriever, parse_spec
+
+    setup_logging()
+    ks = parse_ks(args.k)
+    names = [n.strip() for n in args.retrievers.split(",") if n.strip()]
+    if not names:
+        raise ConfigError("--retrievers is empty")
+    if args.limit is not None and args.limit < 1:
+        raise ConfigError("--limit must be >= 1")
+    specs = [(n, parse_spec(n)) for n in names]  # fail on a typo before any index is built
+    bench = get_bench(args.bench)
+    selection = Selection(mode="first", n=args.limit) if args.limit else Selection()
+    entries = load_bench(bench, selection)
+    corpus = as_corpus(args.corpus, progress=True)
+    out = Console()
+
+    results = []
+    for name, spec in specs:
+        r = build_retriever(spec, corpus, progress=True)
+        try:
+            for entry, examples in entries:
+                rows = recall_at_ks(r, entry.dataset, examples, ks, name=name)
+                results.extend((spec, row) for row in rows)
+                skipped = rows[0].skipped
+                note = f" ({skipped} without gold passages skipped)" if skipped else ""
+                out.print(
+                    f"[dim]{name}: {entry.dataset} {rows[0].n} questions in {rows[0].seconds:.2f} s{note}[/dim]"
+                )
+        finally:
+            r.close()
+
+    table = Table(
+        title=f"recall of gold passages @k - bench {bench.name}, corpus {corpus.spec.id} ({len(corpus):,})"
+    )
+    table.add_column("dataset")
+    table.add_column("n", justify="right")
+    for name in names:
+        for k in ks:
+            table.add_column(f"{name}\n@{k}", justify="right")
+    datasets = [e.dataset for e, _ in entries]
+    by_key = {(row.dataset, row.retriever, row.k): row for _, row in results}
+    for ds in datasets:
+        n = by_key[(ds, names[0], ks[0])].n
+        table.add_row(ds, str(n), *(f"{by_key[(ds, nm, k)].recall:.3f}" for nm in names for k in ks))
+    total = sum(by_key[(ds, names[0], ks[0])].n for ds in datasets)
+    if len(datasets) > 1 and total:
+        micro = []
+        for nm in names:
+            for k in ks:
+                rows = [by_key[(ds, nm, k)] for ds in datasets if by_key[(ds, nm, k)].n]
+                micro.append(f"{sum(r.recall * r.n for r in rows) / total:.3f}")
+        table.add_row("all (micro)", str(total), *micro, style="bold")
+    out.print(table)
+
+    if not args.no_store:
+        from harness.store import DEFAULT_DB, RetrievalEvalRow, Store
+
+        db = args.db or DEFAULT_DB
+        store_rows = [
+            RetrievalEvalRow(
+                bench=bench.name,
+                dataset=row.dataset,
+                retriever=row.retriever,
+                retriever_spec=spec_json(spec),
+                corpus_id=corpus.spec.id,
+                corpus_hash=corpus.spec.content_hash,
+                k=row.k,
+                recall=row.recall,
+                n=row.n,
+                seconds=row.seconds,
+            )
+            for spec, row in results
+        ]
+        Store(db).add_retrieval_evals(store_rows)
+        out.print(f"[dim]{len(store_rows)} rows stored in {db} (table retrieval_evals)[/dim]")
+    return 0

@@ -1,0 +1,219 @@
+"""The retrieval server (started in-process on 127.0.0.1 with uvicorn) and the HTTP client."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+
+import httpx
+import pytest
+
+from harness.errors import ServerError
+from harness.retrieval.base import EmptyQueryError, Retriever
+from harness.retrieval.bm25 import Bm25sRetriever
+from harness.retrieval.client import RetrievalClient
+from harness.retrieval.server import create_app
+from harness.retrieval.spec import Bm25sSpec
+
+pytestmark = pytest.mark.integration
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Served:
+    def __init__(self, retriever: Retriever, **kwargs):
+        import uvicorn
+
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        config = uvicorn.Config(
+            create_app(retriever, **kwargs), host="127.0.0.1", port=self.port, log_level="critical"
+        )
+        self.server = uvicorn.Server(config)
+        self.thread = threading.Thread(target=self.server.run, daemon=True)
+        self.thread.start()
+        deadline = time.monotonic() + 20
+        while not self.server.started:
+            if time.monotonic() > deadline or not self.thread.is_alive():
+                raise RuntimeError("server did not start")
+            time.sleep(0.02)
+
+    def stop(self) -> None:
+        self.server.should_exit = True
+        self.thread.join(timeout=10)
+
+
+@pytest.fixture
+def served(tiny_corpus):
+    s = Served(Bm25sRetriever(tiny_corpus), default_topk=2, max_topk=50)
+    yield s
+    s.stop()
+
+
+def test_search_r1_retrieve(served):
+    body = {"queries": ["capital of France", "python language"], "topk": 2, "return_scores": True}
+    r = httpx.post(served.url + "/retrieve", json=body)
+    assert r.status_code == 200
+    result = r.json()["result"]
+    assert len(result) == 2
+    first = result[0][0]
+    assert set(first) == {"document", "score"}
+    assert first["document"] == {
+        "id": "d5",
+        "contents": '"France"\nFrance is a country in Europe. Its capital city is Paris, and France has a president.',
+        "title": "France",
+        "text": "France is a country in Europe. Its capital city is Paris, and France has a president.",
+    }
+    assert [h["document"]["id"] for h in result[0]] == ["d5", "d1"]
+    assert result[0][0]["score"] > result[0][1]["score"] > 0
+    assert result[1][0]["document"]["id"] == "d4"
+
+
+def test_without_scores_and_default_topk(served):
+    r = httpx.post(served.url + "/retrieve", json={"queries": ["capital of France"], "return_scores": False})
+    docs = r.json()["result"][0]
+    assert [d["id"] for d in docs] == ["d5", "d1"]  # server --topk 2
+    assert set(docs[0]) == {"id", "contents", "title", "text"}
+    r = httpx.post(served.url + "/retrieve", json={"queries": ["capital of France"], "topk": None})
+    assert len(r.json()["result"][0]) == 2
+    r = httpx.post(served.url + "/retrieve", json={"queries": ["zebra"], "topk": 3, "return_scores": True})
+    assert r.json() == {"result": [[]]}
+
+
+def test_recall_adapters(served):
+    r = httpx.post(served.url + "/search", json={"query": "berlin", "top_n": 1})
+    assert r.json() == [{"id": "d2", "contents": '"Berlin"\nBerlin is the capital of Germany.'}]
+    r = httpx.post(served.url + "/search", json={"query": "berlin", "top_n": 1, "return_score": True})
+    docs, scores = r.json()
+    assert docs[0]["id"] == "d2" and len(scores) == 1 and scores[0] > 0
+    r = httpx.post(served.url + "/batch_search", json={"query": ["berlin", "mice"], "top_n": 1})
+    assert [[d["id"] for d in q] for q in r.json()] == [["d2"], ["d3"]]
+    r = httpx.post(
+        served.url + "/batch_search", json={"query": ["berlin", "mice"], "top_n": 1, "return_score": True}
+    )
+    docs, scores = r.json()
+    assert [[d["id"] for d in q] for q in docs] == [["d2"], ["d3"]] and len(scores) == 2
+
+
+def test_health(served, tiny_corpus):
+    h = httpx.get(served.url + "/health").json()
+    assert h["status"] == "ok" and h["retriever"] == "bm25s"
+    assert h["index_id"] == Bm25sRetriever(tiny_corpus).index_id
+    assert h["spec"] == Bm25sSpec().model_dump(mode="json")
+    assert h["corpus"]["content_hash"] == tiny_corpus.spec.content_hash
+    assert (h["default_topk"], h["max_topk"]) == (2, 50)
+
+
+@pytest.mark.parametrize(
+    ("path", "payload", "status", "message"),
+    [
+        ("/retrieve", {"queries": [], "topk": 3}, 400, "'queries' must be a non-empty list"),
+        ("/retrieve", {"queries": ["paris", "  "], "topk": 3}, 422, "empty query at position(s) [1]"),
+        ("/retrieve", {"queries": ["paris"], "topk": 0}, 422, "'topk' must be between 1 and 50, got 0"),
+        ("/retrieve", {"queries": ["paris"], "topk": 10**9}, 422, "'topk' must be between 1 and 50"),
+        ("/retrieve", {"queries": "paris", "topk": 3}, 422, "queries: Input should be a valid list"),
+        ("/retrieve", {"queries": ["paris"], "topk": "3"}, 422, "topk: Input should be a valid integer"),
+        ("/retrieve", {"queries": ["paris"], "topk": True}, 422, "topk: Input should be a valid integer"),
+        ("/retrieve", {"queries": [1, 2]}, 422, "queries.0: Input should be a valid string"),
+        ("/retrieve", {"topk": 3}, 422, "queries: Field required"),
+        ("/retrieve", ["paris"], 422, "invalid request"),
+        ("/search", {"query": ""}, 422, "empty query at position(s) [0] of 'query'"),
+        ("/batch_search", {"query": [], "top_n": 3}, 400, "'query' must be a non-empty list"),
+        ("/batch_search", {"query": ["x"], "top_n": -1}, 422, "'top_n' must be between 1 and 50, got -1"),
+    ],
+)
+def test_bad_requests_get_4xx_with_a_message_and_the_server_stays_up(served, path, payload, status, message):
+    r = httpx.post(served.url + path, json=payload)
+    assert r.status_code == status
+    assert message in r.json()["detail"]
+    ok = httpx.post(served.url + "/retrieve", json={"queries": ["paris"], "topk": 1, "return_scores": True})
+    assert ok.status_code == 200 and ok.json()["result"][0][0]["document"]["id"] == "d1"
+
+
+def test_malformed_json_body(served):
+    r = httpx.post(
+        served.url + "/retrieve", content=b"{not json", headers={"Content-Type": "application/json"}
+    )
+    assert r.status_code == 422 and "invalid request" in r.json()["detail"]
+
+
+def test_client_matches_local_search(served, tiny_corpus):
+    local = Bm25sRetriever(tiny_corpus)
+    with RetrievalClient(served.url + "/retrieve") as client:
+        queries = ["capital of France", "cats and mice", "zebra"]
+        assert client.search(queries, 3) == local.search(queries, 3)
+        assert client.index_id == local.index_id
+        assert client.spec == local.spec
+        assert client.corpus_spec == tiny_corpus.spec
+        with pytest.raises(EmptyQueryError):
+            client.search(["ok", ""], 3)
+        with pytest.raises(
+            ServerError, match=r"rejected the request: HTTP 422: 'topk' must be between 1 and 50"
+        ):
+            client.search(["paris"], 51)
+
+
+def test_client_against_a_dead_port_names_the_url():
+    port = free_port()
+    client = RetrievalClient(f"http://127.0.0.1:{port}", retries=2, backoff=0.01, connect_timeout=1.0)
+    t0 = time.monotonic()
+    with pytest.raises(ServerError) as e:
+        client.search(["paris"], 3)
+    assert f"retrieval server http://127.0.0.1:{port}/retrieve failed after 3 attempt(s)" in str(e.value)
+    assert "ConnectError" in str(e.value)
+    assert time.monotonic() - t0 < 10
+    assert client.index_id == f"remote-http://127.0.0.1:{port}"
+
+
+class _Flaky(Retriever):
+    """Fails the first ``fail`` searches with an exception, then answers; or sleeps."""
+
+    def __init__(self, fail: int = 0, sleep: float = 0.0):
+        self.fail, self.sleep, self.calls = fail, sleep, 0
+
+    @property
+    def spec(self):
+        return Bm25sSpec()
+
+    @property
+    def index_id(self):
+        return "bm25s-flaky"
+
+    def _search(self, queries, k):
+        from harness.types import Hit
+
+        self.calls += 1
+        if self.calls <= self.fail:
+            raise RuntimeError("disk on fire")
+        time.sleep(self.sleep)
+        return [[Hit("x", '"X"\nx', 1.0)] for _ in queries]
+
+
+def test_server_errors_are_json_500_and_the_client_retries():
+    flaky = _Flaky(fail=2)
+    s = Served(flaky)
+    try:
+        r = httpx.post(s.url + "/retrieve", json={"queries": ["a"], "topk": 1})
+        assert r.status_code == 500 and r.json()["detail"] == "retrieval failed: RuntimeError: disk on fire"
+        client = RetrievalClient(s.url, retries=2, backoff=0.01)
+        assert client.search(["a"], 1)[0][0].doc_id == "x"  # second attempt fails, third succeeds
+        assert flaky.calls == 3
+    finally:
+        s.stop()
+
+
+def test_client_timeout_is_retried_then_reported():
+    s = Served(_Flaky(sleep=1.0))
+    try:
+        client = RetrievalClient(s.url, timeout=0.2, retries=1, backoff=0.01)
+        with pytest.raises(
+            ServerError, match=r"/retrieve failed after 2 attempt\(s\): timed out \(ReadTimeout\)"
+        ):
+            client.search(["a"], 1)
+    finally:
+        s.stop()
