@@ -1,0 +1,200 @@
+"""The generation interface every backend implements, and the spec that builds one.
+
+A :class:`Backend` turns raw prompt strings into :class:`~harness.types.Completion` objects with
+exact token counts from the model's own tokenizer. Multi-turn tag protocols keep a raw prompt
+string (built once with :meth:`Backend.chat_prompt`) and continue it turn after turn.
+
+Stop strings, for every backend:
+
+* generation stops as soon as any stop string appears in the decoded continuation; the text is
+  cut at the earliest occurrence (ties: the shorter string); ``Completion.stop`` names it;
+* ``include_stop=False`` returns the text before the stop string, ``include_stop=True`` the text
+  up to and including it;
+* ``finish_reason`` is ``"stop"`` (a stop string), ``"eos"`` (the model's end-of-sequence token),
+  ``"length"`` (``max_new_tokens`` reached) or ``"error"`` (a request that failed and was recorded
+  instead of raised; see the backend).
+
+``Completion.completion_tokens`` counts every token the model generated (the tokens of the stop
+string and the end-of-sequence token included), as OpenAI-compatible servers report it.
+``Completion.token_ids`` (in-process backends) decode exactly to ``Completion.text``, followed by
+the end-of-sequence id when ``finish_reason == "eos"``; see :mod:`harness.llm.decoding`.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from harness.errors import ConfigError
+from harness.registry import Registry
+from harness.types import Completion, SamplingParams
+
+BackendKind = Literal["transformers", "llamacpp", "openai", "vllm"]
+Dtype = Literal["auto", "float32", "bfloat16", "float16"]
+ServerKind = Literal["generic", "vllm", "llamacpp"]
+
+GREEDY = SamplingParams()
+
+
+class BackendSpec(BaseModel):
+    """How to build a backend. Only the fields of the chosen ``kind`` are used.
+
+    * ``model``: for in-process backends a model name (``"default"`` = the packaged
+      SmolLM2-135M-Instruct) or a local directory / GGUF file; for ``openai`` the model name the
+      server serves (``"auto"``: ask the server's ``/v1/models`` and take its only model).
+    * ``base_urls``: ``openai`` only; one or several ``http://host:port/v1`` URLs, requests are
+      spread round-robin (a comma-separated string is accepted).
+    * ``server``: ``openai`` only; which non-standard sampling fields the server accepts. llama.cpp's
+      server applies ``repeat_penalty=1.1``, ``top_k=40`` and ``min_p=0.05`` unless told otherwise,
+      so ``"llamacpp"`` sends neutral values; ``"vllm"`` sends ``top_k``; ``"generic"`` sends only
+      OpenAI fields (``top_k > 0`` is then refused).
+    * ``tokenizer``: ``openai`` only; a local HF directory (or ``"default"``) used to apply the chat
+      template to raw prompts and to count tokens when the server returns no usage.
+    * ``stop_mode``: ``openai`` only; how the matched stop string is found (see
+      :mod:`harness.llm.openai_backend`).
+    * ``api_key_env``: the environment variable holding the API key (never the key itself);
+      when it is unset the placeholder ``"EMPTY"`` is sent, which local servers accept.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    kind: BackendKind = "transformers"
+    model: str = "default"
+    base_urls: tuple[str, ...] = ()
+    server: ServerKind = "generic"
+    tokenizer: str | None = None
+    api_key_env: str = "OPENAI_API_KEY"
+    stop_mode: Literal["auto", "server", "client"] = "auto"
+    dtype: Dtype = "float32"
+    threads: int | None = Field(default=None, ge=1)
+    max_batch_size: int = Field(default=8, ge=1)
+    concurrency: int = Field(default=4, ge=1)
+    timeout: float = Field(default=120.0, gt=0)
+    retries: int = Field(default=2, ge=0)
+    backoff: float = Field(default=0.5, ge=0)
+    n_ctx: int = Field(default=4096, ge=16)
+    tensor_parallel_size: int = Field(default=1, ge=1)
+    gpu_memory_utilization: float = Field(default=0.9, gt=0, le=1)
+    max_model_len: int | None = None
+
+    @field_validator("base_urls", mode="before")
+    @classmethod
+    def _split_urls(cls, v: Any) -> Any:
+        if isinstance(v, str):
+            return tuple(u.strip() for u in v.split(",") if u.strip())
+        return v
+
+    @field_validator("base_urls")
+    @classmethod
+    def _check_urls(cls, v: tuple[str, ...]) -> tuple[str, ...]:
+        for u in v:
+            if not u.startswith(("http://", "https://")):
+                raise ValueError(f"base URL {u!r} must start with http:// or https://")
+        return tuple(u.rstrip("/") for u in v)
+
+    @model_validator(mode="after")
+    def _check_kind(self) -> BackendSpec:
+        if self.kind == "openai" and not self.base_urls:
+            raise ValueError("the openai backend needs base_urls (e.g. http://127.0.0.1:8765/v1)")
+        if self.kind != "openai" and self.base_urls:
+            raise ValueError(f"base_urls are only used by the openai backend, not {self.kind!r}")
+        return self
+
+
+class Backend(ABC):
+    """A text generator with its tokenizer. Subclasses set ``name`` (the backend kind)."""
+
+    name: str = ""
+
+    @abstractmethod
+    def generate(
+        self,
+        prompts: Sequence[str],
+        *,
+        stop: Sequence[str] = (),
+        max_new_tokens: int,
+        sampling: SamplingParams = GREEDY,
+        include_stop: bool = False,
+    ) -> list[Completion]:
+        """One completion per prompt, in order."""
+
+    def generate_ids(
+        self,
+        prompt_ids: Sequence[Sequence[int]],
+        *,
+        stop: Sequence[str] = (),
+        max_new_tokens: int,
+        sampling: SamplingParams = GREEDY,
+        include_stop: bool = False,
+    ) -> list[Completion]:
+        """Like :meth:`generate`, from exact prompt token ids (training works in token space).
+        Only in-process backends implement it."""
+        raise ConfigError(f"the {self.name} backend cannot generate from token ids; use transformers")
+
+    def chat(
+        self,
+        messages: list[dict[str, str]],
+        *,
+        max_new_tokens: int = 256,
+        sampling: SamplingParams = GREEDY,
+        stop: Sequence[str] = (),
+    ) -> Completion:
+        """One chat turn (judges). In-process: the chat template, then :meth:`generate`."""
+        return self.chat_batch([messages], max_new_tokens=max_new_tokens, sampling=sampling, stop=stop)[0]
+
+    def chat_batch(
+        self,
+        conversations: Sequence[list[dict[str, str]]],
+        *,
+        max_new_tokens: int = 256,
+        sampling: SamplingParams = GREEDY,
+        stop: Sequence[str] = (),
+    ) -> list[Completion]:
+        prompts = [self.chat_prompt(m) for m in conversations]
+        return self.generate(prompts, stop=stop, max_new_tokens=max_new_tokens, sampling=sampling)
+
+    @abstractmethod
+    def chat_prompt(self, messages: list[dict[str, str]], add_generation_prompt: bool = True) -> str:
+        """The model's chat template applied to ``messages``, as a raw prompt string."""
+
+    @abstractmethod
+    def tokenize(self, text: str) -> list[int]:
+        """Token ids of ``text`` as this backend feeds it to the model as a prompt: the tokenizer's
+        special tokens (BOS) are added unless ``text`` already starts with the BOS string."""
+
+    @abstractmethod
+    def detokenize(self, ids: Sequence[int]) -> str:
+        """Text of ``ids``; special tokens are kept, so ``detokenize`` inverts generated ids."""
+
+    def count_tokens(self, text: str) -> int:
+        """``len(tokenize(text))``: what the model sees for ``text`` as a prompt."""
+        return len(self.tokenize(text))
+
+    @abstractmethod
+    def describe(self) -> dict[str, Any]:
+        """What identifies the generator in a run record: backend, model, dtype, revision/hash..."""
+
+    def close(self) -> None:  # noqa: B027 - optional hook
+        """Release threads, processes or memory held by the backend."""
+
+    def __enter__(self) -> Backend:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+BACKENDS: Registry[type[Backend]] = Registry("backend")
+BACKENDS.register_lazy("transformers", "harness.llm.transformers_backend:TransformersBackend")
+BACKENDS.register_lazy("llamacpp", "harness.llm.llamacpp_backend:LlamaCppBackend")
+BACKENDS.register_lazy("openai", "harness.llm.openai_backend:OpenAIBackend")
+BACKENDS.register_lazy("vllm", "harness.llm.vllm_backend:VLLMBackend")
+
+
+def make_backend(spec: BackendSpec) -> Backend:
+    """Build the backend ``spec`` describes; the backend's libraries are imported only now."""
+    cls = BACKENDS.get(spec.kind)
+    return cls(spec)  # type: ignore[call-arg]

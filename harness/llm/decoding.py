@@ -1,0 +1,117 @@
+"""Stop strings and token alignment, shared by the in-process backends.
+
+A generation loop produces token ids; :class:`StopScanner` tells it, token by token, whether a stop
+string has appeared in the decoded continuation, and :func:`finish_sequence` turns the generated
+ids into the final text, finish reason and token ids.
+
+Token ids and text are kept consistent: ``detokenize(token_ids) == text`` (plus the
+end-of-sequence id at the end when the model stopped by itself). A stop string does not always end
+on a token boundary (``"</search>"`` may arrive as ``"</", "search", ">\\n"``); the tokens that lie
+wholly inside the kept text stay as generated, and the rest of the kept text (at most the tail of
+one token plus the stop string) is re-encoded. This is what Search-R1 and verl do when they cut a
+response at ``</search>`` and re-tokenize; the re-encoded tail is usually the very tokens the model
+produced. ``completion_tokens`` always counts the tokens the model actually generated.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from harness.types import FinishReason
+
+Decode = Callable[[Sequence[int]], str]
+Encode = Callable[[str], list[int]]
+
+
+@dataclass(frozen=True)
+class StopMatch:
+    start: int  # index of the stop string in the decoded continuation
+    stop: str
+
+
+def find_stop(text: str, stops: Sequence[str]) -> StopMatch | None:
+    """The earliest stop string in ``text`` (ties: the shorter one, which was complete first)."""
+    best: StopMatch | None = None
+    for s in stops:
+        if not s:
+            continue
+        i = text.find(s)
+        if i < 0:
+            continue
+        if best is None or (i, i + len(s)) < (best.start, best.start + len(best.stop)):
+            best = StopMatch(i, s)
+    return best
+
+
+class StopScanner:
+    """Incremental stop-string check over a growing list of generated ids.
+
+    Decodes the continuation once per step (the tokenizer's Rust decoder: microseconds for a few
+    hundred tokens) and searches only the region a new token can have completed.
+    """
+
+    def __init__(self, stops: Sequence[str], decode: Decode):
+        self.stops = [s for s in stops if s]
+        self.decode = decode
+        self._longest = max((len(s) for s in self.stops), default=0)
+        self._checked = 0  # length of the decoded text already searched
+
+    def update(self, ids: Sequence[int]) -> bool:
+        """True when a stop string appears in ``decode(ids)``."""
+        if not self.stops:
+            return False
+        text = self.decode(ids)
+        # a partial UTF-8 character can decode differently once completed: back off a few chars
+        start = max(0, self._checked - self._longest - 4)
+        self._checked = len(text)
+        return find_stop(text[start:], self.stops) is not None
+
+
+@dataclass(frozen=True)
+class Finished:
+    text: str
+    token_ids: list[int] | None  # None: the tokenizer could not reproduce the text (counted)
+    finish_reason: FinishReason
+    stop: str | None
+
+
+def align_ids(gen_ids: Sequence[int], target: str, decode: Decode, encode: Encode) -> list[int] | None:
+    """Token ids that decode exactly to ``target``, a prefix (in text) of ``decode(gen_ids)``:
+    the longest run of generated ids whose text is a prefix of ``target``, then the re-encoded rest.
+    None when the tokenizer does not round-trip (then no ids are claimed)."""
+    n = len(gen_ids)
+    head = decode(gen_ids[:n])
+    while n > 0 and not target.startswith(head):
+        n -= 1
+        head = decode(gen_ids[:n])
+    ids = list(gen_ids[:n])
+    rest = target[len(head) :]
+    if rest:
+        ids += encode(rest)
+    return ids if decode(ids) == target else None
+
+
+def finish_sequence(
+    gen_ids: Sequence[int],
+    *,
+    eos_hit: bool,
+    stops: Sequence[str],
+    include_stop: bool,
+    decode: Decode,
+    encode: Encode,
+) -> Finished:
+    """Text, token ids, finish reason and stop string of one generated sequence.
+
+    ``eos_hit``: the last id is an end-of-sequence token. Otherwise generation ended on a stop
+    string (detected again here on the full text) or on the token limit.
+    """
+    body = list(gen_ids[:-1]) if eos_hit else list(gen_ids)
+    full = decode(body)
+    m = find_stop(full, stops)
+    if m is not None:
+        target = full[: m.start] + (m.stop if include_stop else "")
+        return Finished(target, align_ids(body, target, decode, encode), "stop", m.stop)
+    if eos_hit:
+        return Finished(full, list(gen_ids), "eos", None)
+    return Finished(full, body, "length", None)

@@ -1,0 +1,382 @@
+"""Any OpenAI-compatible server through the ``openai`` client: vLLM, llama.cpp, hosted APIs.
+
+* :meth:`OpenAIBackend.generate` sends raw prompts to ``/v1/completions`` with the stop strings,
+  which is how multi-turn tag protocols continue a prompt after an observation.
+  :meth:`OpenAIBackend.chat` / :meth:`chat_batch` use ``/v1/chat/completions`` (judges).
+* Requests run on a thread pool of ``concurrency`` workers and are spread round-robin over
+  ``base_urls``; each has a ``timeout`` and up to ``retries`` retries with exponential backoff
+  (connection errors, timeouts, 429 and 5xx). A server that cannot be reached at all raises
+  :class:`~harness.errors.ServerError` naming the URL; a request that still times out or fails
+  with a 5xx / 400 after its retries becomes a completion with ``finish_reason="error"`` (counted
+  in :attr:`OpenAIBackend.stats`), so one bad prompt does not end a run. 401/403/404 raise.
+* The API key is read from the environment variable ``spec.api_key_env`` (default
+  ``OPENAI_API_KEY``); when unset, the placeholder ``"EMPTY"`` is sent (local servers ignore it).
+* Token counts come from the response's ``usage``. When a server returns none, they are counted
+  with the local tokenizer if one is configured (``spec.tokenizer``), otherwise recorded as -1;
+  ``stats`` says which (``usage_server`` / ``usage_tokenizer`` / ``usage_missing``). Numbers are
+  never invented.
+* Which stop string ended a completion: OpenAI and llama.cpp's server only say
+  ``finish_reason="stop"``, for a stop string and for the end of sequence alike, and cut the
+  string off, so a tag protocol could not tell ``</search>`` from ``</answer>``. Two modes
+  (``spec.stop_mode``):
+
+  - ``"server"``: the stop strings go to the server; the matched one is exact when the server
+    reports it (vLLM's ``stop_reason``, SGLang's ``matched_stop``; a token id there means the
+    end-of-sequence token). Otherwise ``Completion.stop`` is None, ``include_stop`` cannot append
+    it, and ``stats["stop_unknown"]`` counts it.
+  - ``"client"``: the completion is streamed without stop strings and the stream is closed as soon
+    as one appears in the text (the server stops generating when the client goes away); the stop
+    string and EOS vs. stop are then exact on any server. Token counts come from the local
+    tokenizer (the server sends no usage on a stream closed early).
+  - ``"auto"`` (default): ``"client"`` for ``server="llamacpp"``, ``"server"`` otherwise.
+* Chat templates for raw prompts: :meth:`chat_prompt` applies the template of the local tokenizer
+  (``spec.tokenizer``: an HF directory or ``default``); without one it refuses, because the server's
+  template is not exposed by the OpenAI API.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import random
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, TypeVar
+
+from harness.errors import ConfigError, ServerError
+from harness.llm.base import GREEDY, Backend, BackendSpec
+from harness.llm.decoding import StopMatch, find_stop
+from harness.types import Completion, FinishReason, SamplingParams
+
+T = TypeVar("T")
+
+
+class OpenAIBackend(Backend):
+    name = "openai"
+
+    def __init__(self, spec: BackendSpec):
+        import openai
+
+        if spec.kind != "openai":
+            raise ConfigError(f"OpenAIBackend got a {spec.kind!r} spec")
+        self.spec = spec
+        key = os.environ.get(spec.api_key_env) or "EMPTY"
+        self.clients = [
+            openai.OpenAI(base_url=u, api_key=key, timeout=spec.timeout, max_retries=0)
+            for u in spec.base_urls
+        ]
+        self._rr = itertools.count()
+        self._lock = threading.Lock()
+        self.stats: Counter[str] = Counter()
+        self._tokenizer: Any = None
+        self._model_name = spec.model if spec.model != "auto" else None
+        self.last_error: str | None = None
+        mode = spec.stop_mode
+        self.client_stops = mode == "client" or (mode == "auto" and spec.server == "llamacpp")
+
+    # -- plumbing ------------------------------------------------------------------------
+    @property
+    def model_name(self) -> str:
+        if self._model_name is None:
+            self._model_name = self._discover_model()
+        return self._model_name
+
+    def _discover_model(self) -> str:
+        url = self.spec.base_urls[0]
+        ids = [m.id for m in self._call(lambda c: c.models.list(), fixed=0).data]
+        if len(ids) != 1:
+            raise ConfigError(f"{url}/models lists {ids or 'no models'}; name the model to use (--model)")
+        return ids[0]
+
+    def _next_client(self) -> int:
+        with self._lock:
+            return next(self._rr) % len(self.clients)
+
+    def _count(self, key: str, n: int = 1) -> None:
+        with self._lock:
+            self.stats[key] += n
+
+    def _call(self, fn: Callable[[Any], T], fixed: int | None = None) -> T:
+        """Run ``fn(client)`` with retries; the client is chosen round-robin (or ``fixed``)."""
+        import openai
+
+        attempt = 0
+        i = self._next_client() if fixed is None else fixed
+        while True:
+            url = self.spec.base_urls[i]
+            try:
+                result = fn(self.clients[i])
+                self._count(f"requests:{url}")
+                return result
+            except (openai.AuthenticationError, openai.PermissionDeniedError) as e:
+                raise ServerError(
+                    f"{url} refused the API key ({e.status_code}): set ${self.spec.api_key_env}"
+                ) from e
+            except openai.NotFoundError as e:
+                raise ServerError(
+                    f"{url}: not found ({e.message}); check the base URL (it ends in /v1) "
+                    f"and the model name {self.spec.model!r}"
+                ) from e
+            except (openai.APIConnectionError, openai.RateLimitError, openai.InternalServerError) as e:
+                if attempt >= self.spec.retries:
+                    if isinstance(
+                        e, openai.APITimeoutError | openai.RateLimitError | openai.InternalServerError
+                    ):
+                        raise _RequestFailed(f"{url}: {type(e).__name__}: {e}") from e
+                    raise ServerError(
+                        f"cannot reach the OpenAI-compatible server at {url} ({e}) after "
+                        f"{attempt + 1} attempt(s): start it (e.g. `harness serve-model`) or fix the base URL"
+                    ) from e
+                self._count("retries")
+                attempt += 1
+                time.sleep(self.spec.backoff * 2 ** (attempt - 1) * (1 + random.random()))  # noqa: S311
+                if fixed is None and len(self.clients) > 1:
+                    i = (i + 1) % len(self.clients)  # try another server
+            except openai.BadRequestError as e:
+                raise _RequestFailed(f"{url}: rejected the request: {e.message}") from e
+
+    def _map(self, fn: Callable[[T], Completion], items: Sequence[T]) -> list[Completion]:
+        def one(item: T) -> Completion:
+            t0 = time.perf_counter()
+            try:
+                c = fn(item)
+            except _RequestFailed as e:
+                self._count("errors")
+                self.last_error = str(e)
+                return Completion(
+                    text="", prompt_tokens=-1, completion_tokens=-1, finish_reason="error", latency_s=0.0
+                )
+            c.latency_s = time.perf_counter() - t0
+            return c
+
+        if len(items) <= 1 or self.spec.concurrency == 1:
+            return [one(x) for x in items]
+        with ThreadPoolExecutor(max_workers=min(self.spec.concurrency, len(items))) as pool:
+            return list(pool.map(one, items))
+
+    def _sampling_kwargs(self, sampling: SamplingParams) -> dict[str, Any]:
+        kw: dict[str, Any] = {"temperature": sampling.temperature, "top_p": sampling.top_p}
+        if sampling.seed is not None:
+            kw["seed"] = sampling.seed
+        extra: dict[str, Any] = {}
+        if self.spec.server == "llamacpp":
+            # llama.cpp's own defaults (top_k 40, min_p 0.05, repeat_penalty 1.1) would change
+            # even greedy decoding; send neutral values
+            extra = {"top_k": sampling.top_k, "min_p": 0.0, "repeat_penalty": 1.0}
+        elif self.spec.server == "vllm":
+            if sampling.top_k > 0:
+                extra["top_k"] = sampling.top_k
+            extra["skip_special_tokens"] = False
+        elif sampling.top_k > 0:
+            raise ConfigError(
+                "top_k is not part of the OpenAI API; set server='vllm' or 'llamacpp' to send it"
+            )
+        if extra:
+            kw["extra_body"] = extra
+        return kw
+
+    # -- tokenizer (optional, local) -------------------------------------------------------
+    @property
+    def tokenizer(self) -> Any:
+        if self._tokenizer is None:
+            if self.spec.tokenizer is None:
+                raise ConfigError(
+                    "the openai backend has no local tokenizer: set its tokenizer (an HF directory or "
+                    "'default') to apply chat templates and count tokens"
+                )
+            from transformers import AutoTokenizer
+
+            from harness.llm.model_files import resolve_model
+
+            self._tokenizer = AutoTokenizer.from_pretrained(str(resolve_model(self.spec.tokenizer)))
+        return self._tokenizer
+
+    def tokenize(self, text: str) -> list[int]:
+        bos = self.tokenizer.bos_token
+        return list(self.tokenizer.encode(text, add_special_tokens=not (bos and text.startswith(bos))))
+
+    def detokenize(self, ids: Sequence[int]) -> str:
+        return self.tokenizer.decode(list(ids), skip_special_tokens=False)
+
+    def chat_prompt(self, messages: list[dict[str, str]], add_generation_prompt: bool = True) -> str:
+        return self.tokenizer.apply_chat_template(
+            messages, tokenize=False, add_generation_prompt=add_generation_prompt
+        )
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "backend": self.name,
+            "model": self.spec.model if self._model_name is None else self._model_name,
+            "base_urls": list(self.spec.base_urls),
+            "server": self.spec.server,
+            "tokenizer": self.spec.tokenizer,
+            "concurrency": self.spec.concurrency,
+            "stop_mode": "client" if self.client_stops else "server",
+            "stats": dict(self.stats),
+        }
+
+    # -- generation ------------------------------------------------------------------------
+    def generate(
+        self,
+        prompts: Sequence[str],
+        *,
+        stop: Sequence[str] = (),
+        max_new_tokens: int,
+        sampling: SamplingParams = GREEDY,
+        include_stop: bool = False,
+    ) -> list[Completion]:
+        kw = self._sampling_kwargs(sampling)
+        stops = [s for s in stop if s]
+        model = self.model_name
+
+        def one(prompt: str) -> Completion:
+            resp = self._call(
+                lambda c: c.completions.create(
+                    model=model, prompt=prompt, max_tokens=max_new_tokens, stop=stops or None, **kw
+                )
+            )
+            ch = resp.choices[0]
+            return self._completion(
+                prompt, ch.text or "", ch.finish_reason, ch, resp.usage, stops, include_stop
+            )
+
+        def streamed(prompt: str) -> Completion:
+            def call(c: Any) -> tuple[str, str | None, StopMatch | None]:
+                stream = c.completions.create(
+                    model=model, prompt=prompt, max_tokens=max_new_tokens, stream=True, **kw
+                )
+                text, finish, m = "", None, None
+                try:
+                    for chunk in stream:
+                        if not chunk.choices:
+                            continue
+                        ch = chunk.choices[0]
+                        text += ch.text or ""
+                        m = find_stop(text, stops)
+                        if m is not None:
+                            break
+                        finish = ch.finish_reason or finish
+                finally:
+                    stream.close()
+                return text, finish, m
+
+            text, finish, m = self._call(call)
+            reason: FinishReason
+            if m is not None:
+                text, reason = text[: m.start] + m.stop, "stop"
+            elif finish == "length":
+                reason = "length"
+            elif finish == "stop":  # no stop strings were sent: the end-of-sequence token
+                reason = "eos"
+            else:
+                raise _RequestFailed(
+                    f"the stream for a completion ended without a finish reason (finish={finish!r}); "
+                    "a llama.cpp server must run with --interrupt_requests False"
+                )
+            generated = text
+            if m is not None and not include_stop:
+                text = text[: m.start]
+            prompt_tokens = completion_tokens = -1
+            if self.spec.tokenizer is not None:
+                prompt_tokens = self.count_tokens(prompt)
+                completion_tokens = len(self.tokenizer.encode(generated, add_special_tokens=False))
+                self._count("usage_tokenizer")
+            else:
+                self._count("usage_missing")
+            return Completion(
+                text=text,
+                prompt_tokens=prompt_tokens,
+                completion_tokens=completion_tokens,
+                finish_reason=reason,
+                stop=m.stop if m is not None else None,
+            )
+
+        return self._map(streamed if (self.client_stops and stops) else one, list(prompts))
+
+    def chat_batch(
+        self,
+        conversations: Sequence[list[dict[str, str]]],
+        *,
+        max_new_tokens: int = 256,
+        sampling: SamplingParams = GREEDY,
+        stop: Sequence[str] = (),
+    ) -> list[Completion]:
+        kw = self._sampling_kwargs(sampling)
+        stops = [s for s in stop if s]
+        model = self.model_name
+
+        def one(messages: list[dict[str, str]]) -> Completion:
+            resp = self._call(
+                lambda c: c.chat.completions.create(
+                    model=model,
+                    messages=messages,  # type: ignore[arg-type]
+                    max_tokens=max_new_tokens,
+                    stop=stops or None,
+                    **kw,
+                )
+            )
+            ch = resp.choices[0]
+            text = ch.message.content or ""
+            return self._completion(None, text, ch.finish_reason, ch, resp.usage, stops, False, messages)
+
+        return self._map(one, list(conversations))
+
+    def _completion(
+        self,
+        prompt: str | None,
+        text: str,
+        server_finish: str | None,
+        choice: Any,
+        usage: Any,
+        stops: list[str],
+        include_stop: bool,
+        messages: list[dict[str, str]] | None = None,
+    ) -> Completion:
+        finish: FinishReason
+        matched: str | None = None
+        if server_finish == "length":
+            finish = "length"
+        elif server_finish == "stop":
+            extra = choice.model_extra or {}
+            key = next((k for k in ("stop_reason", "matched_stop") if k in extra), None)
+            reason = extra.get(key) if key else None
+            if key is None and not stops:
+                finish = "eos"  # nothing else can have stopped it
+            elif key is None:
+                finish = "stop"
+                self._count("stop_unknown")
+            elif isinstance(reason, str) and reason in stops:
+                finish, matched = "stop", reason
+            else:  # None or a token id: the end-of-sequence token
+                finish = "eos"
+        else:
+            finish = "stop"
+            self._count(f"finish:{server_finish}")
+        if matched is not None and include_stop:
+            text += matched
+
+        prompt_tokens, completion_tokens = -1, -1
+        if usage is not None and usage.prompt_tokens is not None and usage.completion_tokens is not None:
+            prompt_tokens, completion_tokens = int(usage.prompt_tokens), int(usage.completion_tokens)
+            self._count("usage_server")
+        elif self.spec.tokenizer is not None:
+            prompt_text = prompt if prompt is not None else self.chat_prompt(messages or [])
+            prompt_tokens = self.count_tokens(prompt_text)
+            completion_tokens = len(self.tokenizer.encode(text, add_special_tokens=False))
+            self._count("usage_tokenizer")
+        else:
+            self._count("usage_missing")
+        return Completion(
+            text=text,
+            prompt_tokens=prompt_tokens,
+            completion_tokens=completion_tokens,
+            finish_reason=finish,
+            stop=matched,
+        )
+
+
+class _RequestFailed(Exception):
+    """One request failed for good (timeout, 5xx, rejected); recorded as finish_reason='error'."""

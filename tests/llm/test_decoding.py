@@ -1,0 +1,93 @@
+"""Stop strings and token alignment on a hand-made vocabulary, so every boundary case is explicit."""
+
+from __future__ import annotations
+
+from harness.llm.decoding import StopScanner, align_ids, find_stop, finish_sequence
+
+VOCAB = [
+    "<eos>",
+    "</",
+    "search",
+    ">",
+    ">\n\n",
+    "hello",
+    " world",
+    "<search>",
+    " q",
+    "ans",
+    "a",
+    "b",
+    "\n",
+    "</search>",
+]
+ID = {t: i for i, t in enumerate(VOCAB)}
+EOS = ID["<eos>"]
+
+
+def decode(ids):
+    return "".join(VOCAB[i] for i in ids)
+
+
+def encode(text: str) -> list[int]:
+    """Greedy longest match (never produces <eos>)."""
+    out, i = [], 0
+    while i < len(text):
+        best = max((t for t in VOCAB[1:] if text.startswith(t, i)), key=len)
+        out.append(ID[best])
+        i += len(best)
+    return out
+
+
+def ids(*toks: str) -> list[int]:
+    return [ID[t] for t in toks]
+
+
+def test_find_stop_earliest_then_shortest():
+    assert find_stop("a</b>c</a>", ["</a>", "</b>"]).stop == "</b>"
+    m = find_stop("x</search>", ["</search>", "</s"])
+    assert (m.start, m.stop) == (1, "</s")
+    assert find_stop("abc", ["d", ""]) is None
+
+
+def test_scanner_detects_stop_spanning_tokens_only_when_complete():
+    sc = StopScanner(["</search>"], decode)
+    gen = ids("<search>", " q", "</", "search")
+    assert [sc.update(gen[: i + 1]) for i in range(len(gen))] == [False] * 4
+    assert sc.update([*gen, ID[">\n\n"]]) is True
+
+
+def test_stop_with_overhang_is_cut_and_ids_realigned():
+    gen = ids("<search>", " q", "</", "search", ">\n\n")  # the last token runs past the stop string
+    f = finish_sequence(
+        gen, eos_hit=False, stops=["</search>"], include_stop=True, decode=decode, encode=encode
+    )
+    assert (f.text, f.finish_reason, f.stop) == ("<search> q</search>", "stop", "</search>")
+    assert decode(f.token_ids) == f.text
+    assert f.token_ids == ids("<search>", " q", "</", "search", ">")  # generated ids kept, tail re-encoded
+
+    f2 = finish_sequence(
+        gen, eos_hit=False, stops=["</search>"], include_stop=False, decode=decode, encode=encode
+    )
+    assert (f2.text, f2.token_ids) == ("<search> q", ids("<search>", " q"))
+
+
+def test_stop_inside_one_token_keeps_the_text_before_it():
+    gen = ids("hello", "</search>")
+    f = finish_sequence(gen, eos_hit=False, stops=["arch"], include_stop=True, decode=decode, encode=encode)
+    assert (f.text, f.stop) == ("hello</search", "arch")
+    assert f.token_ids == ids("hello", "</", "search")
+
+
+def test_eos_and_length():
+    f = finish_sequence(
+        ids("hello", "<eos>"), eos_hit=True, stops=["x"], include_stop=True, decode=decode, encode=encode
+    )
+    assert (f.text, f.finish_reason, f.stop, f.token_ids) == ("hello", "eos", None, ids("hello", "<eos>"))
+    f = finish_sequence(
+        ids("hello", " world"), eos_hit=False, stops=[], include_stop=False, decode=decode, encode=encode
+    )
+    assert (f.text, f.finish_reason, f.token_ids) == ("hello world", "length", ids("hello", " world"))
+
+
+def test_align_refuses_when_the_tokenizer_cannot_reproduce_the_text():
+    assert align_ids(ids("hello"), "hel!", decode, lambda s: []) is None
