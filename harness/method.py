@@ -88,3 +88,62 @@ def format_question(question: str) -> str:
     (``scripts/data_process/nq_search.py``)."""
     q = question.strip()
     return q if q.endswith("?") else q + "?"
+
+
+@dataclass(frozen=True)
+class RewardBreakdown:
+    """A trajectory's reward: ``total`` (what the RL algorithm optimises) and its named parts
+    (logged per component; dynamic-sampling filters may read them)."""
+
+    total: float
+    components: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass
+class RewardContext:
+    """What a reward function may use: the training step, and auxiliary models by role
+    (``"reader"`` for R-Search's evidence reward, ``"judge"`` for judge-scored rewards,
+    ``"embedder"`` for When-to-Search's query similarity), built from the recipe."""
+
+    step: int = 0
+    models: dict[str, Any] = field(default_factory=dict)
+
+    def model(self, role: str, method: str) -> Any:
+        if role not in self.models:
+            from harness.errors import ConfigError
+
+            raise ConfigError(
+                f"method {method!r} needs a {role!r} model for its reward; configure it in the recipe's aux_models"
+            )
+        return self.models[role]
+
+
+class TrainableMethod(Method):
+    """A method that can be trained with RL: rewards, recipes and the paper's reported numbers.
+
+    Training calls :meth:`solve` with ``ctx.training=True`` (token ids and loss masks come back
+    in the trajectories), then :meth:`rewards` on each batch of trajectories."""
+
+    trained: ClassVar[bool] = True
+
+    @abstractmethod
+    def reward_names(self) -> tuple[str, ...]:
+        """The rewards this method defines; the first is the default (``"default"`` maps to it)."""
+
+    @abstractmethod
+    def reward(self, trajectory: Trajectory, *, name: str, ctx: RewardContext) -> RewardBreakdown:
+        """The reward ``name`` of one finished trajectory."""
+
+    def rewards(
+        self, trajectories: list[Trajectory], *, name: str, ctx: RewardContext
+    ) -> list[RewardBreakdown]:
+        """Rewards of a batch; override to batch auxiliary model calls (readers, judges)."""
+        return [self.reward(t, name=name, ctx=ctx) for t in trajectories]
+
+    @abstractmethod
+    def recipes(self) -> dict[str, Any]:
+        """Named training recipes (``harness.rl.recipe.Recipe``); at least ``"paper"`` and ``"cpu-smoke"``."""
+
+    def reported(self) -> list[Any]:
+        """The paper's published numbers (``harness.store.ReportedRow``), every table row."""
+        return []

@@ -16,12 +16,15 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Callable
+from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from harness.data.benches import Selection
 from harness.errors import ConfigError
+from harness.registry import Registry
 from harness.retrieval.spec import E5_BASE_V2, Bm25sSpec, DenseSpec, RetrieverSpec
 
 
@@ -102,42 +105,69 @@ def closed_corpus_ref() -> CorpusRef:
     return CorpusRef(id=info.id, content_hash=info.content_hash, n_passages=info.n_passages)
 
 
+def mini() -> Protocol:
+    """The packaged closed corpus (real HotpotQA / 2Wiki / MuSiQue / PopQA paragraphs), bm25s BM25
+    (k1 0.9, b 0.4, porter), top-3, 4 turns, 500 observation tokens, greedy. Runs on a laptop CPU."""
+    return Protocol(
+        name="mini",
+        description="packaged closed corpus (~28k real paragraphs), bm25s, top-3, 4 turns, greedy",
+        corpus=closed_corpus_ref(),
+        retriever=Bm25sSpec(),
+        metrics=_metric_versions(),
+    )
+
+
+def searchr1() -> Protocol:
+    """Search-R1's evaluation (anchors.md §1.2, §4.5): wiki-18 with e5-base-v2 Flat, top-3, max 4
+    turns, greedy, full test-else-dev, EM primary. The corpus hash comes from the user's wiki-18
+    file at run time (``resolve_corpus``)."""
+    return Protocol(
+        name="searchr1",
+        description="Search-R1 (Jin et al. 2025) eval: wiki-18, e5-base-v2 Flat, top-3, 4 turns, greedy, EM",
+        corpus=CorpusRef(id="wiki18", n_passages=21_015_324),
+        retriever=DenseSpec(encoder=E5_BASE_V2, index_type="Flat"),
+        metrics=_metric_versions(),
+    )
+
+
+# Named protocols: name -> factory. Paper modules register their own evaluation protocols lazily
+# (``PROTOCOLS.register_lazy("r_search-eval", "methods.r_search:eval_protocol")``).
+PROTOCOLS: Registry[Callable[[], Protocol]] = Registry("protocol")
+PROTOCOLS.register("mini", mini)
+PROTOCOLS.register("searchr1", searchr1)
+
+
 def preset(name: str) -> Protocol:
-    """The named presets.
+    """The named protocol ``name`` (see ``harness list protocols``)."""
+    p = PROTOCOLS.get(name)()
+    if p.name != name:
+        raise ConfigError(f"protocol factory for {name!r} returned a protocol named {p.name!r}")
+    return p
 
-    - ``mini``: the packaged closed corpus (real HotpotQA / 2Wiki / MuSiQue / PopQA paragraphs),
-      bm25s BM25 (k1 0.9, b 0.4, porter), top-3, 4 turns, 500 observation tokens, greedy.
-      Runs on a laptop CPU.
-    - ``searchr1``: Search-R1's evaluation (anchors.md §1.2, §4.5): wiki-18 with e5-base-v2 Flat,
-      top-3, max 4 turns, greedy, full test-else-dev, EM primary. The corpus hash comes from the
-      user's wiki-18 file at run time.
-    """
-    if name == "mini":
-        return Protocol(
-            name="mini",
-            description="packaged closed corpus (~28k real paragraphs), bm25s, top-3, 4 turns, greedy",
-            corpus=closed_corpus_ref(),
-            retriever=Bm25sSpec(),
-            metrics=_metric_versions(),
+
+def resolve_corpus(protocol: Protocol, corpus_path: Path | None) -> Protocol:
+    """Fill the corpus hash of a protocol whose corpus the user supplies, from the file itself."""
+    if protocol.resolved:
+        return protocol
+    if corpus_path is None:
+        raise ConfigError(
+            f"protocol {protocol.name!r} uses corpus {protocol.corpus.id!r}, which is not packaged: "
+            "pass --corpus PATH (wiki-18 jsonl)"
         )
-    if name == "searchr1":
-        return Protocol(
-            name="searchr1",
-            description="Search-R1 (Jin et al. 2025) eval: wiki-18, e5-base-v2 Flat, top-3, 4 turns, greedy, EM",
-            corpus=CorpusRef(id="wiki18", n_passages=21_015_324),
-            retriever=DenseSpec(encoder=E5_BASE_V2, index_type="Flat"),
-            metrics=_metric_versions(),
-        )
-    raise ConfigError(f"unknown protocol {name!r}; known: {', '.join(PRESETS)}")
+    from harness.retrieval.corpus import corpus_spec
 
-
-PRESETS = ("mini", "searchr1")
+    spec = corpus_spec(corpus_path, corpus_id=protocol.corpus.id)
+    return protocol.with_(
+        corpus=CorpusRef(
+            id=protocol.corpus.id, content_hash=spec.content_hash, n_passages=spec.n_passages
+        ).model_dump()
+    )
 
 
 def describe_protocols() -> list[tuple[str, ...]]:
     """Rows for ``harness list protocols``: name, id, corpus, retriever, top-k/turns, description."""
     rows = []
-    for name in PRESETS:
+    for name in PROTOCOLS.names():
         p = preset(name)
         pid = p.protocol_id if p.resolved else f"{p.protocol_id}*"
         rows.append(

@@ -23,7 +23,7 @@ import json
 import random
 import time
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -175,15 +175,15 @@ class Store:
         self.lock_timeout = lock_timeout
         if read_only:
             if not self.path.exists():
-                raise StoreError(f"{self.path}: no results database here (run `harness run` first or pass --db)")
+                raise StoreError(
+                    f"{self.path}: no results database here (run `harness run` first or pass --db)"
+                )
         else:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             with self.connect() as con:
                 for stmt in SCHEMA:
                     con.execute(stmt)
-                con.execute(
-                    "INSERT OR IGNORE INTO meta VALUES ('schema_version', ?)", [str(SCHEMA_VERSION)]
-                )
+                con.execute("INSERT OR IGNORE INTO meta VALUES ('schema_version', ?)", [str(SCHEMA_VERSION)])
 
     # -- connections -------------------------------------------------------------------------
     @contextmanager
@@ -215,10 +215,8 @@ class Store:
                 con.execute("COMMIT")
         except BaseException:
             if not self.read_only:
-                try:
+                with suppress(duckdb.Error):
                     con.execute("ROLLBACK")
-                except duckdb.Error:
-                    pass
             raise
         finally:
             con.close()
@@ -231,7 +229,7 @@ class Store:
     def create_run(self, run: RunRecord) -> None:
         with self.connect() as con:
             df = pd.DataFrame([run.__dict__])
-            con.execute("INSERT INTO runs BY NAME SELECT * FROM df")
+            _insert(con, "runs", df)
 
     def get_run(self, run_id: str) -> RunRecord | None:
         with self.connect() as con:
@@ -303,8 +301,13 @@ class Store:
             )
             for name, value in s.metrics.items():
                 metric_rows.append(
-                    {"run_id": run_id, "dataset": t.dataset, "sample_id": t.example_id, "metric": name,
-                     "value": float(value)}
+                    {
+                        "run_id": run_id,
+                        "dataset": t.dataset,
+                        "sample_id": t.example_id,
+                        "metric": name,
+                        "value": float(value),
+                    }
                 )
             for turn in t.turns:
                 turn_rows.append(
@@ -331,11 +334,11 @@ class Store:
         turns_df = _frame(turn_rows, {"doc_ids": "list", "doc_scores": "list"})
         try:
             with self.connect() as con:
-                con.execute("INSERT INTO samples BY NAME SELECT * FROM samples_df")
+                _insert(con, "samples", samples_df)
                 if len(metrics_df):
-                    con.execute("INSERT INTO sample_metrics BY NAME SELECT * FROM metrics_df")
+                    _insert(con, "sample_metrics", metrics_df)
                 if len(turns_df):
-                    con.execute("INSERT INTO turns BY NAME SELECT * FROM turns_df")
+                    _insert(con, "turns", turns_df)
         except duckdb.ConstraintException as e:
             raise StoreError(f"{self.path}: run {run_id} already has one of these samples ({e})") from e
 
@@ -345,7 +348,7 @@ class Store:
             return
         df = pd.DataFrame(rows, columns=["run_id", "dataset", "sample_id", "metric", "value"])
         with self.connect() as con:
-            con.execute("INSERT OR REPLACE INTO sample_metrics BY NAME SELECT * FROM df")
+            _insert(con, "sample_metrics", df, replace=True)
 
     # -- other tables -------------------------------------------------------------------------
     def add_retrieval_evals(self, rows: Sequence[RetrievalEvalRow]) -> None:
@@ -354,7 +357,7 @@ class Store:
         now = _now()
         df = pd.DataFrame([{**r.__dict__, "created_at": now} for r in rows])
         with self.connect() as con:
-            con.execute("INSERT INTO retrieval_evals BY NAME SELECT * FROM df")
+            _insert(con, "retrieval_evals", df)
 
     def replace_reported(self, paper: str, rows: Sequence[ReportedRow]) -> None:
         """Replace every reported number of ``paper`` with ``rows``."""
@@ -362,16 +365,18 @@ class Store:
         with self.connect() as con:
             con.execute("DELETE FROM reported WHERE paper = ?", [paper])
             if len(df):
-                con.execute("INSERT INTO reported BY NAME SELECT * FROM df")
+                _insert(con, "reported", df)
 
     def add_train_steps(self, run_id: str, step: int, metrics: dict[str, float]) -> None:
         now = _now()
         df = pd.DataFrame(
-            [{"run_id": run_id, "step": step, "metric": k, "value": float(v), "created_at": now}
-             for k, v in metrics.items()]
+            [
+                {"run_id": run_id, "step": step, "metric": k, "value": float(v), "created_at": now}
+                for k, v in metrics.items()
+            ]
         )
         with self.connect() as con:
-            con.execute("INSERT OR REPLACE INTO train_steps BY NAME SELECT * FROM df")
+            _insert(con, "train_steps", df, replace=True)
 
 
 def _frame(rows: list[dict[str, Any]], list_cols: dict[str, str]) -> pd.DataFrame:
@@ -381,3 +386,13 @@ def _frame(rows: list[dict[str, Any]], list_cols: dict[str, str]) -> pd.DataFram
         if col in df.columns:
             df[col] = df[col].astype(object)
     return df
+
+
+def _insert(con: duckdb.DuckDBPyConnection, table: str, df: pd.DataFrame, *, replace: bool = False) -> None:
+    """Insert a DataFrame by column name (one vectorised statement)."""
+    con.register("_incoming", df)
+    try:
+        verb = "INSERT OR REPLACE" if replace else "INSERT"
+        con.execute(f"{verb} INTO {table} BY NAME SELECT * FROM _incoming")
+    finally:
+        con.unregister("_incoming")

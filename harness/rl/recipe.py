@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from harness.data.benches import Selection
 from harness.errors import ConfigError
+from harness.llm.base import BackendSpec
 from harness.rl.config import AlgoConfig
 
 
@@ -58,6 +59,7 @@ class Recipe(_Strict):
     max_obs_tokens: int = Field(ge=1)
     micro_batch_size: int = Field(ge=1)
     reward_stages: tuple[RewardStage, ...] = (RewardStage(start_step=0, reward="default"),)
+    aux_models: dict[str, BackendSpec] = {}  # role ("reader", "judge", "embedder") -> model
     lora: LoraConfig | None = None
     dtype: Literal["float32", "bfloat16"] = "float32"
     seed: int = 0
