@@ -363,6 +363,18 @@ def open_corpus(
     return corpus
 
 
+def corpus_spec(
+    path: str | os.PathLike[str], corpus_id: str | None = None, *, progress: bool = False
+) -> CorpusSpec:
+    """The :class:`CorpusSpec` (id, content hash, size) of a corpus file; validates it, and
+    prepares its compact form once (later calls are instant while the file is unchanged)."""
+    c = open_corpus(path, corpus_id, progress=progress)
+    try:
+        return c.spec
+    finally:
+        c.close()
+
+
 def default_corpus_path() -> Path:
     """The packaged closed corpus (about 28k real passages)."""
     try:

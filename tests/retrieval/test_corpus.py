@@ -179,3 +179,19 @@ def test_iter_rows_streams_gzip(tmp_path: Path):
 def test_corpus_id_override(tiny_path: Path):
     c = open_corpus(tiny_path, corpus_id="mini")
     assert c.spec.id == "mini" and c.spec.content_hash == TINY_HASH
+
+
+def test_corpus_spec_helper(tiny_path: Path):
+    from harness.retrieval.corpus import corpus_spec
+
+    spec = corpus_spec(tiny_path, corpus_id="wiki-tiny")
+    assert (spec.id, spec.content_hash, spec.n_passages) == ("wiki-tiny", TINY_HASH, 5)
+
+
+def test_packaged_closed_corpus_hash_matches_the_manifest():
+    from harness.data.packaged import closed_corpus_info
+    from harness.retrieval.corpus import corpus_spec, default_corpus_path
+
+    info = closed_corpus_info()
+    spec = corpus_spec(default_corpus_path())
+    assert (spec.id, spec.content_hash, spec.n_passages) == (info.id, info.content_hash, info.n_passages)

@@ -217,3 +217,42 @@ def test_client_timeout_is_retried_then_reported():
             client.search(["a"], 1)
     finally:
         s.stop()
+
+
+def test_serve_retriever_command_in_a_subprocess(tiny_path, cache_dir):
+    """`harness serve-retriever` end to end: start, answer a Search-R1 request, stop by PID."""
+    import os
+    import subprocess
+    import sys
+
+    port = free_port()
+    env = {**os.environ, "RAR_HARNESS_CACHE": str(cache_dir)}
+    cmd = [
+        sys.executable,
+        "-m",
+        "harness",
+        "serve-retriever",
+        "--corpus",
+        str(tiny_path),
+        "--port",
+        str(port),
+    ]
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        url = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                if httpx.get(url + "/health", timeout=1).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise AssertionError(f"server did not start: {proc.stdout.read() if proc.stdout else ''}")
+            time.sleep(0.2)
+        body = {"queries": ["capital of France"], "topk": 3, "return_scores": True}
+        result = httpx.post(url + "/retrieve", json=body).json()["result"]
+        assert [h["document"]["id"] for h in result[0]] == ["d5", "d1", "d2"]
+    finally:
+        proc.terminate()
+        proc.wait(timeout=20)
