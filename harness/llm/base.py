@@ -18,6 +18,7 @@ Stop strings, for every backend:
 string and the end-of-sequence token included), as OpenAI-compatible servers report it.
 ``Completion.token_ids`` (in-process backends) decode exactly to ``Completion.text``, followed by
 the end-of-sequence id when ``finish_reason == "eos"``; see :mod:`harness.llm.decoding`.
+``Completion.logprobs`` is not filled: trainers recompute log-probabilities under the policy.
 """
 
 from __future__ import annotations
@@ -162,15 +163,22 @@ class Backend(ABC):
 
     @abstractmethod
     def tokenize(self, text: str) -> list[int]:
-        """Token ids of ``text`` as this backend feeds it to the model as a prompt: the tokenizer's
-        special tokens (BOS) are added unless ``text`` already starts with the BOS string."""
+        """Plain token ids of ``text``: no special tokens are added (special-token strings in the
+        text, like ``<|im_start|>``, become their ids). Observations appended to a context are
+        tokenized with it. A prompt passed to :meth:`generate` additionally gets the tokenizer's
+        BOS token when the tokenizer adds one and the prompt does not already start with it."""
 
     @abstractmethod
     def detokenize(self, ids: Sequence[int]) -> str:
         """Text of ``ids``; special tokens are kept, so ``detokenize`` inverts generated ids."""
 
+    def prompt_ids(self, text: str) -> list[int]:
+        """The ids :meth:`generate` feeds for prompt ``text`` (``tokenize`` plus the BOS rule);
+        :meth:`generate_ids` with them equals :meth:`generate` with ``text``."""
+        return self.tokenize(text)
+
     def count_tokens(self, text: str) -> int:
-        """``len(tokenize(text))``: what the model sees for ``text`` as a prompt."""
+        """``len(tokenize(text))``."""
         return len(self.tokenize(text))
 
     @abstractmethod
@@ -185,6 +193,12 @@ class Backend(ABC):
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def hf_encode(tokenizer: Any, text: str, *, prompt: bool = False) -> list[int]:
+    """Token ids from a Hugging Face tokenizer; see :meth:`Backend.tokenize` for ``prompt``."""
+    add = prompt and not (tokenizer.bos_token and text.startswith(tokenizer.bos_token))
+    return list(tokenizer.encode(text, add_special_tokens=add))
 
 
 BACKENDS: Registry[type[Backend]] = Registry("backend")

@@ -53,11 +53,12 @@ class LlamaCppBackend(Backend):
         self._eos = self.detokenize([self.llm.token_eos()]) if self.llm.token_eos() >= 0 else ""
 
     def tokenize(self, text: str) -> list[int]:
+        return list(self.llm.tokenize(text.encode("utf-8"), add_bos=False, special=True))
+
+    def prompt_ids(self, text: str) -> list[int]:
+        """With the BOS token when the model wants one (GGUF metadata) and ``text`` lacks it."""
         add = not (self._bos and text.startswith(self._bos))
         return list(self.llm.tokenize(text.encode("utf-8"), add_bos=add, special=True))
-
-    def _encode_plain(self, text: str) -> list[int]:
-        return list(self.llm.tokenize(text.encode("utf-8"), add_bos=False, special=True))
 
     def detokenize(self, ids: Sequence[int]) -> str:
         return self.llm.detokenize(list(ids), special=True).decode("utf-8", errors="replace")
@@ -96,7 +97,7 @@ class LlamaCppBackend(Backend):
         include_stop: bool = False,
     ) -> list[Completion]:
         return self.generate_ids(
-            [self.tokenize(p) for p in prompts],
+            [self.prompt_ids(p) for p in prompts],
             stop=stop,
             max_new_tokens=max_new_tokens,
             sampling=sampling,
@@ -160,7 +161,7 @@ class LlamaCppBackend(Backend):
             stops=stop,
             include_stop=include_stop,
             decode=self.detokenize,
-            encode=self._encode_plain,
+            encode=self.tokenize,
         )
         if f.token_ids is None:
             self.unaligned += 1

@@ -46,8 +46,10 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
+import httpx
+
 from harness.errors import ConfigError, ServerError
-from harness.llm.base import GREEDY, Backend, BackendSpec
+from harness.llm.base import GREEDY, Backend, BackendSpec, hf_encode
 from harness.llm.decoding import StopMatch, find_stop
 from harness.types import Completion, FinishReason, SamplingParams
 
@@ -195,8 +197,7 @@ class OpenAIBackend(Backend):
         return self._tokenizer
 
     def tokenize(self, text: str) -> list[int]:
-        bos = self.tokenizer.bos_token
-        return list(self.tokenizer.encode(text, add_special_tokens=not (bos and text.startswith(bos))))
+        return hf_encode(self.tokenizer, text)
 
     def detokenize(self, ids: Sequence[int]) -> str:
         return self.tokenizer.decode(list(ids), skip_special_tokens=False)
@@ -259,6 +260,8 @@ class OpenAIBackend(Backend):
                         if m is not None:
                             break
                         finish = ch.finish_reason or finish
+                except httpx.HTTPError as e:
+                    raise _RequestFailed(f"{c.base_url}: the stream broke: {type(e).__name__}: {e}") from e
                 finally:
                     stream.close()
                 return text, finish, m
@@ -281,8 +284,8 @@ class OpenAIBackend(Backend):
                 text = text[: m.start]
             prompt_tokens = completion_tokens = -1
             if self.spec.tokenizer is not None:
-                prompt_tokens = self.count_tokens(prompt)
-                completion_tokens = len(self.tokenizer.encode(generated, add_special_tokens=False))
+                prompt_tokens = len(hf_encode(self.tokenizer, prompt, prompt=True))
+                completion_tokens = self.count_tokens(generated)
                 self._count("usage_tokenizer")
             else:
                 self._count("usage_missing")
@@ -352,8 +355,8 @@ class OpenAIBackend(Backend):
                 finish, matched = "stop", reason
             else:  # None or a token id: the end-of-sequence token
                 finish = "eos"
-        else:
-            finish = "stop"
+        else:  # content_filter, abort, ...: not a normal end; counted, never passed off as one
+            finish = "error"
             self._count(f"finish:{server_finish}")
         if matched is not None and include_stop:
             text += matched
@@ -364,8 +367,8 @@ class OpenAIBackend(Backend):
             self._count("usage_server")
         elif self.spec.tokenizer is not None:
             prompt_text = prompt if prompt is not None else self.chat_prompt(messages or [])
-            prompt_tokens = self.count_tokens(prompt_text)
-            completion_tokens = len(self.tokenizer.encode(text, add_special_tokens=False))
+            prompt_tokens = len(hf_encode(self.tokenizer, prompt_text, prompt=True))
+            completion_tokens = self.count_tokens(text)
             self._count("usage_tokenizer")
         else:
             self._count("usage_missing")

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from harness.errors import ConfigError
-from harness.llm.base import GREEDY, Backend, BackendSpec
+from harness.llm.base import GREEDY, Backend, BackendSpec, hf_encode
 from harness.llm.decoding import StopScanner, finish_sequence
 from harness.llm.model_files import canonical_name, model_revision, resolve_model
 from harness.types import Completion, SamplingParams
@@ -86,15 +86,13 @@ class TransformersBackend(Backend):
 
     # -- tokenizer -------------------------------------------------------------------------
     def tokenize(self, text: str) -> list[int]:
-        bos = self.tokenizer.bos_token
-        add = not (bos and text.startswith(bos))
-        return list(self.tokenizer.encode(text, add_special_tokens=add))
+        return hf_encode(self.tokenizer, text)
 
     def detokenize(self, ids: Sequence[int]) -> str:
         return self.tokenizer.decode(list(ids), skip_special_tokens=False)
 
-    def _encode_plain(self, text: str) -> list[int]:
-        return list(self.tokenizer.encode(text, add_special_tokens=False))
+    def prompt_ids(self, text: str) -> list[int]:
+        return hf_encode(self.tokenizer, text, prompt=True)
 
     def chat_prompt(self, messages: list[dict[str, str]], add_generation_prompt: bool = True) -> str:
         if not getattr(self.tokenizer, "chat_template", None):
@@ -132,7 +130,7 @@ class TransformersBackend(Backend):
         include_stop: bool = False,
     ) -> list[Completion]:
         return self.generate_ids(
-            [self.tokenize(p) for p in prompts],
+            [self.prompt_ids(p) for p in prompts],
             stop=stop,
             max_new_tokens=max_new_tokens,
             sampling=sampling,
@@ -152,9 +150,15 @@ class TransformersBackend(Backend):
 
         if max_new_tokens < 1:
             raise ConfigError(f"max_new_tokens must be at least 1, got {max_new_tokens}")
+        limit = getattr(self.model.config, "max_position_embeddings", None)
         for i, ids in enumerate(prompt_ids):
             if not ids:
                 raise ConfigError(f"prompt {i} is empty")
+            if limit is not None and len(ids) + max_new_tokens > limit:
+                raise ConfigError(
+                    f"prompt {i} has {len(ids)} tokens; with max_new_tokens={max_new_tokens} it exceeds "
+                    f"the model's {limit} positions: shorten the prompt (e.g. max_obs_tokens)"
+                )
         base_seed = sampling.seed if sampling.seed is not None else random.SystemRandom().randrange(2**62)
         order = sorted(range(len(prompt_ids)), key=lambda i: -len(prompt_ids[i]))
         out: list[Completion | None] = [None] * len(prompt_ids)
@@ -255,7 +259,7 @@ class TransformersBackend(Backend):
                 stops=stop,
                 include_stop=include_stop,
                 decode=self.detokenize,
-                encode=self._encode_plain,
+                encode=self.tokenize,
             )
             if f.token_ids is None:
                 self.unaligned += 1

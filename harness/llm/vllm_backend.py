@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import ConfigError, HarnessError
-from harness.llm.base import GREEDY, Backend, BackendSpec
+from harness.llm.base import GREEDY, Backend, BackendSpec, hf_encode
 from harness.llm.decoding import finish_sequence
 from harness.llm.model_files import canonical_name, model_revision, resolve_model
 from harness.types import Completion, SamplingParams
@@ -97,14 +97,13 @@ class VLLMBackend(Backend):
         self._revision: str | None = None
 
     def tokenize(self, text: str) -> list[int]:
-        bos = self.tokenizer.bos_token
-        return list(self.tokenizer.encode(text, add_special_tokens=not (bos and text.startswith(bos))))
+        return hf_encode(self.tokenizer, text)
 
     def detokenize(self, ids: Sequence[int]) -> str:
         return self.tokenizer.decode(list(ids), skip_special_tokens=False)
 
-    def _encode_plain(self, text: str) -> list[int]:
-        return list(self.tokenizer.encode(text, add_special_tokens=False))
+    def prompt_ids(self, text: str) -> list[int]:
+        return hf_encode(self.tokenizer, text, prompt=True)
 
     def chat_prompt(self, messages: list[dict[str, str]], add_generation_prompt: bool = True) -> str:
         return self.tokenizer.apply_chat_template(
@@ -134,7 +133,7 @@ class VLLMBackend(Backend):
         include_stop: bool = False,
     ) -> list[Completion]:
         return self.generate_ids(
-            [self.tokenize(p) for p in prompts],
+            [self.prompt_ids(p) for p in prompts],
             stop=stop,
             max_new_tokens=max_new_tokens,
             sampling=sampling,
@@ -174,7 +173,7 @@ class VLLMBackend(Backend):
                 stops=stop,
                 include_stop=include_stop,
                 decode=self.detokenize,
-                encode=self._encode_plain,
+                encode=self.tokenize,
             )
             if f.token_ids is None:
                 self.unaligned += 1

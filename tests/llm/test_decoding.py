@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from harness.llm.base import hf_encode
 from harness.llm.decoding import StopScanner, align_ids, find_stop, finish_sequence
 
 VOCAB = [
@@ -91,3 +92,20 @@ def test_eos_and_length():
 
 def test_align_refuses_when_the_tokenizer_cannot_reproduce_the_text():
     assert align_ids(ids("hello"), "hel!", decode, lambda s: []) is None
+
+
+class _BosTokenizer:
+    """A tokenizer whose post-processor prepends BOS (id 0), like Llama 3's."""
+
+    bos_token = "<s>"
+
+    def encode(self, text, add_special_tokens=True):
+        body = [ord(c) for c in text.replace("<s>", "\0")]
+        return ([0] if add_special_tokens else []) + body
+
+
+def test_hf_encode_adds_bos_only_to_prompts_without_it():
+    t = _BosTokenizer()
+    assert hf_encode(t, "ab") == [97, 98]  # plain: observations never get a BOS
+    assert hf_encode(t, "ab", prompt=True) == [0, 97, 98]
+    assert hf_encode(t, "<s>ab", prompt=True) == [0, 97, 98]  # the template already has it

@@ -12,7 +12,7 @@ import time
 import httpx
 import pytest
 
-from harness.errors import HarnessError
+from harness.errors import HarnessError, ServerError
 from harness.llm import BackendSpec, make_backend
 from harness.llm.server import ModelServer, free_port
 from harness.types import SamplingParams
@@ -76,6 +76,15 @@ def test_serve_model_command_serves_and_stops_on_sigterm():
     time.sleep(0.5)
     with pytest.raises(httpx.ConnectError):  # the server child went down with it
         httpx.get(f"http://127.0.0.1:{port}/v1/models", timeout=2)
+
+
+@llamacpp
+@needs_llama_cpp
+def test_a_server_that_dies_at_startup_is_reported_with_its_log(tmp_path):
+    bad = tmp_path / "broken.gguf"
+    bad.write_bytes(b"not a gguf file")
+    with pytest.raises(ServerError, match=r"exited with status \d+ before answering .*/v1/models"):
+        ModelServer(str(bad), startup_timeout=60).start()
 
 
 def test_vllm_mapping_and_missing_vllm(tmp_path):
