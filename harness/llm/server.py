@@ -52,6 +52,15 @@ def free_port(host: str = "127.0.0.1") -> int:
         return int(s.getsockname()[1])
 
 
+def port_is_free(host: str, port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        try:
+            s.bind((host, port))
+        except OSError:
+            return False
+        return True
+
+
 class ModelServer:
     """``with ModelServer() as srv: srv.base_url`` -> ``http://127.0.0.1:<port>/v1``."""
 
@@ -105,11 +114,15 @@ class ModelServer:
     def start(self) -> ModelServer:
         import httpx
 
-        require_llama_cpp()
         if self.proc is not None:
             raise HarnessError(f"the model server at {self.base_url} is already running")
         if self.port is None:
             self.port = free_port(self.host)
+        elif not port_is_free(self.host, self.port):
+            raise ServerError(
+                f"{self.host}:{self.port} is already in use (another server?): choose another --port"
+            )
+        require_llama_cpp()
         if self.log_path is None:
             fd, name = tempfile.mkstemp(prefix="rar-model-server-", suffix=".log")
             self.log_path = Path(name)

@@ -48,6 +48,17 @@ def test_llamacpp_in_process_stops_and_token_ids():
         b.close()
 
 
+def test_a_busy_port_is_refused_before_starting():
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        port = s.getsockname()[1]
+        with pytest.raises(ServerError, match=rf"127.0.0.1:{port} is already in use"):
+            ModelServer(port=port).start()
+
+
 def test_model_server_without_llama_cpp_names_the_extra(monkeypatch):
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec", lambda n, *a: None if n == "llama_cpp" else real(n, *a))
