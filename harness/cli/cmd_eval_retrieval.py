@@ -79,7 +79,7 @@ def _run(args: argparse.Namespace) -> int:
     table = Table(
         title=f"recall of gold passages @k - bench {bench.name}, corpus {corpus.spec.id} ({len(corpus):,})"
     )
-    table.add_column("dataset")
+    table.add_column("dataset", no_wrap=True)
     table.add_column("n", justify="right")
     for name in names:
         for k in ks:

@@ -4,7 +4,8 @@ Works against ``harness serve-retriever`` and any Search-R1-compatible server. C
 timeouts and 5xx answers are retried with exponential backoff; 4xx answers are not (the request
 is wrong). Every error is a :class:`ServerError` naming the URL. The spec and index id come from
 ``GET /health`` (a ``harness serve-retriever`` extension), so results can be cached and stored
-with the protocol; for servers without ``/health`` they are unknown (``remote`` / URL-based id).
+with the protocol; for a server without ``/health`` (404) the spec is ``RemoteSpec(url)`` and the
+index id is ``remote-<url>``.
 """
 
 from __future__ import annotations
@@ -26,6 +27,14 @@ class RemoteSpec(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
     kind: str = "remote"
     url: str
+
+
+class HTTPStatusError(ServerError):
+    """The server answered with a 4xx status."""
+
+    def __init__(self, message: str, status: int):
+        super().__init__(message)
+        self.status = status
 
 
 class RetrievalClient(Retriever):
@@ -70,7 +79,9 @@ class RetrievalClient(Retriever):
                 last = f"HTTP {resp.status_code}: {_detail(resp)}"
                 continue
             if resp.status_code >= 400:
-                raise ServerError(f"{url} rejected the request: HTTP {resp.status_code}: {_detail(resp)}")
+                raise HTTPStatusError(
+                    f"{url} rejected the request: HTTP {resp.status_code}: {_detail(resp)}", resp.status_code
+                )
             try:
                 return resp.json()
             except ValueError:
@@ -78,31 +89,44 @@ class RetrievalClient(Retriever):
         raise ServerError(f"retrieval server {url} failed after {self.retries + 1} attempt(s): {last}")
 
     def info(self) -> dict[str, Any]:
-        """The server's ``/health`` answer (fetched once)."""
+        """The server's ``/health`` answer (fetched once); ``{}`` if the server has no ``/health``.
+
+        An unreachable server raises :class:`ServerError` (never a made-up identity)."""
         if self._info is None:
-            self._info = self._request("GET", "/health")
+            try:
+                info = self._request("GET", "/health")
+            except HTTPStatusError as e:
+                if e.status != 404:
+                    raise
+                info = {}
+            self._info = info if isinstance(info, dict) else {}
         return self._info
 
     @property
     def spec(self) -> BaseModel:
-        try:
-            return TypeAdapter(RetrieverSpec).validate_python(self.info().get("spec"))
-        except (ValidationError, ServerError):
+        raw = self.info().get("spec")
+        if raw is None:
             return RemoteSpec(url=self.base_url)
+        try:
+            return TypeAdapter(RetrieverSpec).validate_python(raw)
+        except ValidationError as e:
+            raise ServerError(
+                f"{self.base_url}/health: unknown retriever spec {raw!r} ({e.errors()[0]['msg']})"
+            ) from None
 
     @property
     def index_id(self) -> str:
-        try:
-            return str(self.info()["index_id"])
-        except (KeyError, ServerError):
-            return f"remote-{self.base_url}"
+        return str(self.info().get("index_id") or f"remote-{self.base_url}")
 
     @property
     def corpus_spec(self) -> CorpusSpec | None:
-        try:
-            return CorpusSpec.model_validate(self.info().get("corpus"))
-        except (ValidationError, ServerError):
+        raw = self.info().get("corpus")
+        if raw is None:
             return None
+        try:
+            return CorpusSpec.model_validate(raw)
+        except ValidationError:
+            raise ServerError(f"{self.base_url}/health: malformed corpus description {raw!r}") from None
 
     def _search(self, queries: list[str], k: int) -> list[list[Hit]]:
         url = self.base_url + "/retrieve"

@@ -26,14 +26,15 @@ def free_port() -> int:
 
 
 class Served:
-    def __init__(self, retriever: Retriever, **kwargs):
+    """A uvicorn server in a thread of this process, serving ``create_app(retriever)`` or ``app``."""
+
+    def __init__(self, retriever: Retriever | None = None, *, app=None, **kwargs):
         import uvicorn
 
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        config = uvicorn.Config(
-            create_app(retriever, **kwargs), host="127.0.0.1", port=self.port, log_level="critical"
-        )
+        app = app if app is not None else create_app(retriever, **kwargs)
+        config = uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="critical")
         self.server = uvicorn.Server(config)
         self.thread = threading.Thread(target=self.server.run, daemon=True)
         self.thread.start()
@@ -167,7 +168,8 @@ def test_client_against_a_dead_port_names_the_url():
     assert f"retrieval server http://127.0.0.1:{port}/retrieve failed after 3 attempt(s)" in str(e.value)
     assert "ConnectError" in str(e.value)
     assert time.monotonic() - t0 < 10
-    assert client.index_id == f"remote-http://127.0.0.1:{port}"
+    with pytest.raises(ServerError, match=f"http://127.0.0.1:{port}/health failed"):
+        _ = client.index_id
 
 
 class _Flaky(Retriever):
@@ -194,6 +196,34 @@ class _Flaky(Retriever):
         return [[Hit("x", '"X"\nx', 1.0)] for _ in queries]
 
 
+def test_client_of_a_server_without_health(tiny_corpus):
+    from fastapi import FastAPI
+
+    from harness.retrieval.client import RemoteSpec
+
+    app = FastAPI()
+    local = Bm25sRetriever(tiny_corpus)
+
+    @app.post("/retrieve")
+    def retrieve(body: dict):
+        hits = local.search(body["queries"], body["topk"])
+        return {
+            "result": [
+                [{"document": {"id": h.doc_id, "contents": h.contents}, "score": h.score} for h in hs]
+                for hs in hits
+            ]
+        }
+
+    s = Served(app=app)
+    try:
+        client = RetrievalClient(s.url)
+        assert client.spec == RemoteSpec(url=s.url) and client.index_id == f"remote-{s.url}"
+        assert client.corpus_spec is None
+        assert client.search(["berlin"], 1) == local.search(["berlin"], 1)
+    finally:
+        s.stop()
+
+
 def test_server_errors_are_json_500_and_the_client_retries():
     flaky = _Flaky(fail=2)
     s = Served(flaky)
@@ -208,9 +238,9 @@ def test_server_errors_are_json_500_and_the_client_retries():
 
 
 def test_client_timeout_is_retried_then_reported():
-    s = Served(_Flaky(sleep=1.0))
+    s = Served(_Flaky(sleep=0.5))
     try:
-        client = RetrievalClient(s.url, timeout=0.2, retries=1, backoff=0.01)
+        client = RetrievalClient(s.url, timeout=0.1, retries=1, backoff=0.01)
         with pytest.raises(
             ServerError, match=r"/retrieve failed after 2 attempt\(s\): timed out \(ReadTimeout\)"
         ):
