@@ -119,7 +119,7 @@ def run_tag_rollouts(
     states = [RolloutState(example=e, prompt=p) for p, e in zip(prompts, examples, strict=True)]
     if ctx.training:
         for s in states:
-            s.prompt_ids = ctx.backend.tokenize(s.prompt)
+            s.prompt_ids = ctx.backend.prompt_ids(s.prompt)
 
     n_turns = cfg.max_turns + (1 if cfg.final_turn else 0)
     for turn_no in range(n_turns):

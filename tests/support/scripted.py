@@ -77,6 +77,9 @@ class ScriptedBackend:
     def tokenize(self, text: str) -> list[int]:
         return [ord(c) for c in text]
 
+    def prompt_ids(self, text: str) -> list[int]:
+        return self.tokenize(text)
+
     def detokenize(self, ids: Sequence[int]) -> str:
         return "".join(map(chr, ids))
 
