@@ -13,6 +13,8 @@ METHODS.register_lazy("direct", "baselines.direct:Direct")
 METHODS.register_lazy("naive_rag", "baselines.naive_rag:NaiveRAG")
 # paper methods
 METHODS.register_lazy("search_r1", "methods.search_r1:SearchR1")
+METHODS.register_lazy("eval_rar", "methods.eval_rar:EvalRAR")
+METHODS.register_lazy("r_search", "methods.r_search:RSearch")
 
 
 def get_method(name: str) -> Method:

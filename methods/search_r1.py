@@ -2,23 +2,42 @@
 Reinforcement Learning", arXiv 2503.09516 v5 / COLM 2025).
 
 Everything paper-specific lives here: the prompt (verbatim), the tag dialect, the document
-renderer, the answer extractor, the reward. Sources: the paper, and the released code
-(PeterGriffinJin/Search-R1: ``scripts/data_process/nq_search.py`` for the prompt,
-``search_r1/llm_agent/generation.py`` for the rollout, ``verl/utils/reward_score/qa_em.py`` for
-the reward), as summarised in anchors.md §1.2, §4.3, §5.2.
+renderer, the answer extractor, the reward, the training recipes and the published numbers.
+Sources: the paper, and the released code (PeterGriffinJin/Search-R1: ``scripts/data_process/
+nq_search.py`` for the prompt, ``search_r1/llm_agent/generation.py`` for the rollout,
+``verl/utils/reward_score/qa_em.py`` for the reward, ``train_grpo.sh`` and
+``verl/trainer/config/ppo_trainer.yaml`` for the hyperparameters), as summarised in anchors.md
+§1.2, §4.3, §5.2.
+
+Eval-RAR and R-Search are built on this code base (the same verl fork); they reuse the helpers
+here: :func:`stripped_observations`, :func:`generated_text`, :func:`searchr1_grpo` with
+:data:`SEARCH_R1_GRPO_SOURCES`, and :func:`cpu_smoke_recipe`.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import asdict
+from typing import Any
 
-from harness.method import Method, MethodSpec, RunContext, format_question
+from harness.data.benches import Selection
+from harness.llm.base import BackendSpec
+from harness.method import (
+    MethodSpec,
+    RewardBreakdown,
+    RewardContext,
+    RunContext,
+    TrainableMethod,
+    format_question,
+)
 from harness.protocol import Protocol
+from harness.rl.config import AlgoConfig, grpo
+from harness.rl.recipe import Recipe, RewardStage
 from harness.rollout.dialect import SEARCH_R1_DIALECT
-from harness.rollout.engine import TagRolloutConfig, run_tag_rollouts
+from harness.rollout.engine import ObservationFn, TagRolloutConfig, run_tag_rollouts
 from harness.rollout.extract import extract_tagged
 from harness.rollout.render import RENDERERS
-from harness.types import QAExample, Trajectory
+from harness.types import Hit, QAExample, Trajectory
 
 # The "base" template of nq_search.py, used for base and instruct models alike; verbatim,
 # including the original "as your want" (anchors.md §4.3).
@@ -35,11 +54,32 @@ TOP_K = 3  # paper §4 / Table 2: top-3 passages
 MAX_TURNS = 4  # paper scripts v0.2/v0.3 and evaluate.sh: max_turns=4
 MAX_OBS_TOKENS = 500  # max_obs_length=500
 MAX_RESPONSE_TOKENS = 500  # max_response_length=500 per turn
+PAPER = "search_r1"  # the ``paper`` key of the reported rows
 
 
 def make_prompt(question: str) -> list[dict[str, str]]:
     """The chat messages of one Search-R1 prompt (a single user turn, as the parquet ``prompt`` field)."""
     return [{"role": "user", "content": PROMPT.format(question=format_question(question))}]
+
+
+def stripped_observations(renderer: str) -> ObservationFn:
+    """Render the hits with ``renderer`` and strip the result, as Search-R1's
+    ``execute_predictions`` does before wrapping it (``f"\\n\\n<information>{docs.strip()}</information>\\n\\n"``):
+    the last document's trailing newline is not shown. Eval-RAR and R-Search (training) inherit it."""
+    render = RENDERERS.get(renderer)
+
+    def observe(
+        _states: Sequence[Any], _queries: list[str], hits: list[list[Hit]], _ctx: RunContext
+    ) -> list[str]:
+        return [render(h).strip() for h in hits]
+
+    return observe
+
+
+def generated_text(trajectory: Trajectory) -> str:
+    """The model's own text: every generated segment in order, without observations or correction
+    messages (the engine's ``generate`` turns hold exactly the generated text)."""
+    return "".join(t.text for t in trajectory.turns if t.kind == "generate")
 
 
 def reward(trajectory: Trajectory) -> float:
@@ -49,20 +89,160 @@ def reward(trajectory: Trajectory) -> float:
     No answer -> 0."""
     from harness.metrics.answer import exact_match
 
-    if not trajectory.prediction:
+    pred = extract_tagged(generated_text(trajectory), "<answer>", "</answer>").prediction
+    if not pred:
         return 0.0
-    return exact_match(trajectory.prediction, trajectory.answers)
+    return exact_match(pred, trajectory.answers)
 
 
-class SearchR1(Method):
+# -- training: the GRPO configuration of the Search-R1 verl fork --------------------------------
+
+
+def searchr1_grpo(**changes: object) -> AlgoConfig:
+    """GRPO as Search-R1's released ``train_grpo.sh`` runs it on its verl fork (every value in
+    :data:`SEARCH_R1_GRPO_SOURCES`); ``changes`` override fields (validated)."""
+    base = grpo().replace(
+        group_size=5,
+        kl_placement="loss",
+        kl_estimator="low_var_kl",
+        kl_coef=0.001,
+        loss_agg_mode="token-mean",
+        entropy_coef=0.001,
+        train_batch_size=512,
+        mini_batch_size=64,
+        ppo_epochs=1,
+        lr=1e-6,
+        lr_schedule="constant",
+        lr_warmup_steps=None,
+        lr_warmup_ratio=0.285,
+        min_lr_ratio=0.0,
+        temperature=1.0,
+        top_p=0.95,
+        adam_betas=(0.9, 0.999),
+        weight_decay=0.01,
+        grad_clip=1.0,
+    )
+    return base.replace(**changes) if changes else base
+
+
+SEARCH_R1_GRPO_SOURCES: dict[str, str] = {
+    "algo.adv_estimator": "code: train_grpo.sh algorithm.adv_estimator=grpo",
+    "algo.group_size": "paper App. B.2 / code: train_grpo.sh rollout.n_agent=5",
+    "algo.norm_adv_by_std": "code: verl fork core_algos.compute_grpo_outcome_advantage ((r-mean)/(std+eps))",
+    "algo.adv_std_unbiased": "code: same function (torch.std, unbiased)",
+    "algo.adv_eps": "code: same function (epsilon=1e-6)",
+    "algo.gamma": "code: ppo_trainer.yaml algorithm.gamma=1.0 (not read by grpo)",
+    "algo.clip_low": "paper App. B.2 / code: ppo_trainer.yaml actor.clip_ratio=0.2",
+    "algo.clip_high": "code: symmetric clip_ratio=0.2",
+    "algo.dual_clip_c": "code: the fork's compute_policy_loss has no dual clip",
+    "algo.loss_agg_mode": "code: the fork's compute_policy_loss takes masked_mean over all response tokens",
+    "algo.loss_norm_length": "n/a (token-mean)",
+    "algo.kl_placement": "code: train_grpo.sh actor.use_kl_loss=true",
+    "algo.kl_estimator": "code: train_grpo.sh actor.kl_loss_type=low_var_kl",
+    "algo.kl_coef": "paper App. B.2 (beta 0.001) / code: actor.kl_loss_coef=0.001",
+    "algo.entropy_coef": "code: ppo_trainer.yaml actor.entropy_coeff=0.001 (not overridden)",
+    "algo.overlong": "code: none in the fork",
+    "algo.dynamic_sampling": "code: none in the fork",
+    "algo.train_batch_size": "paper App. B.2 / code: data.train_batch_size=512",
+    "algo.mini_batch_size": (
+        "ours: code ppo_mini_batch_size=256 counts trajectories (51.2 groups of 5; 10 updates per step); "
+        "AlgoConfig counts prompts and must divide 512, so 64 prompts = 320 trajectories, 8 updates per step"
+    ),
+    "algo.ppo_epochs": "code: ppo_trainer.yaml actor.ppo_epochs=1",
+    "algo.lr": "paper App. B.2 / code: actor.optim.lr=1e-6",
+    "algo.lr_schedule": "code: ppo_trainer.yaml optim.warmup_style=constant",
+    "algo.lr_warmup_steps": "n/a (a warm-up ratio is given)",
+    "algo.lr_warmup_ratio": "paper App. B.2 / code: actor.optim.lr_warmup_steps_ratio=0.285",
+    "algo.min_lr_ratio": "n/a (constant schedule)",
+    "algo.adam_betas": "code: verl fork AdamW defaults (0.9, 0.999)",
+    "algo.weight_decay": "code: verl fork AdamW weight_decay default 1e-2",
+    "algo.grad_clip": "code: ppo_trainer.yaml actor.grad_clip=1.0",
+    "algo.temperature": "paper App. B.2 / code: train_grpo.sh rollout.temperature=1",
+    "algo.top_p": "code: ppo_trainer.yaml rollout.top_p=0.95 (passed to vLLM SamplingParams)",
+}
+
+# The training data of every paper here: NQ + HotpotQA train (Search-R1, Eval-RAR) or 2Wiki train
+# (R-Search). These benches are not packaged (only dev/test questions are); they need the real
+# train splits via --data-dir and a bench of train entries.
+SEARCH_R1_TRAIN_BENCH = "searchr1-train"
+
+
+def cpu_smoke_recipe(
+    method: str,
+    *,
+    reward: str,
+    max_turns: int,
+    aux_models: dict[str, BackendSpec] | None = None,
+    extra_sources: dict[str, str] | None = None,
+) -> Recipe:
+    """A few GRPO steps of ``method`` on the packaged model and the mini-multihop questions, small
+    enough to finish in minutes on a laptop CPU (a smoke test of the whole training path, not a
+    reproduction)."""
+    algo = searchr1_grpo(
+        group_size=4,
+        train_batch_size=2,
+        mini_batch_size=2,
+        lr=1e-5,
+        lr_warmup_steps=0,
+        lr_warmup_ratio=None,
+        top_p=1.0,
+    )
+    sources = {
+        **SEARCH_R1_GRPO_SOURCES,
+        "algo.group_size": "ours: smallest group that still has a spread of rewards",
+        "algo.train_batch_size": "ours: 2 prompts per step keeps a step under a minute on CPU",
+        "algo.mini_batch_size": "ours: one update per step",
+        "algo.lr": "ours: 1e-5 so that three steps move the weights visibly",
+        "algo.lr_warmup_steps": "ours: no warm-up in a 3-step run",
+        "algo.lr_warmup_ratio": "ours: null (warm-up given in steps)",
+        "algo.top_p": "ours: plain sampling",
+        "steps": "ours: 3 steps",
+        "bench": "ours: packaged multi-hop questions whose gold paragraphs are in the closed corpus",
+        "selection": "ours: the first 8 questions of each dataset",
+        "max_new_tokens": "ours: 48 tokens per turn (CPU budget)",
+        "max_turns": "ours: CPU budget",
+        "top_k": "paper: top-3",
+        "max_obs_tokens": "ours: 128 tokens per observation (CPU budget)",
+        "micro_batch_size": "ours: 4 trajectories per forward/backward",
+        "reward_stages": "the method's default reward from step 0",
+        "aux_models": "none" if not aux_models else "ours: the packaged model",
+        "lora": "ours: full fine-tuning of the 135M model",
+        "dtype": "ours: float32 on CPU",
+        "seed": "ours",
+        "save_every": "ours: only the final checkpoint",
+        **(extra_sources or {}),
+    }
+    return Recipe(
+        name="cpu-smoke",
+        method=method,
+        algo=algo,
+        steps=3,
+        bench="mini-multihop",
+        selection=Selection(mode="first", n=8),
+        max_new_tokens=48,
+        max_turns=max_turns,
+        top_k=3,
+        max_obs_tokens=128,
+        micro_batch_size=4,
+        reward_stages=(RewardStage(start_step=0, reward=reward),),
+        aux_models=aux_models or {},
+        lora=None,
+        dtype="float32",
+        seed=0,
+        save_every=0,
+        sources=sources,
+    )
+
+
+class SearchR1(TrainableMethod):
     name = "search_r1"
     description = "think / <search> / <information> / <answer> agent trained with outcome-EM RL"
     source = "Jin et al. 2025, arXiv 2503.09516 v5 (PeterGriffinJin/Search-R1)"
-    trained = True
 
     def spec(self, protocol: Protocol) -> MethodSpec:
         return MethodSpec(
             name=self.name,
+            version="2",  # v2: observations stripped as generation.py does
             prompts={"user": PROMPT},
             dialect=asdict(SEARCH_R1_DIALECT),
             renderer=RENDERER,
@@ -72,6 +252,8 @@ class SearchR1(Method):
                 "max_turns": protocol.max_turns,
                 "max_obs_tokens": protocol.max_obs_tokens,
                 "max_new_tokens": protocol.decoding.max_new_tokens,
+                "observation": "rendered documents stripped",
+                "final_turn": True,
             },
         )
 
@@ -84,8 +266,75 @@ class SearchR1(Method):
             max_obs_tokens=protocol.max_obs_tokens,
             max_new_tokens=protocol.decoding.max_new_tokens,
             extractor=lambda text: extract_tagged(text, "<answer>", "</answer>"),
+            observation_fn=stripped_observations(RENDERER),
         )
 
     def solve(self, examples: list[QAExample], ctx: RunContext) -> list[Trajectory]:
         prompts = [ctx.backend.chat_prompt(make_prompt(e.question)) for e in examples]
         return run_tag_rollouts(prompts, examples, ctx, self.rollout_config(ctx.protocol))
+
+    # -- training ---------------------------------------------------------------------------------
+
+    def reward_names(self) -> tuple[str, ...]:
+        return ("em",)
+
+    def reward(self, trajectory: Trajectory, *, name: str, ctx: RewardContext) -> RewardBreakdown:
+        if name not in ("default", "em"):
+            raise _unknown_reward(self, name)
+        r = reward(trajectory)
+        return RewardBreakdown(total=r, components={"outcome": r})
+
+    def recipes(self) -> dict[str, Recipe]:
+        paper = Recipe(
+            name="paper",
+            method=self.name,
+            algo=searchr1_grpo(),
+            steps=500,
+            bench=SEARCH_R1_TRAIN_BENCH,
+            selection=Selection(),
+            max_new_tokens=MAX_RESPONSE_TOKENS,
+            max_turns=MAX_TURNS,
+            top_k=TOP_K,
+            max_obs_tokens=MAX_OBS_TOKENS,
+            micro_batch_size=64,
+            reward_stages=(RewardStage(start_step=0, reward="em"),),
+            aux_models={},
+            lora=None,
+            dtype="float32",
+            seed=0,
+            save_every=100,
+            sources={
+                **SEARCH_R1_GRPO_SOURCES,
+                "steps": "paper App. B.2: 500 steps (the released script runs 1005)",
+                "bench": "paper §4: NQ train + HotpotQA train merged (scripts/data_process/qa_search_train_merge.py)",
+                "selection": "code: all training questions, shuffled (data.shuffle_train_dataloader=True)",
+                "max_new_tokens": "paper App. B.2 / code: data.max_response_length=500",
+                "max_turns": "code: scripts/nq_hotpotqa v0.2/v0.3 max_turns=4 (the root train_grpo.sh uses 2)",
+                "top_k": "paper §4 / code: retriever.topk=3",
+                "max_obs_tokens": "paper App. B.2 / code: data.max_obs_length=500",
+                "micro_batch_size": "code: actor.ppo_micro_batch_size=64",
+                "reward_stages": "paper §3.2: outcome EM only, no format reward",
+                "aux_models": "none: the reward is rule-based",
+                "lora": "paper: full-parameter training",
+                "dtype": "code: verl FSDP keeps fp32 master weights (bf16 compute)",
+                "seed": "ours: not stated",
+                "save_every": "code: trainer.save_freq=100",
+            },
+        )
+        return {
+            "paper": paper,
+            "cpu-smoke": cpu_smoke_recipe(self.name, reward="em", max_turns=1),
+        }
+
+    def reported(self) -> list[Any]:
+        from methods.reported.search_r1 import TABLES
+
+        return [row for table in TABLES for row in table.rows()]
+
+
+def _unknown_reward(method: TrainableMethod, name: str) -> Exception:
+    from harness.errors import ConfigError
+
+    return ConfigError(
+        f"method {method.name!r} has no reward {name!r}; known: default, {', '.join(method.reward_names())}"
+    )

@@ -1,0 +1,301 @@
+"""Eval-RAR (Yu, Li, Liu, Feng, Kang, Zhan: "Eval-RAR: Evaluation-Driven Retrieval-Augmented
+Reasoning via Reinforcement Learning", Findings of ACL 2026). No code release.
+
+A Search-R1 agent that must write a self-evaluation ``<evaluate> … </evaluate>`` after every
+search result (the "Search-then-Evaluate" paradigm, paper §4.1 / Algorithm 1), trained with GRPO
+on an outcome EM reward that falls back to a small evaluation reward (0.1) when the answer is wrong
+but a gold answer appears in the concatenated evaluations (paper Eqs. 2-5). Spec:
+000-eval-rar.md; where the paper is silent, the spec's defaults from the Search-R1 / AutoRefine
+code bases it builds on ("lineage").
+
+Engine mapping:
+
+- one step of Algorithm 1 = one generation segment; the evaluation step is the *start of the next
+  segment*, driven by the prompt, nothing force-prefixed (spec §2.5 mode A, the recommended
+  default). Mode B (a separate generation stopped at ``</evaluate>`` before the next step) needs
+  an engine sub-step the rollout engine does not have.
+- at most N generation segments and no extra final turn (Algorithm 1: ``while n < N``; a search
+  in the last step is executed and its documents appended, and the trajectory ends there).
+- the invalid-action message is the paper's short string (Algorithm 1 line 22).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import asdict
+from typing import Any
+
+from harness.data.benches import Selection
+from harness.method import (
+    MethodSpec,
+    RewardBreakdown,
+    RewardContext,
+    RunContext,
+    TrainableMethod,
+    format_question,
+)
+from harness.metrics.answer import exact_match
+from harness.metrics.normalize import normalize_answer
+from harness.protocol import Decoding, Protocol, mini
+from harness.rl.recipe import Recipe, RewardStage
+from harness.rollout.dialect import TagDialect
+from harness.rollout.engine import TagRolloutConfig, run_tag_rollouts
+from harness.rollout.extract import extract_tagged
+from harness.rollout.render import RENDERERS
+from harness.types import QAExample, Trajectory
+from methods.search_r1 import (
+    SEARCH_R1_GRPO_SOURCES,
+    SEARCH_R1_TRAIN_BENCH,
+    _unknown_reward,
+    cpu_smoke_recipe,
+    generated_text,
+    searchr1_grpo,
+    stripped_observations,
+)
+
+# Paper Appendix A.1 "Prompt Template for Trajectory Generation", verbatim (000-eval-rar.md §2.2),
+# the whole string as one user message (lineage, spec §8 #9); the trailing newline after the
+# question is AutoRefine's (spec §2.2).
+PROMPT = (
+    "You are a helpful assistant excel at answering questions with multi-turn search engine calling. To answer "
+    "questions, you must first reason through the available information using <think> and </think>. If you "
+    "identify missing knowledge, you may issue a search request using <search> query </search> at any time. "
+    "The retrieval system will provide you with the three most relevant documents enclosed in <information> "
+    "and </information>. After each search, you must conduct an evaluation, reviewing the question and the "
+    "retrieved documents comprehensively to determine if the question can be answered. If the question can "
+    "be answered, clearly cite the source content from the search documents that supports your answer. If "
+    "the question cannot be answered, specify what information is missing: entity information, relational "
+    "information, or specific time/location details. Provide your evaluation using <evaluate> and "
+    "</evaluate>. You may send multiple search requests if needed. Once you have sufficient information, "
+    "provide a concise final answer using <answer> and </answer>. For example, <answer> Donald Trump "
+    "</answer>. Question: {question}\n"
+)
+
+# Paper Algorithm 1 line 22; the surrounding newlines frame it like Search-R1's message (ours).
+INVALID_MESSAGE = "\nMy action is wrong. Let me try again.\n"
+EVALUATE_OPEN, EVALUATE_CLOSE = "<evaluate>", "</evaluate>"
+# Search-R1's tags and observation wrapper (<information>, paper §4.1 / case study Table 3).
+EVAL_RAR_DIALECT = TagDialect(name="eval_rar", invalid_message=INVALID_MESSAGE)
+RENDERER = "search_r1"  # "Doc {i}(Title: ...) ...", paper Table 3 case study (spec §2.4)
+
+R_EVAL = 0.1  # paper §5.1: "The r_eval is set to 0.1"
+TOP_K = 3  # paper §5.1: top-3 documents
+MAX_STEPS = 5  # N: not given; spec §2.7 / §8 #1 (AutoRefine train max_turns=5)
+MAX_NEW_TOKENS = 512  # per segment; spec §2.7 (AutoRefine)
+MAX_OBS_TOKENS = 512  # spec §2.7 (AutoRefine training)
+
+_EVAL_RE = re.compile(re.escape(EVALUATE_OPEN) + r"(.*?)" + re.escape(EVALUATE_CLOSE), re.DOTALL)
+
+
+def make_prompt(question: str) -> list[dict[str, str]]:
+    """One user message holding the whole template (lineage: Search-R1 / AutoRefine parquet prompt);
+    the question is stripped and gets a '?' as in Search-R1's data preprocessing."""
+    return [{"role": "user", "content": PROMPT.format(question=format_question(question))}]
+
+
+def evaluation_text(generated: str) -> str:
+    """y_eval (paper Eq. 3): the contents of every ``<evaluate>`` block of the model's own text, in
+    order, each stripped, joined with one space (separator unspecified; spec §8 #6)."""
+    return " ".join(b.strip() for b in _EVAL_RE.findall(generated))
+
+
+def evaluation_covers_gold(generated: str, golds: list[str]) -> bool:
+    """``∃ a ∈ A : a ⊆ y_eval`` (paper Eq. 4): a SQuAD-normalised gold is a character substring of
+    the normalised evaluation text (no word boundary, spec §8 #5; golds normalising to "" never
+    count, spec §3.4)."""
+    y_eval = normalize_answer(evaluation_text(generated))
+    if not y_eval:
+        return False
+    return any(g and g in y_eval for g in (normalize_answer(a) for a in golds))
+
+
+def eval_rar_reward(
+    generated: str, golds: list[str], *, r_eval: float = R_EVAL, eval_reward_requires_answer: bool = False
+) -> RewardBreakdown:
+    """R_total (paper Eq. 5) on the model's own text ``generated`` (observations excluded, so a
+    gold inside retrieved documents never counts as evaluation; spec §3.4):
+
+    - R_ans = 1 if the last ``<answer>`` exactly matches a gold (SQuAD normalisation), else 0 (Eq. 2);
+    - R_eval = ``r_eval`` if a gold is a substring of the concatenated ``<evaluate>`` blocks, else 0 (Eqs. 3-4);
+    - R_total = R_ans if R_ans > 0 else R_eval (Eq. 5), so R_total ∈ {0, r_eval, 1}.
+
+    ``eval_reward_requires_answer=True`` gives AutoRefine's code behaviour (no ``<answer>`` -> 0;
+    spec §8 #7); the default is the paper's formula.
+    """
+    ext = extract_tagged(generated, "<answer>", "</answer>")
+    has_answer = ext.status in ("ok", "multiple_answers", "empty_answer")
+    r_ans = exact_match(ext.prediction, golds) if ext.prediction else 0.0
+    covered = evaluation_covers_gold(generated, golds)
+    r_ev = r_eval if covered else 0.0
+    if r_ans > 0:
+        total = r_ans
+    elif eval_reward_requires_answer and not has_answer:
+        total = 0.0
+    else:
+        total = r_ev
+    return RewardBreakdown(
+        total=total,
+        components={
+            "outcome": r_ans,
+            "evaluation": r_ev,
+            "has_answer": float(has_answer),
+            "evaluate_blocks": float(len(_EVAL_RE.findall(generated))),
+        },
+    )
+
+
+def eval_protocol() -> Protocol:
+    """Eval-RAR's evaluation settings on the packaged closed corpus: N=5 steps, 512 new tokens per
+    step, 512 observation tokens, top-3, greedy (paper silent; spec §2.7 / §8 #1-2). The paper's own
+    corpus and retriever (wiki-18, E5) are those of the ``searchr1`` protocol."""
+    return mini().with_(
+        name="eval_rar-eval",
+        description="Eval-RAR eval settings (5 steps, 512 tokens/step, 512 obs tokens, top-3, greedy) on the closed corpus",
+        top_k=TOP_K,
+        max_turns=MAX_STEPS,
+        max_obs_tokens=MAX_OBS_TOKENS,
+        decoding=Decoding(temperature=0.0, top_p=1.0, max_new_tokens=MAX_NEW_TOKENS).model_dump(),
+    )
+
+
+class EvalRAR(TrainableMethod):
+    name = "eval_rar"
+    description = (
+        "Search-R1 agent with an <evaluate> self-check after every search; EM + 0.1 evaluation reward"
+    )
+    source = "Yu et al., Eval-RAR, Findings of ACL 2026 (no code release; Search-R1/AutoRefine lineage)"
+
+    def spec(self, protocol: Protocol) -> MethodSpec:
+        return MethodSpec(
+            name=self.name,
+            prompts={"user": PROMPT},
+            dialect=asdict(EVAL_RAR_DIALECT),
+            renderer=RENDERER,
+            extractor="last <answer> of the model's own response",
+            params={
+                "top_k": protocol.top_k,
+                "max_steps": protocol.max_turns,
+                "final_turn": False,
+                "max_obs_tokens": protocol.max_obs_tokens,
+                "max_new_tokens": protocol.decoding.max_new_tokens,
+                "observation": "rendered documents stripped",
+                "evaluate_step": "mode A: opens the next generation segment, prompt-driven",
+                "evaluate_tags": [EVALUATE_OPEN, EVALUATE_CLOSE],
+                "r_eval": R_EVAL,
+            },
+        )
+
+    def rollout_config(self, protocol: Protocol) -> TagRolloutConfig:
+        return TagRolloutConfig(
+            dialect=EVAL_RAR_DIALECT,
+            renderer=RENDERERS.get(RENDERER),
+            top_k=protocol.top_k,
+            max_turns=protocol.max_turns,
+            max_obs_tokens=protocol.max_obs_tokens,
+            max_new_tokens=protocol.decoding.max_new_tokens,
+            extractor=lambda text: extract_tagged(text, "<answer>", "</answer>"),
+            observation_fn=stripped_observations(RENDERER),
+            final_turn=False,
+        )
+
+    def solve(self, examples: list[QAExample], ctx: RunContext) -> list[Trajectory]:
+        prompts = [ctx.backend.chat_prompt(make_prompt(e.question)) for e in examples]
+        return run_tag_rollouts(prompts, examples, ctx, self.rollout_config(ctx.protocol))
+
+    # -- training ---------------------------------------------------------------------------------
+
+    def reward_names(self) -> tuple[str, ...]:
+        # eval_rar: paper Eq. 5; outcome_em: the ablation "w/o evaluation reward" (Table 2);
+        # eval_rar_requires_answer: AutoRefine's code behaviour (spec §8 #7)
+        return ("eval_rar", "outcome_em", "eval_rar_requires_answer")
+
+    def reward(self, trajectory: Trajectory, *, name: str, ctx: RewardContext) -> RewardBreakdown:
+        gen = generated_text(trajectory)
+        golds = list(trajectory.answers)
+        if name in ("default", "eval_rar"):
+            return eval_rar_reward(gen, golds)
+        if name == "eval_rar_requires_answer":
+            return eval_rar_reward(gen, golds, eval_reward_requires_answer=True)
+        if name == "outcome_em":
+            full = eval_rar_reward(gen, golds)
+            return RewardBreakdown(total=full.components["outcome"], components=full.components)
+        raise _unknown_reward(self, name)
+
+    def recipes(self) -> dict[str, Recipe]:
+        algo = searchr1_grpo(top_p=1.0)
+        sources = {
+            **SEARCH_R1_GRPO_SOURCES,
+            "algo.adv_estimator": "paper §4.2 (GRPO, Eqs. 6-7)",
+            "algo.group_size": "paper App. A.2: 5 responses per prompt",
+            "algo.clip_low": "paper App. A.2: clip ratio 0.2",
+            "algo.clip_high": "paper App. A.2: clip ratio 0.2",
+            "algo.kl_placement": "lineage: KL as a loss term (spec §4.1)",
+            "algo.kl_estimator": "lineage: low_var_kl (spec §4.1 / §8 #10)",
+            "algo.kl_coef": "paper App. A.2: beta 0.001",
+            "algo.loss_agg_mode": "lineage: token-mean over unmasked tokens (spec §8 #11)",
+            "algo.entropy_coef": "lineage: the Search-R1 verl fork default actor.entropy_coeff=0.001 (paper silent)",
+            "algo.train_batch_size": "paper App. A.2: train batch size 512",
+            "algo.mini_batch_size": (
+                "ours: lineage ppo_mini_batch_size=256 counts trajectories in the Search-R1 fork (10 updates per "
+                "step; spec §8 #12 reads it as prompts, 2 updates); AlgoConfig counts prompts and must divide 512: "
+                "64 prompts = 320 trajectories, 8 updates per step"
+            ),
+            "algo.lr": "paper App. A.2: 1e-6",
+            "algo.lr_warmup_ratio": "lineage: Search-R1 warm-up ratio 0.285 (spec §4.2 / §8 #15)",
+            "algo.temperature": "lineage: 1.0 (spec §2.7 / §8 #2)",
+            "algo.top_p": "spec §8 #2: top-p 1.0 (the Search-R1 fork's rollout default would be 0.95)",
+            "steps": "paper §5.1: 200 steps",
+            "bench": "paper §5.1 / Table 4: NQ train + HotpotQA train (169,615 questions)",
+            "selection": "lineage: all, shuffled (shuffle_train_dataloader=True)",
+            "max_new_tokens": "spec §2.7 / §8 #1: 512 per segment (AutoRefine; paper silent)",
+            "max_turns": "spec §2.7 / §8 #1: N = 5 steps (AutoRefine; paper silent)",
+            "top_k": "paper §5.1: top-3",
+            "max_obs_tokens": "spec §2.7 / §8 #1: 512 (AutoRefine training; paper silent)",
+            "micro_batch_size": "paper App. A.2: micro-batch 16",
+            "reward_stages": "paper Eq. 5 from step 0",
+            "aux_models": "none: rule-based reward, no judge (spec §3)",
+            "lora": "paper: full-parameter training (FSDP)",
+            "dtype": "lineage: verl FSDP keeps fp32 master weights (bf16 compute)",
+            "seed": "ours: not stated",
+            "save_every": "ours: only the final (step-200) checkpoint is evaluated (spec §8 #14)",
+        }
+        paper = Recipe(
+            name="paper",
+            method=self.name,
+            algo=algo,
+            steps=200,
+            bench=SEARCH_R1_TRAIN_BENCH,
+            selection=Selection(),
+            max_new_tokens=MAX_NEW_TOKENS,
+            max_turns=MAX_STEPS,
+            top_k=TOP_K,
+            max_obs_tokens=MAX_OBS_TOKENS,
+            micro_batch_size=16,
+            reward_stages=(RewardStage(start_step=0, reward="eval_rar"),),
+            aux_models={},
+            lora=None,
+            dtype="float32",
+            seed=0,
+            save_every=0,
+            sources=sources,
+        )
+        ablation = paper.model_copy(
+            update={
+                "name": "paper-no-eval-reward",
+                "reward_stages": (RewardStage(start_step=0, reward="outcome_em"),),
+                "sources": {
+                    **sources,
+                    "reward_stages": "paper Table 2 'w/o evaluation reward': R_total = R_ans",
+                },
+            }
+        )
+        return {
+            "paper": paper,
+            "paper-no-eval-reward": ablation,
+            "cpu-smoke": cpu_smoke_recipe(self.name, reward="eval_rar", max_turns=2),
+        }
+
+    def reported(self) -> list[Any]:
+        from methods.reported.eval_rar import TABLES
+
+        return [row for table in TABLES for row in table.rows()]

@@ -1,0 +1,401 @@
+"""R-Search (Zhao, Wang, Xu, Zha, Liu: "R-Search: Empowering LLM Reasoning with Search via
+Multi-Reward Reinforcement Learning"; code QingFei1/R-Search, a veRL + Search-R1 fork). Spec:
+001-r-search.md ([P] paper, [C] released code, [D] derived).
+
+The policy reasons in free text, searches with ``<search>``, reads ``<observation>`` blocks, then
+writes one ``<original_evidence>`` block (the relevant retrieved facts) and one ``<answer>``. The
+reward is answer F1 + evidence F1 (a frozen reader of another family answers from the evidence
+alone) + format rewards (spec §3).
+
+Training and evaluation differ in the released code (spec §2.6, §2.7, §2.9): the system template
+wording, the question preprocessing, top-k (3 vs 5), sampling (T 1.0 / top-p 0.95 vs T 0.1 /
+top-p 0.9), tokens per generation (500 vs 1024), observation cap (1800 vs none) and the search cap
+(4 vs none). ``solve`` picks the template and question form from ``ctx.training``; the numeric
+settings come from the protocol (``r_search-eval``) or the recipe.
+
+Engine gaps (described, not papered over): the released evaluation ends a trajectory on a turn
+that neither searches nor answers (training appends the invalid-action message, which is what the
+engine does in both phases), falls back to the whole final turn when there is no ``<answer>`` (we
+extract strictly and count the failure), and wraps observations as ``\\n\\n{turn}<observation>…``
+(we use the training wrapper in both phases, the spec's canonical choice, §8 #12).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from harness.data.benches import Selection
+from harness.llm.base import BackendSpec
+from harness.method import (
+    MethodSpec,
+    RewardBreakdown,
+    RewardContext,
+    RunContext,
+    TrainableMethod,
+    format_question,
+)
+from harness.metrics.answer import f1_squad
+from harness.protocol import Decoding, Protocol, mini
+from harness.rl.recipe import Recipe, RewardStage
+from harness.rollout.dialect import SEARCH_R1_INVALID_MESSAGE, TagDialect
+from harness.rollout.engine import TagRolloutConfig, run_tag_rollouts
+from harness.rollout.extract import extract_tagged
+from harness.rollout.render import RENDERERS
+from harness.types import QAExample, SamplingParams, Trajectory
+from methods.search_r1 import (
+    SEARCH_R1_GRPO_SOURCES,
+    _unknown_reward,
+    cpu_smoke_recipe,
+    generated_text,
+    searchr1_grpo,
+    stripped_observations,
+)
+
+# -- prompts (spec §2.2, verbatim) -------------------------------------------------------------
+
+_INTRO = (
+    "You are a helpful assistant that can solve the given question step by step. For each step, start by "
+    "explaining your thought process. If additional information is needed, provide a specific query enclosed "
+    "in <search> and </search>. The system will return the top search results within <observation> and "
+    "</observation>. You can perform multiple searches as needed."
+)
+_EVIDENCE = (
+    "When you know the final answer, use <original_evidence> and </original_evidence> to provide all "
+    "potentially relevant original information from the observations. Ensure the information is complete and "
+    "preserves the original wording without modification. If no searches were conducted or observations were "
+    "made, {skip}. Finally, provide the final answer within <answer> and </answer> tags."
+)
+# Paper Table 1 [P] (one paragraph).
+SYSTEM_PAPER = _INTRO + " " + _EVIDENCE.format(skip="omit the evidence section")
+# Training [C] scripts/pre_train_data.sh: the paper text with a newline after "...as needed.".
+SYSTEM_TRAIN = _INTRO + "\n" + _EVIDENCE.format(skip="omit the evidence section")
+# Evaluation [C] src/eval/config.yaml prompt.R-Search: "omit the evidence section" -> "you can skip the summary step".
+SYSTEM_EVAL = _INTRO + "\n" + _EVIDENCE.format(skip="you can skip the summary step")
+
+# Evidence (reader) template, the exact string used in training [C] scripts/evidence.yaml (spec §2.4).
+READER_PROMPT = (
+    "Answer the question based on the given passages. Only give me the answer and do not output any other "
+    "words.\n\nThe following are given passages:\n{evidence}\n\nQuestion: {query}\nAnswer:"
+)
+
+# -- protocol ----------------------------------------------------------------------------------
+
+EVIDENCE_OPEN, EVIDENCE_CLOSE = "<original_evidence>", "</original_evidence>"
+# Observation wrapper of training [C] generation.py: "\n\n<observation>{docs.strip()}</observation>\n\n";
+# the invalid-action message is Search-R1's, unchanged (spec §2.6).
+R_SEARCH_DIALECT = TagDialect(
+    name="r_search",
+    obs_prefix="\n\n<observation>",
+    obs_suffix="</observation>\n\n",
+    invalid_message=SEARCH_R1_INVALID_MESSAGE,
+)
+RENDERER = "r_search"  # "(Title: {title}) {text}\n", no rank numbers (spec §2.5)
+
+TRAIN_TOP_K, EVAL_TOP_K = 3, 5  # [P] top-3 in training, top-5 for every method at evaluation
+TRAIN_MAX_TURNS = 4  # [C] max_turns=4 searches, then one final generation without search
+TRAIN_MAX_NEW_TOKENS, EVAL_MAX_NEW_TOKENS = 500, 1024  # [C] per generation
+TRAIN_MAX_OBS_TOKENS = 1800  # [C] max_obs_length
+# Evaluation has no search cap and no observation truncation in the code [C]; the spec's
+# recommended guard is a cap of 10 searches (§8 #10); 8192 tokens (the training context cap)
+# never binds for five passages.
+EVAL_MAX_SEARCHES = 10
+EVAL_MAX_OBS_TOKENS = 8192
+EVAL_SEED = 44  # [C] src/eval/main.py seed_everything(44)
+
+# -- reward constants (spec §3) ----------------------------------------------------------------
+
+GAMMA_E = 0.2  # [P] format reward for a well-formed evidence box
+GAMMA_A = 0.2  # [P] format reward for a well-formed answer box
+READER_SAMPLING = SamplingParams(temperature=0.1, top_p=0.9)  # [C] chat.completions temperature/top_p
+READER_MAX_TOKENS = 512  # [C] max_tokens=512
+F1_DECIMALS = 2  # [C] the reward F1 is round(score, 2); evaluation F1 is not rounded
+
+_ANSWER_RE = re.compile(r"<answer>(.*?)</answer>", re.DOTALL)
+_EVIDENCE_RE = re.compile(re.escape(EVIDENCE_OPEN) + r"(.*?)" + re.escape(EVIDENCE_CLOSE), re.DOTALL)
+_OBSERVATION_RE = re.compile(r"<observation>(.*?)</observation>", re.DOTALL)
+
+
+def make_prompt(question: str, *, training: bool) -> list[dict[str, str]]:
+    """System template + the question as the user message (spec §2.3). Training: the training
+    template and the question as stored; evaluation: the evaluation template and the question
+    stripped with a '?' appended."""
+    if training:
+        return [{"role": "system", "content": SYSTEM_TRAIN}, {"role": "user", "content": question}]
+    return [
+        {"role": "system", "content": SYSTEM_EVAL},
+        {"role": "user", "content": format_question(question)},
+    ]
+
+
+def f1_reward(pred: str, golds: list[str]) -> float:
+    """Answer F1 as the reward computes it [C]: SQuAD normalisation, multiset token overlap, max over
+    gold aliases, no yes/no special case, rounded to 2 decimals."""
+    return round(f1_squad(pred, golds), F1_DECIMALS)
+
+
+@dataclass(frozen=True)
+class ParsedResponse:
+    """What the reward reads from one response (spec §3.4, response-only definitions).
+
+    ``answer``: content of the last ``<answer>`` box (None if none); ``I_A``/``I_E``/``I_S`` the
+    format indicators; ``evidence``: the evidence string sent to the reader (None: no evidence reward).
+    """
+
+    answer: str | None
+    n_answers: int
+    n_evidence: int
+    I_S: bool
+    I_A: bool
+    I_E: bool
+    evidence: str | None
+
+
+def parse_response(generated: str, response: str) -> ParsedResponse:
+    """Spec §3.4-3.5. Answer and evidence boxes are counted in the model's own text ``generated``
+    (the harness never reads tags out of retrieved documents); retrieval is detected as in the code,
+    by an ``<observation>…</observation>`` block anywhere in the full ``response``."""
+    answers = _ANSWER_RE.findall(generated)
+    boxes = _EVIDENCE_RE.findall(generated)
+    searched = len(_OBSERVATION_RE.findall(response)) >= 1
+    ans = answers[-1].strip() if answers else None
+    i_a = (
+        len(answers) == 1 and bool(ans) and ans != "and"
+    )  # "and": the code's guard against the prompt's tag mention
+    if not boxes:
+        evidence, i_e = None, not searched  # no search and no box: well formed; search without box: not
+    elif not searched:
+        evidence, i_e = None, False  # a box without any search: no evidence reward, no format reward
+    else:
+        evidence = boxes[-1].strip()  # the last box is scored even when there are several
+        i_e = len(boxes) == 1 and evidence != ""
+    return ParsedResponse(
+        answer=ans,
+        n_answers=len(answers),
+        n_evidence=len(boxes),
+        I_S=searched,
+        I_A=i_a,
+        I_E=i_e,
+        evidence=evidence or None,
+    )
+
+
+def reader_prompt(evidence: str, question: str) -> list[dict[str, str]]:
+    """The reader's single user message: the evidence template filled with the evidence and the raw
+    question, stripped (spec §2.4)."""
+    return [{"role": "user", "content": READER_PROMPT.format(evidence=evidence, query=question).strip()}]
+
+
+def combine(
+    parsed: ParsedResponse, golds: list[str], reader_answer: str | None, *, with_evidence: bool = True
+) -> RewardBreakdown:
+    """r = r_answer + r_evidence + r_format (spec §3.1):
+
+    - r_answer = F1(last answer, golds) rounded to 2 decimals, 0 without an answer box (§3.2);
+    - r_evidence = F1(reader's raw answer, golds) rounded, 0 when no evidence was sent (§3.3);
+    - r_format = γ_α·I_A + γ_e·I_E (§3.4), γ_α = γ_e = 0.2.
+
+    ``with_evidence=False`` is the "w/o Evidence" ablation (spec §3.7): r = F1(answer) + γ_α·I_A.
+    """
+    r_ans = f1_reward(parsed.answer, golds) if parsed.answer is not None else 0.0
+    r_ev = f1_reward(reader_answer, golds) if (with_evidence and reader_answer) else 0.0
+    r_fmt = GAMMA_A * parsed.I_A + (GAMMA_E * parsed.I_E if with_evidence else 0.0)
+    return RewardBreakdown(
+        total=r_ans + r_ev + r_fmt,
+        components={
+            "answer": r_ans,
+            "evidence": r_ev,
+            "format": r_fmt,
+            "outcome": r_ans,
+            "I_S": float(parsed.I_S),
+            "I_A": float(parsed.I_A),
+            "I_E": float(parsed.I_E),
+        },
+    )
+
+
+def eval_protocol() -> Protocol:
+    """R-Search's evaluation settings (spec §2.7, §5.4) on the packaged closed corpus: top-5,
+    temperature 0.1 / top-p 0.9, 1024 tokens per generation, no observation truncation, and a cap
+    of 10 searches where the code has none (spec §8 #10). The paper's corpora (wiki-18, IRCoT
+    per-dataset corpora) and E5 retriever are not packaged."""
+    return mini().with_(
+        name="r_search-eval",
+        description=(
+            "R-Search eval settings (top-5, T 0.1, top-p 0.9, 1024 tokens/turn, <=10 searches, "
+            "no obs cap) on the closed corpus"
+        ),
+        top_k=EVAL_TOP_K,
+        max_turns=EVAL_MAX_SEARCHES,
+        max_obs_tokens=EVAL_MAX_OBS_TOKENS,
+        decoding=Decoding(
+            temperature=0.1, top_p=0.9, max_new_tokens=EVAL_MAX_NEW_TOKENS, seed=EVAL_SEED
+        ).model_dump(),
+    )
+
+
+class RSearch(TrainableMethod):
+    name = "r_search"
+    description = "free reasoning + <search>/<observation>, an <original_evidence> box, answer-F1 + evidence-F1 + format rewards"
+    source = "Zhao et al. 2025, R-Search (QingFei1/R-Search)"
+
+    def spec(self, protocol: Protocol) -> MethodSpec:
+        return MethodSpec(
+            name=self.name,
+            prompts={"system_train": SYSTEM_TRAIN, "system_eval": SYSTEM_EVAL, "reader": READER_PROMPT},
+            dialect=asdict(R_SEARCH_DIALECT),
+            renderer=RENDERER,
+            extractor="last <answer> of the model's own response (no final-turn fallback)",
+            params={
+                "top_k": protocol.top_k,
+                "max_turns": protocol.max_turns,
+                "final_turn": True,
+                "max_obs_tokens": protocol.max_obs_tokens,
+                "max_new_tokens": protocol.decoding.max_new_tokens,
+                "observation": "rendered documents stripped",
+                "question": "training: as stored; evaluation: stripped, '?' appended",
+                "gamma_e": GAMMA_E,
+                "gamma_a": GAMMA_A,
+                "reader_sampling": {
+                    "temperature": READER_SAMPLING.temperature,
+                    "top_p": READER_SAMPLING.top_p,
+                },
+                "reader_max_tokens": READER_MAX_TOKENS,
+                "f1_decimals": F1_DECIMALS,
+            },
+        )
+
+    def rollout_config(self, protocol: Protocol) -> TagRolloutConfig:
+        return TagRolloutConfig(
+            dialect=R_SEARCH_DIALECT,
+            renderer=RENDERERS.get(RENDERER),
+            top_k=protocol.top_k,
+            max_turns=protocol.max_turns,
+            max_obs_tokens=protocol.max_obs_tokens,
+            max_new_tokens=protocol.decoding.max_new_tokens,
+            extractor=lambda text: extract_tagged(text, "<answer>", "</answer>"),
+            observation_fn=stripped_observations(RENDERER),
+            final_turn=True,
+        )
+
+    def solve(self, examples: list[QAExample], ctx: RunContext) -> list[Trajectory]:
+        prompts = [ctx.backend.chat_prompt(make_prompt(e.question, training=ctx.training)) for e in examples]
+        return run_tag_rollouts(prompts, examples, ctx, self.rollout_config(ctx.protocol))
+
+    # -- training ---------------------------------------------------------------------------------
+
+    def reward_names(self) -> tuple[str, ...]:
+        # r_search: spec §3.1; no_evidence: the "w/o Evidence" ablation reward (spec §3.7)
+        return ("r_search", "no_evidence")
+
+    def reward(self, trajectory: Trajectory, *, name: str, ctx: RewardContext) -> RewardBreakdown:
+        return self.rewards([trajectory], name=name, ctx=ctx)[0]
+
+    def rewards(
+        self, trajectories: list[Trajectory], *, name: str, ctx: RewardContext
+    ) -> list[RewardBreakdown]:
+        """Every reader call of the batch goes to the ``reader`` model in one ``chat_batch``."""
+        if name not in ("default", "r_search", "no_evidence"):
+            raise _unknown_reward(self, name)
+        with_evidence = name != "no_evidence"
+        parsed = [parse_response(generated_text(t), t.response) for t in trajectories]
+        reader_answers: list[str | None] = [None] * len(trajectories)
+        reader_errors = [0.0] * len(trajectories)
+        todo = [i for i, p in enumerate(parsed) if with_evidence and p.evidence]
+        if todo:
+            reader = ctx.model("reader", self.name)
+            outs = reader.chat_batch(
+                [reader_prompt(parsed[i].evidence, trajectories[i].question) for i in todo],  # type: ignore[arg-type]
+                max_new_tokens=READER_MAX_TOKENS,
+                sampling=READER_SAMPLING,
+            )
+            for i, c in zip(todo, outs, strict=True):
+                if c.finish_reason == "error":
+                    reader_errors[i] = 1.0  # counted in the components; the evidence reward is 0
+                else:
+                    reader_answers[i] = c.text  # the raw completion is scored (spec §3.3)
+        out = []
+        for t, p, a, err in zip(trajectories, parsed, reader_answers, reader_errors, strict=True):
+            r = combine(p, list(t.answers), a, with_evidence=with_evidence)
+            out.append(RewardBreakdown(total=r.total, components={**r.components, "reader_error": err}))
+        return out
+
+    def recipes(self) -> dict[str, Recipe]:
+        reader = BackendSpec(
+            kind="openai",
+            model="meta-llama/Llama-3.2-3B-Instruct",
+            base_urls=("http://127.0.0.1:8001/v1",),
+            server="vllm",
+        )
+        sources = {
+            **SEARCH_R1_GRPO_SOURCES,
+            "algo.group_size": "paper §4 / code: n_agent=5",
+            "algo.kl_coef": "paper §3 (beta 0.001) / code: kl_loss_coef=0.001",
+            "algo.train_batch_size": "paper: 256 prompts per step",
+            "algo.mini_batch_size": (
+                "ours: code ppo_mini_batch_size=256 trajectories (5 updates per step, spec §4.3); AlgoConfig counts "
+                "prompts and must divide 256: 64 prompts = 320 trajectories, 4 updates per step"
+            ),
+            "algo.lr": "paper / code: actor lr 1e-6",
+            "algo.lr_warmup_ratio": "paper / code: warm-up ratio 0.95, constant after (spec §4.3, §8 #2)",
+            "algo.temperature": "code: rollout temperature 1.0 (spec §2.9)",
+            "algo.top_p": "code: rollout top_p 0.95 (spec §2.9)",
+            "algo.entropy_coef": "code: verl default 0.001 (spec §4.3, §8 #22)",
+            "steps": "code: total_training_steps=195 for 3B (paper: 'max total of 195')",
+            "bench": "paper: 2WikiMultiHopQA train only",
+            "selection": "code: shuffled, drop_last (spec §4.3, §8 #18)",
+            "max_new_tokens": "code: 500 tokens per generation (spec §2.9)",
+            "max_turns": "code: max_turns=4 searches + 1 final generation (spec §2.6)",
+            "top_k": "paper: top-3 in training",
+            "max_obs_tokens": "code: max_obs_length=1800 (spec §2.9)",
+            "micro_batch_size": "code: actor micro-batch 64 global (spec §4.3)",
+            "reward_stages": "paper §3: answer F1 + evidence F1 + format from step 0",
+            "aux_models": (
+                "paper §3.3: frozen Llama-3.2-3B-Instruct reader; code: vLLM OpenAI server; "
+                "ours: the URL is a placeholder (--recipe-override aux_models.reader.base_urls=...)"
+            ),
+            "lora": "paper: full-parameter training (FSDP)",
+            "dtype": "code: verl FSDP keeps fp32 master weights (bf16 compute)",
+            "seed": "ours: not stated for training",
+            "save_every": "code: checkpoints every 15 steps (spec §4.3)",
+        }
+        paper = Recipe(
+            name="paper",
+            method=self.name,
+            algo=searchr1_grpo(train_batch_size=256, mini_batch_size=64, lr_warmup_ratio=0.95),
+            steps=195,
+            bench="2wikimultihopqa-train",
+            selection=Selection(),
+            max_new_tokens=TRAIN_MAX_NEW_TOKENS,
+            max_turns=TRAIN_MAX_TURNS,
+            top_k=TRAIN_TOP_K,
+            max_obs_tokens=TRAIN_MAX_OBS_TOKENS,
+            micro_batch_size=64,
+            reward_stages=(RewardStage(start_step=0, reward="r_search"),),
+            aux_models={"reader": reader},
+            lora=None,
+            dtype="float32",
+            seed=0,
+            save_every=15,
+            sources=sources,
+        )
+        paper_7b = paper.model_copy(
+            update={
+                "name": "paper-7b",
+                "steps": 120,
+                "sources": {**sources, "steps": "code: total_training_steps=120 for 7B (spec §8 #1)"},
+            }
+        )
+        smoke = cpu_smoke_recipe(
+            self.name,
+            reward="r_search",
+            max_turns=1,
+            aux_models={"reader": BackendSpec(kind="transformers", model="default")},
+        )
+        return {"paper": paper, "paper-7b": paper_7b, "cpu-smoke": smoke}
+
+    def reported(self) -> list[Any]:
+        from methods.reported.r_search import TABLES
+
+        return [row for table in TABLES for row in table.rows()]

@@ -1,0 +1,207 @@
+"""R-Search: prompts per phase, rollout control flow, and every branch of the reward (001-r-search.md §3)
+with a scripted reader model."""
+
+from __future__ import annotations
+
+import pytest
+
+from harness.errors import ConfigError
+from harness.method import RewardContext
+from harness.rollout.dialect import SEARCH_R1_INVALID_MESSAGE
+from methods.r_search import (
+    READER_PROMPT,
+    SYSTEM_EVAL,
+    SYSTEM_PAPER,
+    SYSTEM_TRAIN,
+    RSearch,
+    eval_protocol,
+    f1_reward,
+)
+from tests.methods.helpers import PROTO, ScriptedReader, context, example, trajectory
+
+M = RSearch()
+Q = "When was Countrywide bought by the company that bought FleetBoston Financial"
+GOLD = ["July 1, 2008"]
+OBS = '\n\n<observation>(Title: "Bank of America") In 2004, Bank of America ...</observation>\n\n'
+SEARCH = "Step 1. <search> FleetBoston Financial was bought by whom? </search>"
+EVID = "<original_evidence>- Bank of America bought Countrywide on July 1, 2008.</original_evidence>"
+EVID2 = "<original_evidence>- FleetBoston was bought in 2004.</original_evidence>"
+ANSWER = "<answer> 1 July </answer>"  # F1 vs "July 1, 2008": P 1, R 2/3 -> 0.8
+READER_SAYS = {"Countrywide on July": ["2008"], "FleetBoston was bought": ["2008"]}  # reader F1 0.5
+
+
+def rewards(parts_list, name="r_search", reader=None):
+    reader = reader or ScriptedReader(READER_SAYS)
+    ctx = RewardContext(models={"reader": reader})
+    trajs = [trajectory(p, GOLD, Q) for p in parts_list]
+    return M.rewards(trajs, name=name, ctx=ctx), reader
+
+
+@pytest.mark.parametrize(
+    "parts,r_format,r_answer,r_evidence,I",
+    [
+        # spec §3.6, row by row (γ_e = γ_α = 0.2; answer F1 0.8; reader F1 0.5)
+        ([(ANSWER, True)], 0.4, 0.8, 0.0, (0, 1, 1)),  # no search, no evidence
+        ([(EVID + ANSWER, True)], 0.2, 0.8, 0.0, (0, 1, 0)),  # no search, evidence box: no evidence reward
+        ([(SEARCH, True), (OBS, False), (EVID + ANSWER, True)], 0.4, 0.8, 0.5, (1, 1, 1)),
+        ([(SEARCH, True), (OBS, False), (ANSWER, True)], 0.2, 0.8, 0.0, (1, 1, 0)),  # search, no evidence
+        (
+            [(SEARCH, True), (OBS, False), (EVID + EVID2 + ANSWER, True)],
+            0.2,
+            0.8,
+            0.5,
+            (1, 1, 0),
+        ),  # two boxes: last
+        ([(SEARCH, True), (OBS, False), (EVID, True)], 0.2, 0.0, 0.5, (1, 0, 1)),  # no answer box
+        (
+            [(SEARCH, True), (OBS, False), (EVID + "<answer>wrong</answer>" + ANSWER, True)],
+            0.2,
+            0.8,
+            0.5,
+            (1, 0, 1),
+        ),  # two answers: F1 of the last, no answer format reward
+        # further branches (spec §3.4)
+        (
+            [(SEARCH, True), (OBS, False), ("<original_evidence> </original_evidence>" + ANSWER, True)],
+            0.2,
+            0.8,
+            0.0,
+            (1, 1, 0),
+        ),
+        ([(SEARCH, True), (OBS, False), (EVID + "<answer> and </answer>", True)], 0.2, 0.0, 0.5, (1, 0, 1)),
+        ([(SEARCH, True), (OBS, False), (EVID + "<answer></answer>", True)], 0.2, 0.0, 0.5, (1, 0, 1)),
+    ],
+)
+def test_reward_branches(parts, r_format, r_answer, r_evidence, I):  # noqa: E741
+    (r,), _reader = rewards([parts])
+    c = r.components
+    assert (c["format"], c["answer"], c["evidence"]) == pytest.approx(
+        (r_format, r_answer, r_evidence), abs=1e-12
+    )
+    assert (c["I_S"], c["I_A"], c["I_E"]) == I
+    assert r.total == pytest.approx(r_format + r_answer + r_evidence, abs=1e-12)
+    assert c["reader_error"] == 0.0
+
+
+def test_full_marks_is_2_4():
+    parts = [(SEARCH, True), (OBS, False), (EVID + "<answer>July 1, 2008</answer>", True)]
+    (r,), _ = rewards([parts], reader=ScriptedReader({"Countrywide": ["July 1, 2008"]}))
+    assert r.total == pytest.approx(2.4, abs=1e-12)
+
+
+def test_reader_calls_are_batched_with_the_evidence_template():
+    with_ev = [(SEARCH, True), (OBS, False), (EVID + ANSWER, True)]
+    two_boxes = [(SEARCH, True), (OBS, False), (EVID + EVID2 + ANSWER, True)]
+    no_search = [(EVID + ANSWER, True)]
+    rs, reader = rewards([with_ev, no_search, two_boxes])
+    assert len(reader.batches) == 1 and len(reader.batches[0]) == 2  # one call, evidence only where scored
+    (msgs_1, msgs_2) = reader.batches[0]
+    assert msgs_1 == [
+        {
+            "role": "user",
+            "content": "Answer the question based on the given passages. Only give me the answer and do not output "
+            "any other words.\n\nThe following are given passages:\n- Bank of America bought Countrywide on July 1, "
+            f"2008.\n\nQuestion: {Q}\nAnswer:",
+        }
+    ]
+    assert msgs_2[0]["content"].startswith(READER_PROMPT.split("{")[0])
+    assert "- FleetBoston was bought in 2004." in msgs_2[0]["content"]  # the last box is the one sent
+    max_tokens, sampling = reader.settings[0]
+    assert (max_tokens, sampling.temperature, sampling.top_p) == (512, 0.1, 0.9)
+    assert [r.total for r in rs] == pytest.approx([1.7, 1.0, 1.5], abs=1e-12)
+
+
+def test_reader_failure_is_counted_and_scores_zero():
+    parts = [(SEARCH, True), (OBS, False), (EVID + ANSWER, True)]
+    (r,), _ = rewards([parts], reader=ScriptedReader(READER_SAYS, fail_on="Countrywide"))
+    assert r.components["evidence"] == 0.0 and r.components["reader_error"] == 1.0
+    assert r.total == pytest.approx(1.2, abs=1e-12)
+
+
+def test_no_reader_configured_is_a_clear_error():
+    parts = [(SEARCH, True), (OBS, False), (EVID + ANSWER, True)]
+    with pytest.raises(ConfigError, match="'reader' model"):
+        M.rewards([trajectory(parts, GOLD, Q)], name="r_search", ctx=RewardContext())
+    # without evidence to score, no reader is needed
+    assert M.rewards([trajectory([(ANSWER, True)], GOLD, Q)], name="r_search", ctx=RewardContext())[
+        0
+    ].total == pytest.approx(1.2)
+
+
+def test_no_evidence_ablation_reward():
+    parts = [(SEARCH, True), (OBS, False), (EVID + ANSWER, True)]
+    (r,), reader = rewards([parts], name="no_evidence")
+    assert reader.batches == []  # the reader is not called
+    assert r.total == pytest.approx(0.8 + 0.2, abs=1e-12)
+    assert (r.components["evidence"], r.components["format"]) == (0.0, 0.2)
+
+
+def test_f1_reward_is_rounded_to_two_decimals_without_yes_no_rule():
+    assert f1_reward("America bank holding", ["Bank of America"]) == 0.67  # 2/3
+    assert f1_reward("no way", ["no"]) == 0.67  # SQuAD F1, no HotpotQA yes/no rule
+    assert f1_reward("Paris", ["Rome", "paris"]) == 1.0
+    assert f1_reward("", ["x"]) == 0.0
+
+
+def test_templates():
+    assert SYSTEM_TRAIN.replace("as needed.\nWhen", "as needed. When") == SYSTEM_PAPER
+    assert SYSTEM_TRAIN.replace("omit the evidence section", "you can skip the summary step") == SYSTEM_EVAL
+    assert SYSTEM_TRAIN.endswith("provide the final answer within <answer> and </answer> tags.")
+
+
+def test_solve_training_vs_evaluation_prompts_and_observation():
+    script = {"FleetBoston": [SEARCH, EVID + ANSWER]}
+    ctx, be, ret = context(script, training=True)
+    (t,) = M.solve([example(1, Q, *GOLD)], ctx)
+    assert be.calls[0][0] == f"<system>{SYSTEM_TRAIN}</system><user>{Q}</user><assistant>"  # raw question
+    assert ret.calls == [(["FleetBoston Financial was bought by whom?"], 3)]
+    # "\n\n<observation>{stripped docs}</observation>\n\n" with "(Title: ...) text" documents
+    assert '\n\n<observation>(Title: "Title 1") Text about' in t.response
+    assert "number 3.</observation>\n\n" in t.response
+    kept = "".join(chr(i) for i, m in zip(t.response_ids, t.loss_mask, strict=True) if m)
+    assert kept == SEARCH + EVID + ANSWER  # the evidence is trained on, the observation is masked
+
+    ctx, be, _ret = context({"FleetBoston": ["junk", "<answer>x</answer>"]})
+    (t,) = M.solve([example(1, "  " + Q + " ", *GOLD)], ctx)
+    assert be.calls[0][0] == f"<system>{SYSTEM_EVAL}</system><user>{Q}?</user><assistant>"
+    assert SEARCH_R1_INVALID_MESSAGE in t.response
+
+
+def test_training_turn_budget_four_searches_then_a_final_turn():
+    ctx, be, ret = context({"FleetBoston": [SEARCH] * 6}, PROTO.with_(max_turns=4), training=True)
+    (t,) = M.solve([example(1, Q, *GOLD)], ctx)
+    assert ret.n_queries == 4 and len(be.calls) == 5  # the fifth search is not executed
+    assert t.turns[-1].status == "search_after_budget"
+
+
+def test_eval_protocol():
+    p = eval_protocol()
+    assert (p.name, p.top_k, p.max_turns, p.max_obs_tokens) == ("r_search-eval", 5, 10, 8192)
+    d = p.decoding
+    assert (d.temperature, d.top_p, d.max_new_tokens, d.seed) == (0.1, 0.9, 1024, 44)
+    ctx, _be, ret = context({"FleetBoston": [SEARCH, "<answer>x</answer>"]}, p)
+    M.solve([example(1, Q, *GOLD)], ctx)
+    assert ret.calls[0][1] == 5
+
+
+def test_recipes():
+    r = M.recipes()
+    paper, smoke = r["paper"], r["cpu-smoke"]
+    a = paper.algo
+    assert (a.group_size, a.train_batch_size, a.lr, a.lr_warmup_ratio, a.kl_coef, a.top_p) == (
+        5,
+        256,
+        1e-6,
+        0.95,
+        0.001,
+        0.95,
+    )
+    assert (
+        paper.steps,
+        r["paper-7b"].steps,
+        paper.max_new_tokens,
+        paper.max_turns,
+        paper.max_obs_tokens,
+    ) == (195, 120, 500, 4, 1800)
+    assert paper.aux_models["reader"].model == "meta-llama/Llama-3.2-3B-Instruct"
+    assert smoke.aux_models["reader"].kind == "transformers" and smoke.aux_models["reader"].model == "default"

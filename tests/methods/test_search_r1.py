@@ -1,0 +1,105 @@
+"""Search-R1: prompt and rollout control flow, the outcome-EM reward, recipes."""
+
+from __future__ import annotations
+
+import pytest
+
+from harness.errors import ConfigError
+from harness.method import RewardContext
+from harness.rollout.dialect import SEARCH_R1_INVALID_MESSAGE
+from methods.search_r1 import PROMPT, SearchR1
+from tests.methods.helpers import PROTO, context, example, trajectory
+
+M = SearchR1()
+RCTX = RewardContext()
+
+
+def test_solve_control_flow_prompt_search_and_stripped_observation():
+    script = {
+        "capital of France": [
+            "<think>need it</think><search> capital of France </search>",
+            "<answer> Paris </answer>",
+        ],
+        "capital of Italy": ["no tags", "<answer>Rome</answer>"],
+    }
+    ctx, be, ret = context(script)
+    t1, t2 = M.solve([example(1, "capital of France"), example(2, "  capital of Italy", "Rome")], ctx)
+    # one user message holding the whole template; the question stripped and given a '?'
+    first_prompts = be.calls[0]
+    assert first_prompts[0] == "<user>" + PROMPT.format(question="capital of France?") + "</user><assistant>"
+    assert "Question: capital of Italy?\n" in first_prompts[1]
+    assert ret.calls == [(["capital of France"], 3)]
+    # the rendered documents are stripped before wrapping (generation.py: search_results.pop(0).strip())
+    obs = t1.turns[1]
+    assert obs.kind == "retrieve" and not obs.text.endswith("\n")
+    assert '\n\n<information>Doc 1(Title: "Title 1") Text about capital of France number 1.\n' in t1.response
+    assert "number 3.</information>\n\n" in t1.response
+    assert t1.prediction == "Paris" and t1.extraction_status == "ok"
+    assert SEARCH_R1_INVALID_MESSAGE in t2.response and t2.prediction == "Rome"
+
+
+@pytest.mark.parametrize(
+    "parts,answers,expected",
+    [
+        ([("<think>x</think><answer> paris </answer>", True)], ["Paris"], 1.0),  # SQuAD normalisation
+        (
+            [("<answer>Lyon</answer> <answer>The Paris</answer>", True)],
+            ["Paris"],
+            1.0,
+        ),  # the last answer counts
+        ([("<answer>Paris</answer> <answer>Lyon</answer>", True)], ["Paris"], 0.0),
+        ([("<answer>Paris, France</answer>", True)], ["Paris"], 0.0),  # exact match, not cover
+        ([("I think Paris.", True)], ["Paris"], 0.0),  # no answer tag
+        # an answer tag inside a retrieved document is not the model's answer
+        (
+            [("<search>x</search>", True), ("<information><answer>Paris</answer></information>", False)],
+            ["Paris"],
+            0.0,
+        ),
+        ([("<answer>Rome</answer>", True)], ["Paris", "Rome"], 1.0),  # any gold alias
+    ],
+)
+def test_outcome_em_reward(parts, answers, expected):
+    r = M.reward(trajectory(parts, answers), name="em", ctx=RCTX)
+    assert r.total == expected and r.components == {"outcome": expected}
+    assert M.reward(trajectory(parts, answers), name="default", ctx=RCTX).total == expected
+
+
+def test_prompt_example_answer_is_never_read():
+    # the prompt contains "<answer> Beijing </answer>"; a trajectory without an answer scores 0 even for gold Beijing
+    ctx, _be, _ret = context({"where": ["I do not know"] * 6})
+    (t,) = M.solve([example(1, "where", "Beijing")], ctx)
+    assert "<answer> Beijing </answer>" in t.meta["prompt"]
+    assert M.reward(t, name="em", ctx=RCTX).total == 0.0
+
+
+def test_unknown_reward_is_refused():
+    with pytest.raises(ConfigError, match="no reward 'f1'"):
+        M.reward(trajectory([("<answer>x</answer>", True)], ["x"]), name="f1", ctx=RCTX)
+
+
+def test_spec_records_protocol_settings():
+    s = M.spec(PROTO)
+    assert s.params["top_k"] == 3 and s.params["max_turns"] == 4 and s.prompts == {"user": PROMPT}
+    assert s.spec_hash != M.spec(PROTO.with_(top_k=5)).spec_hash
+
+
+def test_paper_recipe_values():
+    r = M.recipes()["paper"]
+    a = r.algo
+    assert (a.adv_estimator, a.group_size, a.kl_placement, a.kl_estimator, a.kl_coef) == (
+        "grpo",
+        5,
+        "loss",
+        "low_var_kl",
+        0.001,
+    )
+    assert (a.train_batch_size, a.lr, a.lr_warmup_ratio, a.temperature, a.top_p) == (
+        512,
+        1e-6,
+        0.285,
+        1.0,
+        0.95,
+    )
+    assert (r.steps, r.max_new_tokens, r.max_turns, r.top_k, r.max_obs_tokens) == (500, 500, 4, 3, 500)
+    assert r.reward_at(0) == "em"
