@@ -1,0 +1,135 @@
+"""``harness train``: train a method with RL following its paper's recipe."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shlex
+import sys
+import time
+import uuid
+from pathlib import Path
+
+from harness.cli import add_command
+
+EXAMPLES = """\
+  harness train --method eval_rar --recipe cpu-smoke                  # a few steps on this CPU
+  harness train --method search_r1 --recipe cpu-smoke --steps 10 --out runs/sr1
+  harness train --method search_r1 --recipe cpu-smoke --recipe-override algo.lr=5e-6 algo.group_size=4
+  harness train --method search_r1 --recipe cpu-smoke --out runs/sr1 --resume   # continue from the checkpoint
+  harness train --method search_r1 --recipe paper --show                         # print the recipe and exit
+  harness run --method search_r1 --model runs/sr1/final --bench mini-multihop   # evaluate the result
+"""
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = add_command(
+        sub,
+        "train",
+        help="train a method with RL (GRPO / DAPO / REINFORCE++) per its recipe",
+        examples=EXAMPLES,
+        handler=handle,
+    )
+    p.add_argument("--method", required=True, help="a trainable method (see `harness list methods`)")
+    p.add_argument("--recipe", default="cpu-smoke", help="recipe name of the method (default cpu-smoke)")
+    p.add_argument("--model", default="smollm2-135m-instruct", help="base model: name or local HF dir")
+    p.add_argument("--steps", type=int, default=None, help="override the recipe's number of steps")
+    p.add_argument(
+        "--recipe-override",
+        nargs="*",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override recipe fields (dotted keys, JSON values)",
+    )
+    p.add_argument("--protocol", default="mini", help="environment for rollouts (corpus, retriever)")
+    p.add_argument(
+        "--corpus", type=Path, default=None, help="corpus jsonl for protocols without a packaged one"
+    )
+    p.add_argument("--out", type=Path, default=None, help="output dir (default runs/<method>-<recipe>)")
+    p.add_argument("--db", type=Path, default=Path("results/harness.duckdb"), help="results database")
+    p.add_argument("--resume", action="store_true", help="continue from --out/checkpoint")
+    p.add_argument("--show", action="store_true", help="print the resolved recipe as JSON and exit")
+
+
+def handle(args: argparse.Namespace) -> int:
+    from harness.errors import ConfigError
+    from harness.method import TrainableMethod
+    from harness.methods_registry import get_method
+
+    method = get_method(args.method)
+    if not isinstance(method, TrainableMethod):
+        raise ConfigError(f"method {args.method!r} is a prompt baseline; it has no training recipe")
+    recipes = method.recipes()
+    if args.recipe not in recipes:
+        raise ConfigError(
+            f"method {args.method!r} has no recipe {args.recipe!r}; known: {', '.join(recipes)}"
+        )
+    recipe = recipes[args.recipe]
+    overrides = list(args.recipe_override)
+    if args.steps is not None:
+        overrides.append(f"steps={args.steps}")
+    if overrides:
+        recipe = recipe.with_overrides(overrides)
+    if args.show:
+        print(json.dumps(recipe.model_dump(mode="json"), indent=2))
+        return 0
+    return run_training(method, recipe, args)
+
+
+def run_training(method, recipe, args: argparse.Namespace) -> int:
+    from harness.llm.base import make_backend
+    from harness.protocol import preset, resolve_corpus
+    from harness.retrieval.factory import make_protocol_retriever
+    from harness.rl.trainer import Trainer, rollout_protocol
+    from harness.runner import git_commit, versions
+    from harness.store import RunRecord, Store
+
+    proto = resolve_corpus(preset(args.protocol), args.corpus)
+    out = args.out or Path("runs") / f"{method.name}-{recipe.name}"
+    out.mkdir(parents=True, exist_ok=True)
+    store = Store(args.db)
+    run_id = f"train-{method.name}-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}"
+    rp = rollout_protocol(proto, recipe)
+    store.create_run(
+        RunRecord(
+            run_id=run_id,
+            kind="train",
+            method=method.name,
+            model=args.model,
+            backend="transformers",
+            protocol_id=rp.protocol_id,
+            protocol_name=rp.name,
+            protocol_json=rp.model_dump_json(),
+            method_spec_hash=method.spec(rp).spec_hash,
+            method_spec_json=recipe.model_dump_json(),
+            bench=recipe.bench,
+            label=f"recipe {recipe.name}",
+            git_commit=git_commit(),
+            versions_json=json.dumps(versions()),
+            command=" ".join(shlex.quote(a) for a in sys.argv),
+        )
+    )
+    aux = {role: make_backend(spec) for role, spec in recipe.aux_models.items()}
+    retriever = make_protocol_retriever(rp, args.corpus)
+    trainer = Trainer(
+        method,
+        recipe,
+        model=args.model,
+        out_dir=out,
+        protocol=proto,
+        retriever=retriever,
+        store=store,
+        resume=args.resume,
+        aux_models=aux,
+        run_id=run_id,
+        log=lambda s: print(s, file=sys.stderr),
+    )
+    t0 = time.perf_counter()
+    status = "failed"
+    try:
+        result = trainer.train()
+        status = "complete"
+    finally:
+        store.finish_run(run_id, status, time.perf_counter() - t0)
+    print(f"checkpoint: {result.checkpoint}\nrun: {run_id} (metrics in {args.db}, table train_steps)")
+    return 0

@@ -1,0 +1,572 @@
+"""The RL trainer: GRPO / Dr. GRPO / DAPO / REINFORCE++ on a transformers policy, on CPU or GPU.
+
+One training step:
+
+1. take ``train_batch_size`` questions, roll each out ``group_size`` times with the **same rollout
+   engine as evaluation** (``method.solve`` with ``ctx.training=True``: token ids and a loss mask
+   that is 0 on every observation token), sampling at the recipe's temperature;
+2. score every trajectory with the method's reward in force at this step (multi-stage recipes
+   switch rewards by step); DAPO overlong shaping; dynamic sampling (drop groups by a filter
+   and roll out more, up to a cap);
+3. advantages (``harness.rl.advantages``), optionally with KL-in-reward;
+4. ``ppo_epochs`` passes over mini-batches of ``mini_batch_size`` groups, each a gradient-
+   accumulated sum over micro-batches, with the clipped policy loss, KL-as-loss and entropy
+   bonus aggregated by the recipe's explicit ``loss_agg_mode``; observation tokens are masked out
+   of the loss and the KL;
+5. log per-step metrics to the console and DuckDB (``train_steps``); checkpoint.
+
+A run resumes from its last checkpoint (model, optimizer, scheduler, step, data order, RNG):
+``harness train ... --resume``. The final checkpoint is a plain Hugging Face directory that
+``harness run --model DIR`` evaluates.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import math
+import random
+import shutil
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from harness.errors import ConfigError
+from harness.method import RewardBreakdown, RewardContext, RunContext, TrainableMethod
+from harness.protocol import Protocol
+from harness.rl.advantages import AdvantageBatch, compute_advantages
+from harness.rl.dapo import DynamicSampler, GroupRewards, overlong_penalty
+from harness.rl.kl import kl_loss, kl_penalty_reward, kl_values
+from harness.rl.losses import agg_loss, agg_units, entropy_from_logits, log_probs_from_logits, policy_loss
+from harness.rl.masked import masked_mean
+from harness.rl.recipe import Recipe
+from harness.types import QAExample, SamplingParams, Trajectory
+
+
+@dataclass
+class Group:
+    """The G rollouts of one question with their rewards."""
+
+    example: QAExample
+    trajectories: list[Trajectory]
+    rewards: list[RewardBreakdown]
+    group_rewards: GroupRewards
+
+
+@dataclass
+class StepResult:
+    step: int
+    metrics: dict[str, float]
+
+
+@dataclass
+class TrainResult:
+    checkpoint: Path
+    steps: list[StepResult] = field(default_factory=list)
+    run_id: str = ""
+
+
+def rollout_protocol(base: Protocol, recipe: Recipe) -> Protocol:
+    """The protocol rollouts use while training: the base environment with the recipe's budgets."""
+    dec = base.decoding.model_copy(update={"max_new_tokens": recipe.max_new_tokens}).model_dump()
+    return base.with_(
+        top_k=recipe.top_k, max_turns=recipe.max_turns, max_obs_tokens=recipe.max_obs_tokens, decoding=dec
+    )
+
+
+def _lr_lambda(recipe: Recipe, total_updates: int) -> Callable[[int], float]:
+    a = recipe.algo
+    warm = (
+        a.lr_warmup_steps if a.lr_warmup_steps is not None else int(round(a.lr_warmup_ratio * total_updates))
+    )
+
+    def f(n: int) -> float:
+        if warm > 0 and n < warm:
+            return (n + 1) / warm
+        if a.lr_schedule == "constant":
+            return 1.0
+        progress = min(1.0, (n - warm) / max(1, total_updates - warm))
+        return a.min_lr_ratio + (1 - a.min_lr_ratio) * 0.5 * (1 + math.cos(math.pi * progress))
+
+    return f
+
+
+def sequence_logprobs(
+    model: Any,
+    prompts: list[list[int]],
+    responses: list[list[int]],
+    *,
+    pad_id: int,
+    temperature: float,
+    with_entropy: bool,
+    mask: torch.Tensor | None = None,
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """Log-probs (B, T) of each response token under ``model`` given its prompt and the response
+    so far, at the sampling temperature; prompts are left-padded, responses right-padded, and
+    only the response positions' logits are computed (``logits_to_keep``)."""
+    p_len = max(len(p) for p in prompts)
+    t_len = max(max(len(r) for r in responses), 1)
+    ids, attn, labels = [], [], []
+    for p, r in zip(prompts, responses, strict=True):
+        pad_l, pad_r = p_len - len(p), t_len - len(r)
+        ids.append([pad_id] * pad_l + p + r + [pad_id] * pad_r)
+        attn.append([0] * pad_l + [1] * (len(p) + len(r)) + [0] * pad_r)
+        labels.append(r + [pad_id] * pad_r)
+    device = next(model.parameters()).device
+    input_ids = torch.tensor(ids, device=device)
+    attention = torch.tensor(attn, device=device)
+    position_ids = (attention.cumsum(-1) - 1).clamp(min=0)
+    out = model(
+        input_ids=input_ids, attention_mask=attention, position_ids=position_ids, logits_to_keep=t_len + 1
+    )
+    logits = out.logits[:, :t_len, :].float() / temperature
+    label_t = torch.tensor(labels, device=device)
+    logp = log_probs_from_logits(logits, label_t)
+    ent = entropy_from_logits(logits, mask) if (with_entropy and mask is not None) else None
+    return logp, ent
+
+
+class Trainer:
+    def __init__(
+        self,
+        method: TrainableMethod,
+        recipe: Recipe,
+        *,
+        model: str,
+        out_dir: Path,
+        protocol: Protocol,
+        retriever: Any,
+        store: Any = None,
+        resume: bool = False,
+        progress: bool = True,
+        log: Callable[[str], None] = print,
+        aux_models: dict[str, Any] | None = None,
+        examples: list[QAExample] | None = None,
+        run_id: str = "",
+    ):
+        self.method = method
+        self.recipe = recipe
+        self.model_name = model
+        self.out_dir = Path(out_dir)
+        self.protocol = rollout_protocol(protocol, recipe)
+        self.retriever = retriever
+        self.store = store
+        self.resume = resume
+        self.progress = progress
+        self.log = log
+        self.aux_models = aux_models or {}
+        self._examples = examples
+        self.algo = recipe.algo
+        self.run_id = run_id
+
+    # -- set-up ------------------------------------------------------------------------------
+    def _load_policy(self) -> tuple[Any, Any, Any]:
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        from harness.llm.model_files import resolve_model
+
+        base_dir = resolve_model(self.model_name)
+        dtype = getattr(torch, self.recipe.dtype)
+        tok = AutoTokenizer.from_pretrained(str(base_dir))
+        policy = AutoModelForCausalLM.from_pretrained(str(base_dir), dtype=dtype)
+        ref = None
+        if self.algo.needs_reference_model and self.recipe.lora is None:
+            ref = copy.deepcopy(policy).eval()
+            for p in ref.parameters():
+                p.requires_grad_(False)
+        if self.recipe.lora is not None:
+            from peft import LoraConfig as PeftLora
+            from peft import get_peft_model
+
+            lc = self.recipe.lora
+            policy = get_peft_model(
+                policy,
+                PeftLora(
+                    r=lc.rank,
+                    lora_alpha=lc.alpha,
+                    lora_dropout=lc.dropout,
+                    target_modules=list(lc.target_modules),
+                    task_type="CAUSAL_LM",
+                ),
+            )
+        if self.resume and (self.out_dir / "checkpoint" / "trainer_state.pt").exists():
+            state_dir = self.out_dir / "checkpoint"
+            weights = torch.load(state_dir / "policy_state.pt", map_location="cpu", weights_only=True)
+            policy.load_state_dict(weights)
+        policy.train()
+        return policy, ref, tok
+
+    def _examples_list(self) -> list[QAExample]:
+        if self._examples is not None:
+            return self._examples
+        from harness.data.benches import get_bench, load_bench
+
+        out: list[QAExample] = []
+        for _entry, exs in load_bench(get_bench(self.recipe.bench), self.recipe.selection):
+            out.extend(exs)
+        if not out:
+            raise ConfigError(
+                f"recipe {self.recipe.name!r}: bench {self.recipe.bench!r} selected no questions"
+            )
+        return out
+
+    # -- rollouts ----------------------------------------------------------------------------
+    def _rollout_groups(self, ctx: RunContext, examples: list[QAExample], step: int, rnd: int) -> list[Group]:
+        g = self.algo.group_size
+        expanded = [e for e in examples for _ in range(g)]
+        ctx.sampling = SamplingParams(
+            temperature=self.algo.temperature,
+            top_p=self.algo.top_p,
+            seed=self.recipe.seed * 1_000_003 + step * 1_009 + rnd * 101,
+        )
+        trajs = self.method.solve(expanded, ctx)
+        reward_name = self.recipe.reward_at(step)
+        rctx = RewardContext(step=step, models=self.aux_models)
+        rewards = self.method.rewards(trajs, name=reward_name, ctx=rctx)
+        totals = torch.tensor([r.total for r in rewards], dtype=torch.float32)
+        outcome = totals.clone()
+        ov = self.algo.overlong
+        if ov.soft_penalty:
+            lengths = torch.tensor([sum(t.loss_mask or []) for t in trajs])
+            totals = totals + overlong_penalty(
+                lengths, max_len=ov.max_len, cache_len=ov.cache_len, penalty_factor=ov.penalty_factor
+            )
+        groups = []
+        names = sorted({k for r in rewards for k in r.components})
+        for i, e in enumerate(examples):
+            sl = slice(i * g, (i + 1) * g)
+            values = {"total": totals[sl], "outcome": outcome[sl]}
+            for n in names:
+                values[n] = torch.tensor([r.components.get(n, 0.0) for r in rewards[sl]], dtype=torch.float32)
+            groups.append(Group(e, trajs[sl], rewards[sl], GroupRewards(values)))
+        return groups
+
+    # -- main loop ---------------------------------------------------------------------------
+    def train(self) -> TrainResult:
+        from harness.llm.base import BackendSpec
+        from harness.llm.transformers_backend import TransformersBackend
+
+        torch.manual_seed(self.recipe.seed)
+        policy, ref, tok = self._load_policy()
+        pad_id = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
+        backend = TransformersBackend.from_model(
+            policy,
+            tok,
+            BackendSpec(
+                kind="transformers",
+                model=self.model_name,
+                max_batch_size=max(self.recipe.micro_batch_size, 8),
+            ),
+        )
+        ctx = RunContext(backend=backend, protocol=self.protocol, retriever=self.retriever, training=True)
+        params = [p for p in policy.parameters() if p.requires_grad]
+        a = self.algo
+        opt = torch.optim.AdamW(params, lr=a.lr, betas=a.adam_betas, weight_decay=a.weight_decay)
+        total_updates = self.recipe.steps * a.updates_per_step
+        sched = torch.optim.lr_scheduler.LambdaLR(opt, _lr_lambda(self.recipe, total_updates))
+
+        examples = self._examples_list()
+        order = list(range(len(examples)))
+        random.Random(self.recipe.seed).shuffle(order)
+        pos = 0
+        start_step = 0
+        state_path = self.out_dir / "checkpoint" / "trainer_state.pt"
+        if self.resume and state_path.exists():
+            st = torch.load(state_path, map_location="cpu", weights_only=False)
+            opt.load_state_dict(st["optimizer"])
+            sched.load_state_dict(st["scheduler"])
+            start_step, pos, order = st["step"], st["pos"], st["order"]
+            torch.set_rng_state(st["torch_rng"])
+            self.log(f"resumed from {state_path} at step {start_step}")
+
+        def next_examples(n: int) -> list[QAExample]:
+            nonlocal pos
+            out = []
+            for _ in range(n):
+                out.append(examples[order[pos % len(order)]])
+                pos += 1
+            return out
+
+        result = TrainResult(checkpoint=self.out_dir / "final", run_id=self.run_id)
+        for step in range(start_step, self.recipe.steps):
+            t0 = time.perf_counter()
+            ds = a.dynamic_sampling
+            rounds, dropped_frac, capped = 1, 0.0, False
+            if ds.enabled:
+                sampler: DynamicSampler[Group] = DynamicSampler(
+                    group_filter=ds.build_filter(),
+                    target_groups=a.train_batch_size,
+                    max_rounds=ds.max_rounds,
+                    rewards_of=lambda grp: grp.group_rewards,
+                )
+                res = sampler.sample(
+                    lambda r: self._rollout_groups(ctx, next_examples(a.train_batch_size), step, r)
+                )
+                groups, rounds, dropped_frac, capped = (
+                    res.groups,
+                    res.rounds,
+                    res.dropped_fraction,
+                    res.capped,
+                )
+                if not groups:
+                    self.log(
+                        f"step {step}: dynamic sampling kept no group in {rounds} rounds; skipping the update"
+                    )
+                    continue
+            else:
+                groups = self._rollout_groups(ctx, next_examples(a.train_batch_size), step, 0)
+            t_roll = time.perf_counter() - t0
+            metrics = self._update(policy, ref, pad_id, groups, opt, sched, params)
+            metrics.update(self._rollout_metrics(groups))
+            metrics.update(
+                {
+                    "seconds": time.perf_counter() - t0,
+                    "seconds_rollout": t_roll,
+                    "lr": sched.get_last_lr()[0],
+                    "ds_rounds": float(rounds),
+                    "ds_dropped_frac": dropped_frac,
+                    "ds_capped": float(capped),
+                }
+            )
+            result.steps.append(StepResult(step, metrics))
+            self.log(
+                f"step {step + 1}/{self.recipe.steps} reward {metrics['reward/total_mean']:.3f} "
+                f"(std {metrics['reward/total_std']:.3f}) searches {metrics['searches_mean']:.2f} "
+                f"len {metrics['response_len_mean']:.0f} kl {metrics.get('kl', 0.0):.4f} "
+                f"clip {metrics['clip_frac']:.3f} {metrics['seconds']:.1f}s"
+            )
+            if self.store is not None and result.run_id:
+                self.store.add_train_steps(result.run_id, step, metrics)
+            if (
+                self.recipe.save_every
+                and (step + 1) % self.recipe.save_every == 0
+                and step + 1 < self.recipe.steps
+            ):
+                self._save_checkpoint(policy, tok, opt, sched, step + 1, pos, order)
+        self._save_final(policy, tok)
+        return result
+
+    def _rollout_metrics(self, groups: list[Group]) -> dict[str, float]:
+        trajs = [t for g in groups for t in g.trajectories]
+        totals = torch.cat([g.group_rewards["total"] for g in groups])
+        m = {
+            "reward/total_mean": float(totals.mean()),
+            "reward/total_std": float(totals.std(unbiased=False)),
+            "zero_variance_groups": float(
+                sum(bool((g.group_rewards["total"] == g.group_rewards["total"][0]).all()) for g in groups)
+                / len(groups)
+            ),
+            "searches_mean": sum(t.n_retrievals for t in trajs) / len(trajs),
+            "response_len_mean": sum(sum(t.loss_mask or []) for t in trajs) / len(trajs),
+            "answered_frac": sum(t.extraction_status in ("ok", "multiple_answers") for t in trajs)
+            / len(trajs),
+        }
+        for name in groups[0].group_rewards.values:
+            if name not in ("total",):
+                v = torch.cat([g.group_rewards[name] for g in groups])
+                m[f"reward/{name}_mean"] = float(v.mean())
+        return m
+
+    def _update(self, policy, ref, pad_id, groups, opt, sched, params) -> dict[str, float]:
+        a = self.algo
+        trajs = [t for g in groups for t in g.trajectories]
+        gids = torch.tensor([i for i, g in enumerate(groups) for _ in g.trajectories], dtype=torch.long)
+        prompts = [list(t.prompt_ids or []) for t in trajs]
+        responses = [list(t.response_ids or []) for t in trajs]
+        t_len = max(max(len(r) for r in responses), 1)
+        mask = torch.zeros(len(trajs), t_len)
+        for i, t in enumerate(trajs):
+            lm = t.loss_mask or []
+            if a.overlong.filter_truncated and t.extraction_status == "truncated":
+                continue
+            mask[i, : len(lm)] = torch.tensor(lm, dtype=torch.float32)
+        scores = torch.cat([g.group_rewards["total"] for g in groups])
+        mb = self.recipe.micro_batch_size
+        chunks = [list(range(i, min(i + mb, len(trajs)))) for i in range(0, len(trajs), mb)]
+
+        def pad_t(x: torch.Tensor) -> torch.Tensor:
+            return torch.nn.functional.pad(x, (0, t_len - x.shape[1]))
+
+        need_old = a.updates_per_step > 1 or a.kl_placement == "reward"
+        old_logp = ref_logp = None
+        with torch.no_grad():
+            if need_old:
+                old_logp = torch.cat(
+                    [
+                        pad_t(
+                            sequence_logprobs(
+                                policy,
+                                [prompts[i] for i in c],
+                                [responses[i] for i in c],
+                                pad_id=pad_id,
+                                temperature=a.temperature,
+                                with_entropy=False,
+                            )[0]
+                        )
+                        for c in chunks
+                    ]
+                )
+            if a.needs_reference_model:
+                ref_logp = torch.cat(
+                    [
+                        pad_t(
+                            self._ref_logprobs(
+                                policy, ref, [prompts[i] for i in c], [responses[i] for i in c], pad_id
+                            )
+                        )
+                        for c in chunks
+                    ]
+                )
+        token_rewards = None
+        if a.kl_placement == "reward":
+            token_rewards = kl_penalty_reward(
+                old_logp, ref_logp, mask, estimator=a.kl_estimator, coef=a.kl_coef
+            )
+        adv = compute_advantages(
+            a.adv_estimator,
+            AdvantageBatch(scores=scores, group=gids, response_mask=mask, token_rewards=token_rewards),
+            a.advantage_params(),
+        )
+
+        stats: dict[str, list[float]] = {
+            "clip_frac": [],
+            "approx_kl": [],
+            "entropy": [],
+            "kl": [],
+            "loss": [],
+            "grad_norm": [],
+        }
+        group_idx = list(range(len(groups)))
+        g = a.group_size
+        for _epoch in range(a.ppo_epochs):
+            for start in range(0, len(groups), a.mini_batch_size):
+                rows = [
+                    r
+                    for gi in group_idx[start : start + a.mini_batch_size]
+                    for r in range(gi * g, (gi + 1) * g)
+                ]
+                mini_mask = mask[rows]
+                units = agg_units(mini_mask, a.loss_agg_mode)
+                opt.zero_grad(set_to_none=True)
+                for c0 in range(0, len(rows), mb):
+                    c = rows[c0 : c0 + mb]
+                    m = mask[c]
+                    logp, ent = sequence_logprobs(
+                        policy,
+                        [prompts[i] for i in c],
+                        [responses[i] for i in c],
+                        pad_id=pad_id,
+                        temperature=a.temperature,
+                        with_entropy=True,
+                        mask=m[:, : max(len(responses[i]) for i in c) or 1],
+                    )
+                    logp = pad_t(logp)
+                    ent = pad_t(ent) if ent is not None else None
+                    old = old_logp[c] if old_logp is not None else logp.detach()
+                    loss, st = policy_loss(
+                        logp,
+                        old,
+                        adv[c],
+                        m,
+                        clip_low=a.clip_low,
+                        clip_high=a.clip_high,
+                        agg_mode=a.loss_agg_mode,
+                        dual_clip_c=a.dual_clip_c,
+                        norm_length=a.loss_norm_length,
+                        num_units=units,
+                    )
+                    if a.kl_placement == "loss":
+                        kl = kl_loss(
+                            logp,
+                            ref_logp[c],
+                            m,
+                            estimator=a.kl_estimator,
+                            agg_mode=a.loss_agg_mode,
+                            norm_length=a.loss_norm_length,
+                            num_units=units,
+                        )
+                        loss = loss + a.kl_coef * kl
+                        stats["kl"].append(
+                            float(
+                                masked_mean(
+                                    kl_values(logp.detach(), ref_logp[c], m, estimator=a.kl_estimator), m
+                                )
+                            )
+                        )
+                    if ent is not None:
+                        ent_agg = agg_loss(
+                            ent, m, a.loss_agg_mode, norm_length=a.loss_norm_length, num_units=units
+                        )
+                        if a.entropy_coef:
+                            loss = loss - a.entropy_coef * ent_agg
+                        stats["entropy"].append(float(masked_mean(ent.detach(), m)))
+                    loss.backward()
+                    stats["clip_frac"].append(st.clip_frac)
+                    stats["approx_kl"].append(st.approx_kl)
+                    stats["loss"].append(float(loss.detach()))
+                if a.grad_clip is not None:
+                    gn = torch.nn.utils.clip_grad_norm_(params, a.grad_clip)
+                    stats["grad_norm"].append(float(gn))
+                opt.step()
+                sched.step()
+        return {k: (sum(v) / len(v) if v else 0.0) for k, v in stats.items()}
+
+    def _ref_logprobs(self, policy, ref, prompts, responses, pad_id) -> torch.Tensor:
+        a = self.algo
+        if ref is not None:
+            return sequence_logprobs(
+                ref, prompts, responses, pad_id=pad_id, temperature=a.temperature, with_entropy=False
+            )[0]
+        with policy.disable_adapter():  # LoRA: the reference is the base model
+            return sequence_logprobs(
+                policy, prompts, responses, pad_id=pad_id, temperature=a.temperature, with_entropy=False
+            )[0]
+
+    # -- checkpoints ---------------------------------------------------------------------------
+    def _save_checkpoint(self, policy, tok, opt, sched, step: int, pos: int, order: list[int]) -> None:
+        final = self.out_dir / "checkpoint"
+        tmp = self.out_dir / "checkpoint.tmp"
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.mkdir(parents=True)
+        torch.save(policy.state_dict(), tmp / "policy_state.pt")
+        torch.save(
+            {
+                "optimizer": opt.state_dict(),
+                "scheduler": sched.state_dict(),
+                "step": step,
+                "pos": pos,
+                "order": order,
+                "torch_rng": torch.get_rng_state(),
+            },
+            tmp / "trainer_state.pt",
+        )
+        (tmp / "recipe.json").write_text(self.recipe.model_dump_json(indent=2))
+        shutil.rmtree(final, ignore_errors=True)
+        tmp.rename(final)
+        self.log(f"checkpoint: {final} (step {step})")
+
+    def _save_final(self, policy, tok) -> None:
+        final = self.out_dir / "final"
+        tmp = self.out_dir / "final.tmp"
+        shutil.rmtree(tmp, ignore_errors=True)
+        model = policy.merge_and_unload() if self.recipe.lora is not None else policy
+        model.save_pretrained(tmp)
+        tok.save_pretrained(tmp)
+        (tmp / "recipe.json").write_text(self.recipe.model_dump_json(indent=2))
+        (tmp / "harness_train.json").write_text(
+            json.dumps(
+                {
+                    "method": self.method.name,
+                    "base_model": self.model_name,
+                    "recipe": self.recipe.name,
+                    "steps": self.recipe.steps,
+                }
+            )
+        )
+        shutil.rmtree(final, ignore_errors=True)
+        tmp.rename(final)
+        self.log(f"final checkpoint: {final}  (evaluate with: harness run --model {final})")
