@@ -304,7 +304,7 @@ class Trainer:
                     rewards_of=lambda grp: grp.group_rewards,
                 )
                 res = sampler.sample(
-                    lambda r: self._rollout_groups(ctx, next_examples(a.train_batch_size), step, r)
+                    lambda r, step=step: self._rollout_groups(ctx, next_examples(a.train_batch_size), step, r)
                 )
                 groups, rounds, dropped_frac, capped = (
                     res.groups,
