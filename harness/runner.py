@@ -123,9 +123,12 @@ class Runner:
 
     def retriever(self):
         if self._retriever is None:
+            from harness.retrieval.cache import CachedRetriever, ResultCache
             from harness.retrieval.factory import make_protocol_retriever
 
-            self._retriever = make_protocol_retriever(self.cfg.protocol, self.cfg.corpus_path)
+            # results are cached by (index id, query, k): a rerun or a resumed run never re-searches
+            inner = make_protocol_retriever(self.cfg.protocol, self.cfg.corpus_path)
+            self._retriever = CachedRetriever(inner, ResultCache.default())
         return self._retriever
 
     def load_examples(self) -> list[tuple[QAExample, list[str]]]:

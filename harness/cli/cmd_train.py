@@ -110,7 +110,9 @@ def run_training(method, recipe, args: argparse.Namespace) -> int:
         )
     )
     aux = {role: make_backend(spec) for role, spec in recipe.aux_models.items()}
-    retriever = make_protocol_retriever(rp, args.corpus)
+    from harness.retrieval.cache import CachedRetriever, ResultCache
+
+    retriever = CachedRetriever(make_protocol_retriever(rp, args.corpus), ResultCache.default())
     trainer = Trainer(
         method,
         recipe,

@@ -21,8 +21,24 @@ DATASETS = 3  # mini-multihop: hotpotqa, 2wikimultihopqa, musique
 
 def run_cmd(model: Path, db: Path, *extra: str) -> list[str]:
     return [
-        sys.executable, "-m", "harness", "run", "--method", "direct,naive_rag", "--bench", "mini-multihop",
-        "--limit", str(LIMIT), "--batch-size", "1", "--model", str(model), "--db", str(db), "--no-progress", *extra,
+        sys.executable,
+        "-m",
+        "harness",
+        "run",
+        "--method",
+        "direct,naive_rag",
+        "--bench",
+        "mini-multihop",
+        "--limit",
+        str(LIMIT),
+        "--batch-size",
+        "1",
+        "--model",
+        str(model),
+        "--db",
+        str(db),
+        "--no-progress",
+        *extra,
     ]
 
 
@@ -64,8 +80,9 @@ def test_kill_and_resume_equals_uninterrupted(tiny_dir: Path, tmp_path: Path):
     done_at_kill = count_samples(db)
     assert 0 < done_at_kill < total, f"the kill did not land mid-run ({done_at_kill} of {total} samples)"
 
-    out = subprocess.run(run_cmd(tiny_dir, db, "--resume"), check=True, env=env, capture_output=True, text=True,
-                         timeout=600)
+    out = subprocess.run(
+        run_cmd(tiny_dir, db, "--resume"), check=True, env=env, capture_output=True, text=True, timeout=600
+    )
     assert "direct" in out.stdout and "naive_rag" in out.stdout  # the summary table is printed
     with duckdb.connect(str(db), read_only=True) as con:
         n, distinct = con.execute(
