@@ -3,9 +3,10 @@
 Our own KV-cache decoding loop rather than ``model.generate``: prompts are left-padded into
 micro-batches of ``max_batch_size`` (sorted by length to waste little padding); after every step
 each row is checked for its stop strings, and finished rows are dropped from the batch and the
-cache, so they cost nothing from then on. Measured against ``generate(stop_strings=...)``, which
-keeps finished rows in the batch, it is as fast or faster and returns the exact cut
-(``scripts``: the report of issue 4).
+cache, so they cost nothing from then on. ``model.generate(stop_strings=...)`` keeps finished rows
+in the batch and still needs the text cut afterwards; on SmolLM2-135M (fp32, one thread, 150-token
+prompts, 128 new tokens, a busy machine) our loop ran at 18.3 / 51.4 tokens/s at batch 1 / 8 and
+``generate`` at 17.3 / 49.8.
 
 Sampling: ``temperature == 0`` is greedy (argmax); otherwise temperature, then top-k, then top-p,
 then a draw from a per-prompt ``torch.Generator`` seeded with ``seed + index of the prompt in the
