@@ -76,27 +76,29 @@ def _run(args: argparse.Namespace) -> int:
         finally:
             r.close()
 
-    table = Table(
-        title=f"recall of gold passages @k - bench {bench.name}, corpus {corpus.spec.id} ({len(corpus):,})"
+    title = (
+        f"recall of gold passages @k: bench {bench.name}, corpus {corpus.spec.id} ({len(corpus):,} passages)"
     )
+    table = Table(title=title)
     table.add_column("dataset", no_wrap=True)
-    table.add_column("n", justify="right")
-    for name in names:
-        for k in ks:
-            table.add_column(f"{name}\n@{k}", justify="right")
+    table.add_column("retriever", no_wrap=True)
+    table.add_column("n", justify="right", no_wrap=True)
+    for k in ks:
+        table.add_column(f"@{k}", justify="right", no_wrap=True)
     datasets = [e.dataset for e, _ in entries]
     by_key = {(row.dataset, row.retriever, row.k): row for _, row in results}
-    for ds in datasets:
-        n = by_key[(ds, names[0], ks[0])].n
-        table.add_row(ds, str(n), *(f"{by_key[(ds, nm, k)].recall:.3f}" for nm in names for k in ks))
-    total = sum(by_key[(ds, names[0], ks[0])].n for ds in datasets)
-    if len(datasets) > 1 and total:
-        micro = []
-        for nm in names:
-            for k in ks:
-                rows = [by_key[(ds, nm, k)] for ds in datasets if by_key[(ds, nm, k)].n]
-                micro.append(f"{sum(r.recall * r.n for r in rows) / total:.3f}")
-        table.add_row("all (micro)", str(total), *micro, style="bold")
+    sections = [*datasets, "all (micro)"] if len(datasets) > 1 else datasets
+    for si, ds in enumerate(sections):
+        for ni, nm in enumerate(names):
+            if ds == "all (micro)":
+                rows = {k: [by_key[(d, nm, k)] for d in datasets if by_key[(d, nm, k)].n] for k in ks}
+                n = sum(r.n for r in rows[ks[0]])
+                cells = [f"{sum(r.recall * r.n for r in rows[k]) / n:.3f}" if n else "-" for k in ks]
+            else:
+                n = by_key[(ds, nm, ks[0])].n
+                cells = [f"{by_key[(ds, nm, k)].recall:.3f}" if n else "-" for k in ks]
+            end_section = ni == len(names) - 1 and si < len(sections) - 1
+            table.add_row(ds if ni == 0 else "", nm, str(n), *cells, end_section=end_section)
     out.print(table)
 
     if not args.no_store:
