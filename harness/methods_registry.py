@@ -11,6 +11,10 @@ METHODS: Registry[type[Method]] = Registry("method")
 # prompt baselines
 METHODS.register_lazy("direct", "baselines.direct:Direct")
 METHODS.register_lazy("naive_rag", "baselines.naive_rag:NaiveRAG")
+METHODS.register_lazy("cot", "baselines.cot:CoT")
+METHODS.register_lazy("ircot", "baselines.ircot:IRCoT")
+METHODS.register_lazy("search_o1", "baselines.search_o1:SearchO1")
+METHODS.register_lazy("sure", "baselines.sure:SuRe")
 # paper methods
 METHODS.register_lazy("search_r1", "methods.search_r1:SearchR1")
 METHODS.register_lazy("eval_rar", "methods.eval_rar:EvalRAR")

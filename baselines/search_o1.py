@@ -1,0 +1,330 @@
+"""Search-o1 (Li et al., "Search-o1: Agentic Search-Enhanced Large Reasoning Models", arXiv
+2501.05366), from its released code (sunnynexus/Search-o1 6ced48f: ``scripts/run_search_o1.py``,
+``scripts/prompts.py``, ``scripts/evaluate.py``; anchors.md §1.9).
+
+The model reasons and may write ``<|begin_search_query|> q <|end_search_query|>``; generation stops
+at the closing tag (``stop=[END_SEARCH_QUERY, eos]``). A segment that ends with a non-empty query
+is a search; any other segment ends the trajectory (run_search_o1.py: "If no search query needs to
+be executed, mark the sequence as finished"). For each search the top-k passages go through the
+**Reason-in-Documents** step: one extra LLM call (batched over the searching questions) with
+Search-o1's ``get_webpage_to_reasonchain_instruction`` over the previous reasoning steps, the query
+and the passages; the text after ``**Final Information**`` is what returns to the reasoning chain,
+as ``\\n\\n<|begin_search_result|>{info}<|end_search_result|>\\n\\n``. The answer is the last
+``\\boxed{...}`` of the model's own text (``evaluate.extract_answer`` mode ``qa``; an inner
+``\\text{}`` unwrapped, parentheses stripped).
+
+Mapping onto the harness:
+
+* The rollout is :func:`harness.rollout.engine.run_tag_rollouts` with :data:`DIALECT` (Search-o1's
+  tags and its search-or-finish rule) and :func:`reason_in_documents` as the ``observation_fn``;
+  each Reason-in-Documents call is an ``llm_call`` turn right after its ``retrieve`` turn.
+* The search cap is the protocol's turn budget (``protocol.max_turns``), stated in the prompt as
+  Search-o1 states its ``MAX_SEARCH_LIMIT``; Search-o1's own defaults are 5 searches for NQ/TriviaQA
+  and 10 for the multi-hop sets, top-10 web pages (run_search_o1.py ``main``). Under a protocol every
+  agentic method gets the same budget and top-k (Search-R1 ran Search-o1 with its top-3 retriever).
+* After the cap the engine generates once more without executing a search (Search-R1's final
+  turn); a search there ends the trajectory (status ``max_turns``). Search-o1 instead answers an
+  over-cap search with "The maximum search limit is exceeded. You are not allowed to search." and
+  lets the model continue, up to 15 generation rounds; the engine has no such message.
+* A query the question already searched gets Search-o1's "You have searched this query. Please
+  refer to previous results." instead of a Reason-in-Documents call. The engine has already run
+  that retrieval (it is recorded and counted) and the repeat uses one turn of the budget; Search-o1
+  serves repeats from its cache and does not count them against the limit.
+* Passages are shown as Search-o1 shows web pages (``**Web Page {i}:**`` + the page's JSON), with
+  the fields a corpus passage has: ``id``, ``title``, ``context`` (the passage text, cut at
+  ``max_doc_len`` = 3000 characters).
+* ``**Final Information**`` is accepted at the very start of the Reason-in-Documents output too;
+  Search-o1 looks for it after a newline only, which would discard an output that opens with it.
+  An output without it becomes "No helpful information found." (Search-o1's rule), counted by the
+  turn status ``no_final_information``.
+* Decoding is the protocol's (greedy by default, as Search-R1 evaluates its baselines); Search-o1
+  samples (temperature 0.7, top-p 0.8, top-k 20). Both calls use ``protocol.decoding.max_new_tokens``
+  (Search-o1 uses one ``max_tokens`` for both too).
+* Search-o1's ``evaluate.py --apply_backoff`` (replace an answer without ``\\boxed{}`` by a
+  direct-generation answer) is not implemented: such a trajectory has no answer and its status says
+  so.
+* The instruction is Search-o1's multi-hop one for HotpotQA, 2Wiki, MuSiQue and Bamboogle and its
+  single-hop one otherwise (run_search_o1.py); the task text is the non-QwQ
+  ``get_task_instruction_openqa`` ("You should think step by step"). Both go in one user message of
+  the chat template, with the question as given (no '?' added).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+
+from harness.method import Method, MethodSpec, RunContext
+from harness.protocol import Protocol
+from harness.rollout.dialect import TagDialect
+from harness.rollout.engine import RolloutState, TagRolloutConfig, run_tag_rollouts
+from harness.rollout.extract import extract_boxed
+from harness.rollout.render import RENDERERS
+from harness.types import Hit, QAExample, Trajectory, Turn
+
+BEGIN_SEARCH_QUERY = "<|begin_search_query|>"
+END_SEARCH_QUERY = "<|end_search_query|>"
+BEGIN_SEARCH_RESULT = "<|begin_search_result|>"
+END_SEARCH_RESULT = "<|end_search_result|>"
+
+# scripts/prompts.py get_singleqa_search_o1_instruction / get_multiqa_search_o1_instruction, verbatim
+# with MAX_SEARCH_LIMIT as {max_search_limit}.
+SINGLEQA_INSTRUCTION = (
+    "You are a reasoning assistant with the ability to perform web searches to help you answer the "
+    "user's question accurately. You have special tools:\n\n- To perform a search: write "
+    "<|begin_search_query|> your query here <|end_search_query|>.\nThen, the system will search "
+    "and analyze relevant web pages, then provide you with helpful information in the format "
+    "<|begin_search_result|> ...search results... <|end_search_result|>.\n\nYou can repeat the "
+    "search process multiple times if necessary. The maximum number of search attempts is limited "
+    "to {max_search_limit}.\n\nOnce you have all the information you need, continue your "
+    'reasoning.\n\nExample:\nQuestion: "Who got the first Nobel Prize in Physics?"\nAssistant '
+    "thinking steps:\n- I need to find out who was awarded the first Nobel Prize in Physics.\n\n"
+    "Assistant:\n<|begin_search_query|>first Nobel Prize in Physics winner<|end_search_query|>\n\n"
+    "(System returns processed information from relevant web pages)\n\nAssistant continues "
+    "reasoning with the new information...\n\nRemember:\n- Use <|begin_search_query|> to request a "
+    "web search and end with <|end_search_query|>.\n- When done searching, continue your "
+    "reasoning.\n\n"
+)
+
+MULTIQA_INSTRUCTION = (
+    "You are a reasoning assistant with the ability to perform web searches to help you answer the "
+    "user's question accurately. You have special tools:\n\n- To perform a search: write "
+    "<|begin_search_query|> your query here <|end_search_query|>.\nThen, the system will search "
+    "and analyze relevant web pages, then provide you with helpful information in the format "
+    "<|begin_search_result|> ...search results... <|end_search_result|>.\n\nYou can repeat the "
+    "search process multiple times if necessary. The maximum number of search attempts is limited "
+    "to {max_search_limit}.\n\nOnce you have all the information you need, continue your "
+    'reasoning.\n\nExample:\nQuestion: "Alice David is the voice of Lara Croft in a video game '
+    'developed by which company?"\nAssistant thinking steps:\n- I need to find out who voices '
+    "Lara Croft in the video game.\n- Then, I need to determine which company developed that video "
+    "game.\n\nAssistant:\n<|begin_search_query|>Alice David Lara Croft voice<|end_search_query|>\n"
+    "\n(System returns processed information from relevant web pages)\n\nAssistant thinks: The "
+    "search results indicate that Alice David is the voice of Lara Croft in a specific video game. "
+    "Now, I need to find out which company developed that game.\n\nAssistant:\n"
+    "<|begin_search_query|>video game developed by Alice David Lara Croft<|end_search_query|>\n\n"
+    "(System returns processed information from relevant web pages)\n\nAssistant continues "
+    "reasoning with the new information...\n\nRemember:\n- Use <|begin_search_query|> to request a "
+    "web search and end with <|end_search_query|>.\n- When done searching, continue your "
+    "reasoning.\n\n"
+)
+
+# scripts/prompts.py get_task_instruction_openqa (the non-QwQ branch), verbatim.
+TASK_INSTRUCTION = (
+    "Please answer the following question. You should think step by step to solve it.\n\nProvide "
+    "your final answer in the format \\boxed{{YOUR_ANSWER}}.\n\nQuestion:\n{question}\n\n"
+)
+
+# scripts/prompts.py get_webpage_to_reasonchain_instruction (Reason-in-Documents), verbatim.
+REASON_IN_DOCUMENTS = (
+    "**Task Instruction:**\n\nYou are tasked with reading and analyzing web pages based on the "
+    "following inputs: **Previous Reasoning Steps**, **Current Search Query**, and **Searched Web "
+    "Pages**. Your objective is to extract relevant and helpful information for **Current Search "
+    "Query** from the **Searched Web Pages** and seamlessly integrate this information into the "
+    "**Previous Reasoning Steps** to continue reasoning for the original question.\n\n"
+    "**Guidelines:**\n\n1. **Analyze the Searched Web Pages:**\n- Carefully review the content of "
+    "each searched web page.\n- Identify factual information that is relevant to the **Current "
+    "Search Query** and can aid in the reasoning process for the original question.\n\n2. "
+    "**Extract Relevant Information:**\n- Select the information from the Searched Web Pages that "
+    "directly contributes to advancing the **Previous Reasoning Steps**.\n- Ensure that the "
+    "extracted information is accurate and relevant.\n\n3. **Output Format:**\n- **If the web "
+    "pages provide helpful information for current search query:** Present the information "
+    "beginning with `**Final Information**` as shown below.\n**Final Information**\n\n[Helpful "
+    "information]\n\n- **If the web pages do not provide any helpful information for current "
+    "search query:** Output the following text.\n\n**Final Information**\n\nNo helpful information "
+    "found.\n\n**Inputs:**\n- **Previous Reasoning Steps:**  \n{prev_reasoning}\n\n- **Current "
+    "Search Query:**  \n{search_query}\n\n- **Searched Web Pages:**  \n{document}\n\nNow you "
+    "should analyze each web page and find helpful information based on the current search query "
+    '"{search_query}" and previous reasoning steps.\n'
+)
+
+# run_search_o1.py: the message for a repeated query (placed inside the result tags).
+REPEATED_QUERY_MESSAGE = "\nYou have searched this query. Please refer to previous results.\n"
+NO_INFORMATION = "No helpful information found."  # evaluate.extract_answer(mode="infogen") default
+MAX_DOC_LEN = 3000  # run_search_o1.py: max_doc_len = 3000 characters per document for QA sets
+MULTIHOP_DATASETS = frozenset({"hotpotqa", "2wikimultihopqa", "musique", "bamboogle"})
+
+
+@dataclass(frozen=True)
+class SearchO1Dialect(TagDialect):
+    """Search-o1's protocol: stop only at the closing query tag; a segment that ends with a
+    non-empty query is a search, anything else finishes (there is no answer tag; the answer is the
+    last ``\\boxed{}``)."""
+
+    @property
+    def stops(self) -> list[str]:
+        return [self.query_close]
+
+    def parse_action(self, segment: str) -> tuple[str, str]:
+        spans = re.findall(
+            re.escape(self.query_open) + r"(.*?)" + re.escape(self.query_close), segment, re.DOTALL
+        )
+        if spans and spans[-1].strip() and segment.rstrip().endswith(self.query_close):
+            return "search", spans[-1].strip()
+        return "answer", ""
+
+
+DIALECT = SearchO1Dialect(
+    name="search_o1",
+    query_open=BEGIN_SEARCH_QUERY,
+    query_close=END_SEARCH_QUERY,
+    answer_open="\\boxed{",
+    answer_close="}",
+    obs_prefix="\n\n"
+    + BEGIN_SEARCH_RESULT,  # run_search_o1.py: f"\n\n{BEGIN_SEARCH_RESULT}{analysis}{END_SEARCH_RESULT}\n\n"
+    obs_suffix=END_SEARCH_RESULT + "\n\n",
+    invalid_message="",  # never used: every segment is a search or the end
+)
+
+
+def make_prompt(question: str, dataset: str, max_searches: int) -> list[dict[str, str]]:
+    """One user message: the search instruction (multi-hop or single-hop) + the task instruction."""
+    instruction = MULTIQA_INSTRUCTION if dataset in MULTIHOP_DATASETS else SINGLEQA_INSTRUCTION
+    content = instruction.format(max_search_limit=max_searches) + TASK_INSTRUCTION.format(question=question)
+    return [{"role": "user", "content": content}]
+
+
+def previous_steps(output: str) -> str:
+    """The reasoning so far as numbered steps, long histories elided: the first step, the last four
+    and every step with a search query or result are kept (run_search_o1.py, before
+    ``generate_webpage_to_reasonchain_batch``)."""
+    lines = output.replace("\n\n", "\n").split("\n")
+    parts = "".join(f"Step {i + 1}: {line}\n\n" for i, line in enumerate(lines)).split("\n\n")
+    if len(parts) <= 5:
+        return "\n\n".join(parts).strip("\n")
+    text = ""
+    for i, step in enumerate(parts):
+        if i == 0 or i >= len(parts) - 4 or BEGIN_SEARCH_QUERY in step or BEGIN_SEARCH_RESULT in step:
+            text += step + "\n\n"
+        elif not text.endswith("\n\n...\n\n"):
+            text += "...\n\n"
+    return text.strip("\n")
+
+
+def format_documents(hits: Sequence[Hit]) -> str:
+    """``**Web Page {i}:**`` + the page's JSON (indent 2), one per passage (run_search_o1.py)."""
+    out = []
+    for i, h in enumerate(hits, 1):
+        info = {"id": i, "title": h.title, "context": h.text[:MAX_DOC_LEN]}
+        out.append(f"**Web Page {i}:**\n" + json.dumps(info, ensure_ascii=False, indent=2) + "\n")
+    return "".join(out)
+
+
+def extract_information(output: str) -> tuple[str, bool]:
+    """The Reason-in-Documents result: the text after the last ``**Final Information**`` with its
+    newlines removed, else after ``**Modified Reasoning Steps**``, else "No helpful information
+    found." (``evaluate.extract_answer`` mode ``infogen``). Returns (text, marker found)."""
+    text = "\n" + output  # also accept the marker at the very start (see the module docstring)
+    if "\n**Final Information**" in text:
+        return text.split("\n**Final Information**")[-1].replace("\n", "").strip("`").strip(), True
+    if "\n**Modified Reasoning Steps**" in text:
+        return text.split("\n**Modified Reasoning Steps**")[-1].strip("`").strip(), True
+    return NO_INFORMATION, False
+
+
+def reason_in_documents(
+    states: list[RolloutState], queries: list[str], hits: list[list[Hit]], ctx: RunContext
+) -> list[str]:
+    """The engine's ``observation_fn``: one batched Reason-in-Documents call for every new query,
+    recorded as an ``llm_call`` turn of its trajectory; a repeated query gets Search-o1's message."""
+    bodies: list[str] = [REPEATED_QUERY_MESSAGE] * len(states)
+    prompts: list[str] = []
+    todo: list[int] = []
+    for i, (s, q, h) in enumerate(zip(states, queries, hits, strict=True)):
+        if q in {t.query for t in s.turns if t.kind == "retrieve"}:
+            continue
+        content = REASON_IN_DOCUMENTS.format(
+            prev_reasoning=previous_steps(s.response), search_query=q, document=format_documents(h)
+        )
+        prompts.append(ctx.backend.chat_prompt([{"role": "user", "content": content}]))
+        todo.append(i)
+    if not prompts:
+        return bodies
+    t0 = time.perf_counter()
+    comps = ctx.backend.generate(prompts, stop=[], max_new_tokens=ctx.max_new_tokens, sampling=ctx.sampling)
+    latency = (time.perf_counter() - t0) / len(prompts)
+    for i, c in zip(todo, comps, strict=True):
+        info, found = extract_information(c.text)
+        states[i].add_turn(
+            kind="llm_call",
+            text=c.text,
+            prompt_tokens=c.prompt_tokens,
+            completion_tokens=c.completion_tokens,
+            latency_s=latency,
+            stop_reason=c.stop or c.finish_reason,
+            status="ok" if found else "no_final_information",
+        )
+        bodies[i] = info
+    return bodies
+
+
+def _reading_after_retrieval(turns: list[Turn]) -> None:
+    """The engine records a search's ``retrieve`` turn after the observation function ran; put each
+    Reason-in-Documents call after the retrieval it read, and renumber."""
+    for i in range(len(turns) - 1):
+        if turns[i].kind == "llm_call" and turns[i + 1].kind == "retrieve":
+            turns[i], turns[i + 1] = turns[i + 1], turns[i]
+    for i, t in enumerate(turns):
+        t.index = i
+
+
+class SearchO1(Method):
+    name = "search_o1"
+    description = (
+        "agentic search in <|begin_search_query|> tags, Reason-in-Documents per search, \\boxed{} answer"
+    )
+    source = "Li et al. 2025, arXiv 2501.05366 (sunnynexus/Search-o1 run_search_o1.py, prompts.py)"
+
+    def spec(self, protocol: Protocol) -> MethodSpec:
+        return MethodSpec(
+            name=self.name,
+            prompts={
+                "singleqa_instruction": SINGLEQA_INSTRUCTION,
+                "multiqa_instruction": MULTIQA_INSTRUCTION,
+                "task": TASK_INSTRUCTION,
+                "reason_in_documents": REASON_IN_DOCUMENTS,
+                "repeated_query": REPEATED_QUERY_MESSAGE,
+            },
+            dialect=asdict(DIALECT),
+            renderer="search_o1: **Web Page {i}:** + JSON {id, title, context}, then Reason-in-Documents",
+            extractor="last \\boxed{} of the model's own text (\\text{} unwrapped)",
+            params={
+                "top_k": protocol.top_k,
+                "max_searches": protocol.max_turns,
+                "max_obs_tokens": protocol.max_obs_tokens,
+                "max_new_tokens": protocol.decoding.max_new_tokens,
+                "max_doc_len": MAX_DOC_LEN,
+                "multihop_datasets": sorted(MULTIHOP_DATASETS),
+                "final_turn": True,
+                "backoff": False,
+            },
+        )
+
+    def rollout_config(self, protocol: Protocol) -> TagRolloutConfig:
+        return TagRolloutConfig(
+            dialect=DIALECT,
+            renderer=RENDERERS.get("search_r1"),  # unused: the observation function renders
+            top_k=protocol.top_k,
+            max_turns=protocol.max_turns,
+            max_obs_tokens=protocol.max_obs_tokens,
+            max_new_tokens=protocol.decoding.max_new_tokens,
+            extractor=extract_boxed,
+            observation_fn=reason_in_documents,
+            final_turn=True,
+        )
+
+    def solve(self, examples: list[QAExample], ctx: RunContext) -> list[Trajectory]:
+        ctx.require_retriever(self.name)
+        limit = ctx.protocol.max_turns
+        prompts = [ctx.backend.chat_prompt(make_prompt(e.question, e.dataset, limit)) for e in examples]
+        trajs = run_tag_rollouts(prompts, examples, ctx, self.rollout_config(ctx.protocol))
+        for t in trajs:
+            _reading_after_retrieval(t.turns)
+            t.meta["reason_in_documents_calls"] = sum(1 for x in t.turns if x.kind == "llm_call")
+            t.meta["repeated_queries"] = sum(
+                1 for x in t.turns if x.kind == "retrieve" and x.text == REPEATED_QUERY_MESSAGE
+            )
+            t.meta["backoff"] = False
+        return trajs

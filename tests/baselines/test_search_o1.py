@@ -1,0 +1,162 @@
+"""Search-o1 control flow with a scripted backend: search tags, one Reason-in-Documents call per
+executed search (batched), the search cap, repeated queries, \\boxed{} extraction."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from baselines.search_o1 import (
+    DIALECT,
+    MULTIQA_INSTRUCTION,
+    NO_INFORMATION,
+    REPEATED_QUERY_MESSAGE,
+    SINGLEQA_INSTRUCTION,
+    TASK_INSTRUCTION,
+    SearchO1,
+    extract_information,
+    format_documents,
+    previous_steps,
+)
+from tests.baselines.helpers import context, example, protocol
+from tests.support.scripted import RecordingRetriever, ScriptedBackend
+
+Q1 = "Which company developed the game voiced by Alice David?"
+Q2 = "Who got the first Nobel Prize in Physics, in one word?"
+RID = "**Task Instruction:**"  # every Reason-in-Documents prompt starts with it; no main prompt has it
+
+
+def search(q: str) -> str:
+    return f"<|begin_search_query|>{q}<|end_search_query|>"
+
+
+def test_search_reason_in_documents_and_boxed_answer():
+    be = ScriptedBackend(
+        {
+            Q1: [
+                f"I need the game. {search('Alice David voice')} ignored",
+                "So it is \\boxed{Crystal Dynamics}.",
+            ],
+            Q2: ["Known: \\boxed{\\text{Röntgen}}"],
+            RID: ["Reading...\n**Final Information**\n\nAlice David voices Lara\nCroft."],
+        }
+    )
+    ctx, ret = context(be)
+    t1, t2 = SearchO1().solve([example(1, Q1, dataset="hotpotqa"), example(2, Q2, dataset="nq")], ctx)
+    # main turn (both) -> one Reason-in-Documents call -> main turn (Q1 only)
+    assert [len(c) for c in be.calls] == [2, 1, 1]
+    assert ret.calls == [(["Alice David voice"], 3)]
+    # prompts: multi-hop instruction for HotpotQA, single-hop otherwise; the cap is the protocol's turns
+    assert be.calls[0][0] == (
+        "<user>" + MULTIQA_INSTRUCTION.format(max_search_limit=4) + TASK_INSTRUCTION.format(question=Q1)
+        + "</user><assistant>"
+    )  # fmt: skip
+    assert be.calls[0][1].startswith("<user>" + SINGLEQA_INSTRUCTION.format(max_search_limit=4))
+    # the Reason-in-Documents prompt: previous steps, the query, the passages as web pages
+    rid_prompt = be.calls[1][0]
+    assert (
+        f"**Previous Reasoning Steps:**  \nStep 1: I need the game. {search('Alice David voice')}\n"
+        in rid_prompt
+    )
+    assert "**Current Search Query:**  \nAlice David voice\n" in rid_prompt
+    assert format_documents(RecordingRetriever().search(["Alice David voice"], 3)[0]) in rid_prompt
+    # its result (newlines removed) goes back inside the result tags; the search was cut at its close tag
+    assert t1.response == (
+        f"I need the game. {search('Alice David voice')}"
+        "\n\n<|begin_search_result|>Alice David voices LaraCroft.<|end_search_result|>\n\n"
+        "So it is \\boxed{Crystal Dynamics}."
+    )
+    assert [t.kind for t in t1.turns] == ["generate", "retrieve", "llm_call", "generate"]
+    assert [t.index for t in t1.turns] == [0, 1, 2, 3]
+    assert t1.prediction == "Crystal Dynamics" and t1.extraction_status == "ok"
+    assert (t1.n_retrievals, t1.n_llm_calls) == (1, 3)
+    assert t1.meta["reason_in_documents_calls"] == 1 and t1.meta["backoff"] is False
+    # every call's tokens are counted, the Reason-in-Documents call included
+    assert t1.prompt_tokens == len(be.calls[0][0]) + len(rid_prompt) + len(be.calls[2][0])
+    assert t2.prediction == "Röntgen" and (t2.n_retrievals, t2.n_llm_calls) == (0, 1)
+
+
+def test_reason_in_documents_runs_once_per_search_and_cap_is_respected():
+    be = ScriptedBackend(
+        {
+            Q1: [search("first query"), search("second query"), search("third query")],
+            RID: ["**Final Information**\nA.", "**Final Information**\nB."],
+        }
+    )
+    ctx, ret = context(be, protocol(max_turns=2))
+    (t,) = SearchO1().solve([example(1, Q1)], ctx)
+    assert ret.n_queries == 2  # the third search came after the cap and was not executed
+    assert sum(1 for c in be.calls for p in c if RID in p) == 2
+    assert [x.kind for x in t.turns] == [
+        "generate", "retrieve", "llm_call", "generate", "retrieve", "llm_call", "generate",
+    ]  # fmt: skip
+    assert t.turns[-1].status == "search_after_budget"
+    assert t.extraction_status == "max_turns" and t.prediction == ""
+    assert "limited to 2." in be.calls[0][0]
+
+
+def test_repeated_query_gets_search_o1_message_without_reading():
+    be = ScriptedBackend(
+        {
+            Q1: [search("same"), search("same"), "\\boxed{x}"],
+            RID: ["**Final Information**\nfound it"],
+        }
+    )
+    ctx, ret = context(be)
+    (t,) = SearchO1().solve([example(1, Q1)], ctx)
+    assert ret.n_queries == 2  # the engine retrieved both times; both are counted
+    assert t.meta == {**t.meta, "reason_in_documents_calls": 1, "repeated_queries": 1}
+    assert f"<|begin_search_result|>{REPEATED_QUERY_MESSAGE}<|end_search_result|>" in t.response
+    assert t.prediction == "x"
+
+
+def test_unreadable_reading_becomes_no_helpful_information_and_is_counted():
+    be = ScriptedBackend({Q1: [search("q"), "\\boxed{y}"], RID: ["I could not read it"]})
+    ctx, _ = context(be)
+    (t,) = SearchO1().solve([example(1, Q1)], ctx)
+    assert f"<|begin_search_result|>{NO_INFORMATION}<|end_search_result|>" in t.response
+    assert [x.status for x in t.turns if x.kind == "llm_call"] == ["no_final_information"]
+
+
+@pytest.mark.parametrize(
+    "segment,action",
+    [
+        (f"think {search(' q ')}", ("search", "q")),
+        (f"{search('a')} then {search('b')}", ("search", "b")),  # the last query (extract_between)
+        (search("  "), ("answer", "")),  # an empty query finishes, as in Search-o1
+        ("no search, \\boxed{z}", ("answer", "")),
+        ("<|begin_search_query|>unclosed", ("answer", "")),
+    ],
+)
+def test_dialect_search_or_finish(segment, action):
+    assert DIALECT.parse_action(segment) == action
+    assert DIALECT.stops == ["<|end_search_query|>"]
+
+
+def test_extract_information_rules():
+    assert extract_information("x\n**Final Information**\n\nA\nB.\n```") == ("AB.", True)
+    assert extract_information("**Final Information** C") == ("C", True)  # at the very start too
+    assert extract_information("x\n**Modified Reasoning Steps**\nStep 1: a\n") == ("Step 1: a", True)
+    assert extract_information("nothing") == (NO_INFORMATION, False)
+
+
+def test_previous_steps_elides_long_histories():
+    short = "a\n\nb\nc"
+    assert previous_steps(short) == "Step 1: a\n\nStep 2: b\n\nStep 3: c"
+    long = "\n".join(["s1", "s2", search("q"), "s4", "s5", "s6", "s7", "s8", "s9"])
+    # the first step, every search step and the last four parts (the empty part after the last
+    # "\n\n" is one of them, as in run_search_o1.py, so three steps show)
+    assert previous_steps(long) == (
+        f"Step 1: s1\n\n...\n\nStep 3: {search('q')}\n\n...\n\nStep 7: s7\n\nStep 8: s8\n\nStep 9: s9"
+    )
+
+
+def test_documents_are_shown_as_web_pages():
+    (hits,) = RecordingRetriever().search(["q"], 1)
+    assert (
+        format_documents(hits)
+        == "**Web Page 1:**\n"
+        + json.dumps({"id": 1, "title": "Title 1", "context": "Text about q number 1."}, indent=2)
+        + "\n"
+    )
