@@ -135,6 +135,8 @@ def searchr1() -> Protocol:
 PROTOCOLS: Registry[Callable[[], Protocol]] = Registry("protocol")
 PROTOCOLS.register("mini", mini)
 PROTOCOLS.register("searchr1", searchr1)
+PROTOCOLS.register_lazy("eval_rar-eval", "methods.eval_rar:eval_protocol")
+PROTOCOLS.register_lazy("r_search-eval", "methods.r_search:eval_protocol")
 
 
 def preset(name: str) -> Protocol:
