@@ -144,6 +144,13 @@ class TrainableMethod(Method):
     def recipes(self) -> dict[str, Any]:
         """Named training recipes (``harness.rl.recipe.Recipe``); at least ``"paper"`` and ``"cpu-smoke"``."""
 
+    def prompt_messages(self, question: str, *, training: bool) -> list[dict[str, str]]:
+        """The chat messages of the method's prompt for ``question`` (what ``solve`` feeds the chat
+        template); used to export training data to other trainers (verl)."""
+        from harness.errors import ConfigError
+
+        raise ConfigError(f"method {self.name!r} does not expose its prompt messages")
+
     def reported(self) -> list[Any]:
         """The paper's published numbers (``harness.store.ReportedRow``), every table row."""
         return []

@@ -204,6 +204,9 @@ class EvalRAR(TrainableMethod):
 
     # -- training ---------------------------------------------------------------------------------
 
+    def prompt_messages(self, question: str, *, training: bool) -> list[dict[str, str]]:
+        return make_prompt(question)
+
     def reward_names(self) -> tuple[str, ...]:
         # eval_rar: paper Eq. 5; outcome_em: the ablation "w/o evaluation reward" (Table 2);
         # eval_rar_requires_answer: AutoRefine's code behaviour (spec §8 #7)

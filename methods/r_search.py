@@ -285,6 +285,9 @@ class RSearch(TrainableMethod):
 
     # -- training ---------------------------------------------------------------------------------
 
+    def prompt_messages(self, question: str, *, training: bool) -> list[dict[str, str]]:
+        return make_prompt(question, training=training)
+
     def reward_names(self) -> tuple[str, ...]:
         # r_search: spec §3.1; no_evidence: the "w/o Evidence" ablation reward (spec §3.7)
         return ("r_search", "no_evidence")

@@ -275,6 +275,9 @@ class SearchR1(TrainableMethod):
 
     # -- training ---------------------------------------------------------------------------------
 
+    def prompt_messages(self, question: str, *, training: bool) -> list[dict[str, str]]:
+        return make_prompt(question)
+
     def reward_names(self) -> tuple[str, ...]:
         return ("em",)
 

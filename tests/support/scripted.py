@@ -71,6 +71,14 @@ class ScriptedBackend:
     def generate_ids(self, prompt_ids: list[list[int]], **kw) -> list[Completion]:
         return self.generate(["".join(map(chr, ids)) for ids in prompt_ids], **kw)
 
+    def chat_batch(self, conversations, *, max_new_tokens=256, sampling=SamplingParams(), stop=()):
+        return self.generate(
+            [self.chat_prompt(m) for m in conversations],
+            stop=list(stop),
+            max_new_tokens=max_new_tokens,
+            sampling=sampling,
+        )
+
     def chat_prompt(self, messages: list[dict[str, str]], add_generation_prompt: bool = True) -> str:
         return "".join(f"<{m['role']}>{m['content']}</{m['role']}>" for m in messages) + "<assistant>"
 

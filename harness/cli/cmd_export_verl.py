@@ -1,0 +1,68 @@
+"""``harness export-verl``: write a verl job (data, reward, tool config, launch script) for a method."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from harness.cli import add_command
+
+EXAMPLES = """\
+  harness export-verl --method search_r1 --out verl-jobs/search_r1
+  harness export-verl --method eval_rar --recipe paper --model Qwen/Qwen2.5-3B --n-gpus 8 --out verl-jobs/eval_rar
+  harness export-verl --method r_search --retriever-url http://10.0.0.5:8000/retrieve --out verl-jobs/r_search
+  # then, on the GPU cluster: harness serve-retriever ... &  bash verl-jobs/search_r1/run.sh
+"""
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = add_command(
+        sub,
+        "export-verl",
+        help="export a method's training job to verl (multi-GPU, multi-node)",
+        examples=EXAMPLES,
+        handler=handle,
+    )
+    p.add_argument("--method", required=True, help="a trainable method")
+    p.add_argument("--recipe", default="paper", help="recipe to export (default: paper)")
+    p.add_argument("--recipe-override", nargs="*", default=[], metavar="KEY=VALUE")
+    p.add_argument("--out", type=Path, required=True, help="output directory")
+    p.add_argument("--model", default="Qwen/Qwen2.5-3B", help="model path or hub id as verl will load it")
+    p.add_argument("--n-gpus", type=int, default=8, help="GPUs per node (trainer.n_gpus_per_node)")
+    p.add_argument(
+        "--retriever-url", default="http://127.0.0.1:8000/retrieve", help="harness serve-retriever URL"
+    )
+    p.add_argument("--test-bench", default="mini-multihop", help="validation bench")
+    p.add_argument("--test-limit", type=int, default=None, help="first N validation questions per dataset")
+
+
+def handle(args: argparse.Namespace) -> int:
+    from harness.errors import ConfigError
+    from harness.export_verl import export_verl
+    from harness.method import TrainableMethod
+    from harness.methods_registry import get_method
+
+    method = get_method(args.method)
+    if not isinstance(method, TrainableMethod):
+        raise ConfigError(f"method {args.method!r} is a prompt baseline; it has no training recipe")
+    recipes = method.recipes()
+    if args.recipe not in recipes:
+        raise ConfigError(
+            f"method {args.method!r} has no recipe {args.recipe!r}; known: {', '.join(recipes)}"
+        )
+    recipe = recipes[args.recipe]
+    if args.recipe_override:
+        recipe = recipe.with_overrides(args.recipe_override)
+    files = export_verl(
+        method,
+        recipe,
+        args.out,
+        retriever_url=args.retriever_url,
+        test_bench=args.test_bench,
+        test_limit=args.test_limit,
+        n_gpus=args.n_gpus,
+        model_path=args.model,
+    )
+    for f in files:
+        print(f)
+    return 0
