@@ -71,7 +71,7 @@ class ScriptedBackend:
     def generate_ids(self, prompt_ids: list[list[int]], **kw) -> list[Completion]:
         return self.generate(["".join(map(chr, ids)) for ids in prompt_ids], **kw)
 
-    def chat_batch(self, conversations, *, max_new_tokens=256, sampling=SamplingParams(), stop=()):
+    def chat_batch(self, conversations, *, max_new_tokens=256, sampling=None, stop=()):
         return self.generate(
             [self.chat_prompt(m) for m in conversations],
             stop=list(stop),
