@@ -14,7 +14,9 @@ from harness.rollout.single import answer_once
 from harness.types import QAExample, Trajectory
 
 SYSTEM = "Answer the question based on your own knowledge. Only give me the answer and do not output any other words."
-USER = "Question: {question}\nAnswer:"
+# FlashRAG's user prompt has no "Answer:" line: examples/methods/run_exp.py zero_shot() uses
+# user_prompt="Question: {question}" (= PromptTemplate.base_user_prompt).
+USER = "Question: {question}"
 MAX_NEW_TOKENS = 32  # FlashRAG's uniform setting: 32 output tokens (anchors.md §1.1)
 
 

@@ -39,8 +39,10 @@ Choices where FlashRAG and the settings it documents disagree, or where we diffe
   the retrieval count).
 * A chain that ends without "So the answer is:" has no answer (status ``max_turns``). FlashRAG's
   ``ircot_pred_parse`` then uses the whole chain as the prediction; we do not fall back silently.
-* An empty thought (the model stops at once, or writes only ".") is not searched (there is no
-  query); it still uses an iteration.
+* An empty thought (the model stops at once, or writes only ".") ends the chain without an answer
+  (status ``no_answer``, ``meta["ended_by"] = "empty_thought"``). There is nothing to search, and
+  under greedy decoding (FlashRAG's only mode) the next iteration would see the same prompt and
+  produce the same empty thought until ``MAX_ITER``; FlashRAG would search with the empty string.
 * Top-k is the protocol's (FlashRAG's benchmark uses 5, Search-R1's baselines 3); 32 new tokens
   per thought is FlashRAG's uniform ``generation_params.max_tokens`` (anchors.md §1.1).
 """
@@ -150,6 +152,7 @@ class _Chain:
     thoughts: list[str] = field(default_factory=list)
     turns: list[Turn] = field(default_factory=list)
     done: bool = False
+    ended_by: str = "max_iter"  # answer | empty_thought | max_iter
     prompt: str = ""
 
     def add_turn(self, **kw: object) -> None:
@@ -194,6 +197,7 @@ class IRCoT(Method):
                 "stop": STOP,
                 "chat_template": False,
                 "retrieve_after_last_iteration": False,
+                "empty_thought": "ends the chain",
             },
         )
 
@@ -234,8 +238,10 @@ class IRCoT(Method):
                     status="ok" if query else "empty_thought",
                 )
                 if ANSWER_MARKER in thought:
-                    c.done = True
-                elif query and iteration < MAX_ITER - 1:
+                    c.done, c.ended_by = True, "answer"
+                elif not query:
+                    c.done, c.ended_by = True, "empty_thought"
+                elif iteration < MAX_ITER - 1:
                     searching.append(c)
                     queries.append(query)
             if searching:
@@ -246,9 +252,11 @@ class IRCoT(Method):
     @staticmethod
     def _finish(c: _Chain) -> Trajectory:
         chain = " ".join(c.thoughts)
-        if c.done:
+        if c.ended_by == "answer":
             ex = extract_after(chain, ANSWER_MARKER)
             prediction, status = ex.prediction, ex.status
+        elif c.ended_by == "empty_thought":
+            prediction, status = "", "no_answer"
         else:
             prediction, status = "", "max_turns"
         return Trajectory(
@@ -260,5 +268,5 @@ class IRCoT(Method):
             prediction=prediction,
             extraction_status=status,
             response=chain,
-            meta={"prompt": c.prompt, "ended_by": "answer" if c.done else "max_iter"},
+            meta={"prompt": c.prompt, "ended_by": c.ended_by},
         )

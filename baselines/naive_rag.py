@@ -20,7 +20,10 @@ SYSTEM = (
     "Answer the question based on the given document. Only give me the answer and do not output any other "
     "words.\nThe following are given documents.\n\n{reference}"
 )
-USER = "Question: {question}\nAnswer:"
+# FlashRAG PromptTemplate.base_user_prompt (SequentialPipeline's default template), verbatim. The
+# system prompt is base_system_prompt with the space after "document." that FlashRAG's adjacent
+# string literals lose ("...given document.Only give me...").
+USER = "Question: {question}"
 MAX_NEW_TOKENS = 32  # FlashRAG uniform setting (anchors.md §1.1)
 RENDERER = "search_r1"  # identical to FlashRAG's format_reference
 

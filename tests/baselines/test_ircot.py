@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import re
 
+import pytest
+
 from baselines.ircot import EXAMPLE, INSTRUCTION, MAX_ITER, DocPool, IRCoT, build_prompt
 from harness.types import Hit
 from tests.baselines.helpers import context, example
@@ -92,13 +94,14 @@ def test_iteration_cap_without_answer():
     assert t.prediction == "" and t.extraction_status == "max_turns" and t.meta["ended_by"] == "max_iter"
 
 
-def test_empty_thought_is_not_searched():
-    be = ScriptedBackend({Q1: ["\n", ".", "So the answer is: x."]})
+@pytest.mark.parametrize("empty", ["\n", " .", ""])
+def test_empty_thought_ends_the_chain_without_search(empty):
+    be = ScriptedBackend({Q1: ["Zorbia is in Freedonia.", empty, "So the answer is: x."]})
     ctx, ret = context(be)
     (t,) = IRCoT().solve([example(1, Q1)], ctx)
-    assert ret.calls == [([Q1], 3)]
-    assert [x.status for x in t.turns if x.kind == "generate"] == ["empty_thought", "empty_thought", "ok"]
-    assert t.prediction == "x"
+    assert ret.calls == [([Q1], 3), (["Zorbia is in Freedonia"], 3)]
+    assert [x.status for x in t.turns if x.kind == "generate"] == ["ok", "empty_thought"]
+    assert t.prediction == "" and t.extraction_status == "no_answer" and t.meta["ended_by"] == "empty_thought"
 
 
 def test_doc_pool_keeps_best_score_and_first_position():
