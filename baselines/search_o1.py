@@ -166,14 +166,14 @@ class SearchO1Dialect(TagDialect):
         return "answer", ""
 
 
+# The result is returned as f"\n\n{BEGIN_SEARCH_RESULT}{analysis}{END_SEARCH_RESULT}\n\n" (run_search_o1.py).
 DIALECT = SearchO1Dialect(
     name="search_o1",
     query_open=BEGIN_SEARCH_QUERY,
     query_close=END_SEARCH_QUERY,
     answer_open="\\boxed{",
     answer_close="}",
-    obs_prefix="\n\n"
-    + BEGIN_SEARCH_RESULT,  # run_search_o1.py: f"\n\n{BEGIN_SEARCH_RESULT}{analysis}{END_SEARCH_RESULT}\n\n"
+    obs_prefix="\n\n" + BEGIN_SEARCH_RESULT,
     obs_suffix=END_SEARCH_RESULT + "\n\n",
     invalid_message="",  # never used: every segment is a search or the end
 )

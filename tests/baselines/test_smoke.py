@@ -9,7 +9,7 @@ import pytest
 
 from harness.method import RunContext
 from harness.methods_registry import get_method
-from harness.types import SamplingParams
+from harness.types import Completion, SamplingParams
 from tests.baselines.helpers import example, protocol
 from tests.retrieval.helpers import TINY, write_jsonl
 
@@ -55,3 +55,52 @@ def test_baseline_runs_with_a_real_model_and_index(name, tiny_model, bm25_retrie
             assert t.n_llm_calls == 1 + 2 * k + k * (k - 1)
         if name == "search_o1":
             assert t.meta["reason_in_documents_calls"] + t.meta["repeated_queries"] == t.n_retrievals <= 1
+
+
+class Forced:
+    """The real tiny model, except that a prompt containing a key of ``forced`` (and no
+    Reason-in-Documents instruction) gets that text once: it drives the model into the method's
+    later steps (a search, SuRe's candidates), which a random model does not reach by itself."""
+
+    def __init__(self, backend, forced: dict[str, str]):
+        self.backend, self.forced, self.calls = backend, dict(forced), []
+
+    def __getattr__(self, name):
+        return getattr(self.backend, name)
+
+    def generate(self, prompts, **kw):
+        self.calls.append(len(prompts))
+        out = self.backend.generate(prompts, **kw)
+        for i, p in enumerate(prompts):
+            key = next((k for k in self.forced if k in p and "**Task Instruction:**" not in p), None)
+            if key is not None:
+                text = self.forced.pop(key)
+                out[i] = Completion(
+                    text=text, prompt_tokens=len(p), completion_tokens=len(text), finish_reason="stop"
+                )
+        return out
+
+
+def test_later_steps_run_on_the_real_model(tiny_model, bm25_retriever):
+    proto = protocol(max_turns=1, top_k=2, max_obs_tokens=64, decoding={"max_new_tokens": 12})
+    q1, q2 = "What is the capital of France?", "Who created the Python programming language?"
+    examples = [example(1, q1), example(2, q2, "Guido van Rossum")]
+    # Search-o1: both questions search once; one batched Reason-in-Documents call reads both
+    be = Forced(tiny_model, {q1: "<|begin_search_query|>capital of France<|end_search_query|>",
+                             q2: "<|begin_search_query|>Python creator<|end_search_query|>"})  # fmt: skip
+    ctx = RunContext(backend=be, protocol=proto, retriever=bm25_retriever)
+    trajs = get_method("search_o1").solve(examples, ctx)
+    assert be.calls[:2] == [2, 2]
+    for t in trajs:
+        assert [x.kind for x in t.turns[:3]] == ["generate", "retrieve", "llm_call"]
+        assert t.turns[2].prompt_tokens > 0 and 0 < t.turns[2].completion_tokens <= 12
+        assert "<|begin_search_result|>" in t.response
+    # SuRe: two candidates each -> summaries, validations and rankings batched over both questions
+    be = Forced(
+        tiny_model, {"Question: " + q1: "(a) Paris, (b) Lyon", "Question: " + q2: "(a) Guido (b) Ann"}
+    )
+    ctx = RunContext(backend=be, protocol=proto, retriever=bm25_retriever)
+    for t in get_method("sure").solve(examples, ctx):
+        assert t.n_llm_calls == 7 and t.prediction in t.meta["sure"]["candidates"]
+        assert all(x.completion_tokens > 0 for x in t.turns if x.kind == "llm_call")
+    assert be.calls == [2, 4, 4, 4]
