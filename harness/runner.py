@@ -276,6 +276,11 @@ GROUP BY ALL ORDER BY r.method, s.dataset
 
 
 def summary(store: Store, run_ids: Sequence[str]):
-    """Per method x dataset: n, EM, F1, cover-EM, mean retrievals / LLM calls / tokens, seconds."""
+    """Per method x dataset: n, EM, F1, cover-EM, mean retrievals / LLM calls / tokens, seconds,
+    and cost per question / per correct answer (USD; NaN where a price is unknown, see harness.cost)."""
+    from harness.cost import cost_summary
+
     ids = ", ".join(f"'{r}'" for r in run_ids)
-    return store.query(SUMMARY_SQL.format(ids=ids))
+    df = store.query(SUMMARY_SQL.format(ids=ids))
+    costs = cost_summary(store, run_ids)[["method", "dataset", "cost_usd_per_q", "usd_per_correct"]]
+    return df.merge(costs, on=["method", "dataset"], how="left")

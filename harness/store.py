@@ -6,6 +6,8 @@ Tables
 - ``sample_metrics``: long format ``(run, dataset, sample, metric, value)``; judge scores land here too.
 - ``turns``: one row per generation / retrieval / auxiliary LLM call of a sample.
 - ``judgements``: LLM-judge verdicts, keyed so that no verdict is ever asked twice.
+- ``prices``: USD per 1M tokens per model and GPU-hour per backend; views ``sample_costs``,
+  ``run_costs`` and ``judge_costs`` price every question, run and judge (see :mod:`harness.cost`).
 - ``reported``: published numbers with their citation.
 - ``retrieval_evals``: recall@k of retrievers on benches.
 - ``train_steps``: per-step training metrics.
@@ -37,6 +39,51 @@ from harness.types import Trajectory
 
 DEFAULT_DB = Path("results") / "harness.duckdb"
 SCHEMA_VERSION = 1
+
+# Cost views (harness.cost explains the rules). A cost is NULL, never 0, when it is unknown: an
+# unpriced model, or token counts a server did not report (-1). Aggregates are NULL when any
+# sample's cost is; usd_per_correct is NULL when no answer is correct (by EM).
+COST_VIEWS = [
+    """CREATE OR REPLACE VIEW sample_costs AS
+    SELECT s.run_id, s.dataset, s.sample_id, r.method, r.model, r.backend,
+           s.prompt_tokens, s.completion_tokens, s.n_retrievals, s.n_llm_calls, s.latency_s,
+           em.value AS em,
+           CASE WHEN b.token_priced = false THEN 0.0
+                WHEN s.prompt_tokens < 0 OR s.completion_tokens < 0 THEN NULL
+                ELSE (s.prompt_tokens * m.input_usd_per_1m + s.completion_tokens * m.output_usd_per_1m) / 1e6
+           END AS token_usd,
+           CASE WHEN b.gpu_hourly_usd IS NULL THEN NULL ELSE s.latency_s END AS gpu_seconds,
+           coalesce(b.gpu_hourly_usd, 0.0) * s.latency_s / 3600.0 AS gpu_usd,
+           token_usd + gpu_usd AS cost_usd
+    FROM samples s JOIN runs r USING (run_id)
+    LEFT JOIN prices b ON b.kind = 'backend' AND b.name = r.backend
+    LEFT JOIN prices m ON m.kind = 'model' AND m.name = r.model
+    LEFT JOIN sample_metrics em
+      ON em.run_id = s.run_id AND em.dataset = s.dataset AND em.sample_id = s.sample_id AND em.metric = 'em'
+    """,
+    """CREATE OR REPLACE VIEW run_costs AS
+    SELECT run_id, method, model, backend, count(*) AS n,
+           CASE WHEN count(cost_usd) = count(*) THEN sum(cost_usd) END AS cost_usd,
+           CASE WHEN count(cost_usd) = count(*) THEN avg(cost_usd) END AS cost_usd_per_q,
+           sum(em) AS n_correct_em,
+           CASE WHEN count(cost_usd) = count(*) AND sum(em) > 0 THEN sum(cost_usd) / sum(em) END
+             AS usd_per_correct,
+           avg(n_retrievals) AS retrievals_per_q, avg(n_llm_calls) AS llm_calls_per_q,
+           sum(prompt_tokens) AS prompt_tokens, sum(completion_tokens) AS completion_tokens,
+           sum(gpu_seconds) AS gpu_seconds, count(*) - count(cost_usd) AS n_unpriced
+    FROM sample_costs GROUP BY run_id, method, model, backend
+    """,
+    """CREATE OR REPLACE VIEW judge_costs AS
+    SELECT j.judge_model, j.prompt_id, j.prompt_hash, count(*) AS n,
+           sum(j.prompt_tokens) AS prompt_tokens, sum(j.completion_tokens) AS completion_tokens,
+           CASE WHEN bool_and(j.prompt_tokens >= 0 AND j.completion_tokens >= 0)
+                THEN (sum(j.prompt_tokens) * any_value(m.input_usd_per_1m)
+                      + sum(j.completion_tokens) * any_value(m.output_usd_per_1m)) / 1e6 END AS cost_usd
+    FROM judgements j LEFT JOIN prices m ON m.kind = 'model' AND m.name = j.judge_model
+    WHERE j.status NOT IN ('timeout', 'error')
+    GROUP BY j.judge_model, j.prompt_id, j.prompt_hash
+    """,
+]
 
 SCHEMA = [
     """CREATE TABLE IF NOT EXISTS meta (key VARCHAR PRIMARY KEY, value VARCHAR)""",
@@ -90,6 +137,17 @@ SCHEMA = [
         run_id VARCHAR, step INTEGER, metric VARCHAR, value DOUBLE, created_at TIMESTAMP,
         PRIMARY KEY (run_id, step, metric)
     )""",
+    # prices (synced from harness.cost: presets overridden by results/prices.json):
+    # kind 'model' rows price tokens; kind 'backend' rows say whether the backend's tokens are
+    # billed (token_priced; false for in-process models) and what an hour of its GPU costs
+    """CREATE TABLE IF NOT EXISTS prices (
+        kind VARCHAR, name VARCHAR,
+        input_usd_per_1m DOUBLE, output_usd_per_1m DOUBLE,
+        token_priced BOOLEAN, gpu_hourly_usd DOUBLE,
+        source VARCHAR, updated_at TIMESTAMP,
+        PRIMARY KEY (kind, name)
+    )""",
+    *COST_VIEWS,
 ]
 
 
@@ -349,6 +407,47 @@ class Store:
         df = pd.DataFrame(rows, columns=["run_id", "dataset", "sample_id", "metric", "value"])
         with self.connect() as con:
             _insert(con, "sample_metrics", df, replace=True)
+
+    # -- judgements ---------------------------------------------------------------------------
+    def add_judgements(self, rows: Sequence[Any]) -> None:
+        """Insert or replace LLM-judge verdicts: objects whose attributes are the judgements columns
+        (:class:`harness.judge.core.Judgement`), in one transaction."""
+        if not rows:
+            return
+        df = _frame([dict(r.__dict__) for r in rows], {"golds": "list"})
+        with self.connect() as con:
+            _insert(con, "judgements", df, replace=True)
+
+    def get_judgements(self, keys: Sequence[str]) -> list[dict[str, Any]]:
+        """The stored verdicts among ``keys`` (as column dicts; absent keys are left out)."""
+        if not keys:
+            return []
+        with self.connect() as con:
+            con.register("_keys", pd.DataFrame({"key": list(keys)}))
+            try:
+                cur = con.execute("SELECT j.* FROM judgements j JOIN _keys USING (key)")
+                cols = [d[0] for d in cur.description]
+                rows = cur.fetchall()
+            finally:
+                con.unregister("_keys")
+        return [dict(zip(cols, r, strict=True)) for r in rows]
+
+    def judgement_status_counts(self, judge_model: str, prompt_hash: str) -> dict[str, int]:
+        """How many stored verdicts of this judge model and prompt carry each status."""
+        df = self.query(
+            "SELECT status, count(*) AS n FROM judgements WHERE judge_model = ? AND prompt_hash = ? "
+            "GROUP BY status",
+            [judge_model, prompt_hash],
+        )
+        return {str(s): int(n) for s, n in zip(df["status"], df["n"], strict=True)}
+
+    def replace_prices(self, rows: Sequence[Any]) -> None:
+        """Replace the ``prices`` table with ``rows`` (objects with its columns; see harness.cost)."""
+        df = pd.DataFrame([dict(r.__dict__) for r in rows]) if rows else None
+        with self.connect() as con:
+            con.execute("DELETE FROM prices")
+            if df is not None:
+                _insert(con, "prices", df)
 
     # -- other tables -------------------------------------------------------------------------
     def add_retrieval_evals(self, rows: Sequence[RetrievalEvalRow]) -> None:

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from harness.cli import add_command
+from harness.judge.cli_options import add_judge_args
 
 EXAMPLES = """\
   harness run --method direct,naive_rag,search_r1 --bench mini-multihop --limit 5
@@ -18,6 +19,8 @@ EXAMPLES = """\
   harness run --method search_r1 --backend openai --model smollm2 --base-url http://127.0.0.1:8765/v1 \\
       --tokenizer smollm2-135m-instruct --bench mini-multihop --limit 10
   harness run --protocol searchr1 --corpus wiki-18.jsonl --method search_r1 --bench all   # at scale
+  harness run --method direct --bench mini-multihop --limit 20 \
+      --judge-url http://127.0.0.1:8765/v1 --judge-model smollm2        # + LLM judge (harness serve-model)
 """
 
 
@@ -59,11 +62,16 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--batch-size", type=int, default=8, help="questions solved together (default 8)")
     p.add_argument("--label", default="", help="free-text label stored with the run")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
+    add_judge_args(p, inline=True)
 
 
 def handle(args: argparse.Namespace) -> int:
+    from harness.cost import load_prices, prices_path
     from harness.data.benches import Selection
     from harness.errors import ConfigError
+    from harness.judge.cli_options import judge_spec_from_args, print_report
+    from harness.judge.factory import make_judge
+    from harness.judge.stored import judge_runs
     from harness.methods_registry import get_method, resolve_methods
     from harness.protocol import preset
     from harness.runner import RunConfig, Runner, summary
@@ -111,9 +119,16 @@ def handle(args: argparse.Namespace) -> int:
         file=sys.stderr,
     )
     runner = Runner(cfg, progress=not args.no_progress)
+    judge = None
+    judge_spec = judge_spec_from_args(args)
+    if judge_spec is not None:  # built (and its server probed) before the run, not after it
+        judge = make_judge(judge_spec, runner.store, progress=not args.no_progress)
     runs = runner.run(methods)
     df = summary(runner.store, [r.run_id for r in runs])
     print_summary(df, title=f"{args.bench} · protocol {proto.name} ({proto.protocol_id}) · {args.model}")
+    if judge is not None:
+        report = judge_runs(runner.store, [r.run_id for r in runs], judge)
+        print_report(report, price_table=load_prices(prices_path(runner.store)))
     print(f"results: {args.db}  runs: {', '.join(r.run_id for r in runs)}", file=sys.stderr)
     return 0
 
@@ -121,6 +136,8 @@ def handle(args: argparse.Namespace) -> int:
 def print_summary(df, title: str) -> None:
     from rich.console import Console
     from rich.table import Table
+
+    from harness.cost import format_usd
 
     table = Table(title=title)
     cols = [
@@ -135,10 +152,12 @@ def print_summary(df, title: str) -> None:
         ("tokens", "tokens/q", "{:.0f}"),
         ("seconds_per_q", "s/q", "{:.2f}"),
         ("answered", "answered", "{:.0%}"),
+        ("cost_usd_per_q", "$/q", format_usd),
+        ("usd_per_correct", "$/correct", format_usd),
     ]
     for _, header, _ in cols:
         table.add_column(header, justify="left" if header in ("method", "dataset") else "right")
     for row in df.itertuples(index=False):
         d = row._asdict()
-        table.add_row(*[fmt.format(d[key]) for key, _, fmt in cols])
+        table.add_row(*[fmt(d[key]) if callable(fmt) else fmt.format(d[key]) for key, _, fmt in cols])
     Console(width=160).print(table)

@@ -1,0 +1,87 @@
+"""``harness judge``: LLM-judge scores for stored predictions, and where the judge and EM disagree."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from harness.cli import add_command
+from harness.judge.cli_options import add_judge_args
+
+EXAMPLES = """\
+  harness serve-model &                                   # a local judge on http://127.0.0.1:8765/v1
+  harness judge --run direct-20250101-120000-ab12cd --judge-url http://127.0.0.1:8765/v1 --judge-model smollm2
+  harness judge --method direct,search_r1 --bench mini-multihop --judge-url http://127.0.0.1:8765/v1 \\
+      --judge-model smollm2 --judge-prompt when_to_search
+  OPENAI_API_KEY=... harness judge --method search_r1 --bench multihop \\
+      --judge-url https://api.openai.com/v1 --judge-model gpt-4o-mini --judge-prompt r1_searcher --judge-rpm 500
+  harness judge --run RUN --judge-backend llamacpp --judge-model default      # in-process, no server
+  harness judge --list-prompts
+"""
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = add_command(
+        sub,
+        "judge",
+        help="add LLM-judge scores to stored predictions (cached; agreement with EM and cover-EM)",
+        description=(
+            "Judge the stored predictions of runs with an LLM (an OpenAI-compatible server or an "
+            "in-process backend). Verdicts are cached in the results database and never asked twice; "
+            "scores land in sample_metrics as judge@<model>:<prompt-hash>. Replies that cannot be "
+            "parsed, and failed requests, are counted by status, never scored."
+        ),
+        examples=EXAMPLES,
+        handler=handle,
+    )
+    p.add_argument("--run", action="append", default=[], help="run id to judge (repeatable)")
+    p.add_argument("--method", default=None, help="with --bench: the newest run of each method (comma list)")
+    p.add_argument("--bench", default=None, help="with --method: the bench of the runs")
+    p.add_argument("--db", type=Path, default=Path("results/harness.duckdb"), help="results database")
+    p.add_argument("--list-prompts", action="store_true", help="list the registered judge prompts and exit")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    add_judge_args(p)
+
+
+def handle(args: argparse.Namespace) -> int:
+    if args.list_prompts:
+        return list_prompts()
+    from harness.cost import load_prices, prices_path
+    from harness.errors import ConfigError
+    from harness.judge.cli_options import judge_spec_from_args, print_report
+    from harness.judge.factory import make_judge
+    from harness.judge.stored import judge_runs, resolve_runs
+    from harness.store import Store
+
+    spec = judge_spec_from_args(args)
+    if spec is None:
+        raise ConfigError("give the judge: --judge-url URL --judge-model NAME (or --judge-backend llamacpp)")
+    if not args.db.exists():
+        raise ConfigError(f"{args.db}: no results database here (run `harness run` first or pass --db)")
+    store = Store(args.db)
+    run_ids = resolve_runs(store, run_ids=args.run, method=args.method, bench=args.bench)
+    judge = make_judge(spec, store, progress=not args.no_progress)  # probes the server first
+    print(
+        f"judging runs {', '.join(run_ids)} with {judge.model} · prompt {judge.prompt.name} "
+        f"({judge.prompt.prompt_hash})",
+        file=sys.stderr,
+    )
+    report = judge_runs(store, run_ids, judge)
+    print_report(report, price_table=load_prices(prices_path(store)))
+    return 0
+
+
+def list_prompts() -> int:
+    from rich.console import Console
+    from rich.table import Table
+
+    from harness.judge.prompts import describe_prompts
+
+    t = Table(title="judge prompts (metric name: judge@<model>:<hash>)")
+    for h in ("id", "version", "hash", "judges", "source"):
+        t.add_column(h)
+    for row in describe_prompts():
+        t.add_row(*row)
+    Console(width=200).print(t)
+    return 0

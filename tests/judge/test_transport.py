@@ -1,0 +1,138 @@
+"""The OpenAI transport's failure handling through the real ``openai`` client, against a small
+local HTTP stub (a real server cannot be made to time out or fail on demand): timeouts, 5xx after
+retries, a 429 that clears on retry, empty replies and logprobs; plus the rate limiter."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+from harness.judge.core import Judge, JudgeItem
+from harness.judge.prompts import get_prompt
+from harness.judge.transport import OpenAITransport, RateLimiter, probe_server
+from tests.judge.helpers import new_store
+
+
+def _completion(text: str, finish: str = "stop", logprobs: list | None = None) -> dict:
+    choice = {"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": finish}
+    if logprobs is not None:
+        choice["logprobs"] = {"content": logprobs}
+    return {
+        "id": "x", "object": "chat.completion", "created": 0, "model": "stub", "choices": [choice],
+        "usage": {"prompt_tokens": 7, "completion_tokens": 1, "total_tokens": 8},
+    }  # fmt: skip
+
+
+class Stub(BaseHTTPRequestHandler):
+    hits: dict[str, int] = {}
+    bodies: list[dict] = []
+
+    def log_message(self, *args):  # quiet
+        pass
+
+    def _send(self, code: int, payload: dict) -> None:
+        data = json.dumps(payload).encode()
+        self.send_response(code)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def do_GET(self):
+        if self.path != "/v1/models":
+            self._send(404, {"error": {"message": "not found"}})
+            return
+        self._send(200, {"object": "list", "data": [{"id": "stub", "object": "model", "owned_by": "vllm"}]})
+
+    def do_POST(self):
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        Stub.bodies.append(body)
+        user = body["messages"][-1]["content"]
+        # the when_to_search prompt lower-cases the prediction
+        tag = next(
+            (t for t in ("SLOW", "BROKEN", "BUSY", "BLANK", "LOGP") if t.lower() in user.lower()), "GOOD"
+        )
+        Stub.hits[tag] = Stub.hits.get(tag, 0) + 1
+        if tag == "SLOW":
+            time.sleep(1.0)
+            self._send(200, _completion("YES"))
+        elif tag == "BROKEN":
+            self._send(500, {"error": {"message": "boom"}})
+        elif tag == "BUSY" and Stub.hits[tag] == 1:
+            self._send(429, {"error": {"message": "slow down"}})
+        elif tag == "BLANK":
+            self._send(200, _completion(""))
+        elif tag == "LOGP":
+            top = [{"token": "NO", "logprob": -0.2231435513}, {"token": "YES", "logprob": -1.6094379124}]
+            self._send(
+                200, _completion("NO", logprobs=[{"token": "NO", "logprob": -0.22, "top_logprobs": top}])
+            )
+        else:
+            self._send(200, _completion("YES"))
+
+
+@pytest.fixture()
+def stub():
+    Stub.hits, Stub.bodies = {}, []
+    srv = ThreadingHTTPServer(("127.0.0.1", 0), Stub)
+    th = threading.Thread(target=srv.serve_forever, daemon=True)
+    th.start()
+    yield f"http://127.0.0.1:{srv.server_address[1]}/v1"
+    srv.shutdown()
+    srv.server_close()
+
+
+def _judge(url: str, tmp_path, prompt: str = "when_to_search") -> Judge:
+    t = OpenAITransport(url, "stub", concurrency=2, timeout=0.3, retries=1, backoff=0.01)
+    return Judge(t, get_prompt(prompt), new_store(tmp_path))
+
+
+def test_failures_are_counted_by_status_and_retried(stub, tmp_path):
+    judge = _judge(stub, tmp_path)
+    preds = ["GOOD", "SLOW", "BROKEN", "BUSY", "BLANK"]
+    out = judge.judge([JudgeItem("q", ("g",), p) for p in preds])
+    assert [j.status for j in out.judgements] == ["ok", "timeout", "error", "ok", "empty"]
+    assert [j.score for j in out.judgements] == [1.0, None, None, 1.0, None]
+    assert Stub.hits == {"GOOD": 1, "SLOW": 2, "BROKEN": 2, "BUSY": 2, "BLANK": 1}  # one retry each
+    assert "InternalServerError" in out.judgements[2].raw and "Timeout" in out.judgements[1].raw
+    assert judge.transport.backend.stats["retries"] == 3
+    # greedy, and the server kind from /models (vLLM) decides the extra sampling fields
+    assert {b["temperature"] for b in Stub.bodies} == {0.0} and "repeat_penalty" not in Stub.bodies[0]
+
+
+def test_logit_scores_and_the_requested_fields(stub, tmp_path):
+    judge = _judge(stub, tmp_path, "when_to_search+logit")
+    (j,) = judge.judge([JudgeItem("q", ("g",), "LOGP")]).judgements
+    assert (j.status, j.verdict) == ("ok", "incorrect")
+    assert j.score == pytest.approx(0.2 / (0.8 + 0.2))
+    assert (Stub.bodies[-1]["logprobs"], Stub.bodies[-1]["top_logprobs"], Stub.bodies[-1]["max_tokens"]) == (
+        True,
+        10,
+        8,
+    )
+
+
+def test_probe_reports_bad_answers(stub):
+    assert probe_server(stub).kind == "vllm"
+    from harness.errors import ServerError
+
+    bad = stub.replace("/v1", "/api")
+    with pytest.raises(ServerError, match=rf"the judge server at {bad} answered GET /models with HTTP 404"):
+        probe_server(bad)
+
+
+def test_rate_limiter_spaces_request_starts(monkeypatch):
+    clock = [100.0]
+    slept: list[float] = []
+    monkeypatch.setattr(time, "monotonic", lambda: clock[0])
+    monkeypatch.setattr(time, "sleep", lambda s: slept.append(round(s, 6)))
+    lim = RateLimiter(per_minute=120)  # one start every 0.5 s
+    for _ in range(3):
+        lim.wait()
+    assert slept == [0.0, 0.5, 1.0]
+    RateLimiter(None).wait()
+    assert slept == [0.0, 0.5, 1.0]
