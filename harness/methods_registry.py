@@ -19,6 +19,9 @@ METHODS.register_lazy("sure", "baselines.sure:SuRe")
 METHODS.register_lazy("search_r1", "methods.search_r1:SearchR1")
 METHODS.register_lazy("eval_rar", "methods.eval_rar:EvalRAR")
 METHODS.register_lazy("r_search", "methods.r_search:RSearch")
+METHODS.register_lazy("arena", "methods.arena:Arena")
+METHODS.register_lazy("tiresrag_r1", "methods.tiresrag_r1:TiresRAG")
+METHODS.register_lazy("when_to_search", "methods.when_to_search:WhenToSearch")
 
 
 def get_method(name: str) -> Method:

@@ -137,6 +137,9 @@ PROTOCOLS.register("mini", mini)
 PROTOCOLS.register("searchr1", searchr1)
 PROTOCOLS.register_lazy("eval_rar-eval", "methods.eval_rar:eval_protocol")
 PROTOCOLS.register_lazy("r_search-eval", "methods.r_search:eval_protocol")
+PROTOCOLS.register_lazy("arena-gold-context", "methods.arena:eval_protocol")
+PROTOCOLS.register_lazy("tiresrag_r1-eval", "methods.tiresrag_r1:eval_protocol")
+PROTOCOLS.register_lazy("when_to_search-eval", "methods.when_to_search:eval_protocol")
 
 
 def preset(name: str) -> Protocol:

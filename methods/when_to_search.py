@@ -1,0 +1,756 @@
+"""Learning When to Search ("Learning When to Search: Multi-Stage Reward Design for Efficient Agentic
+RAG with Reasoning Language Models", anonymous ACL review submission; no code release). Spec:
+004-when-to-search.md ("paper" / "[recommended]" / "[inferred]" as there; §n = a section of the spec).
+
+An agent with ``<think>``, ``<search>``, ``<information>``, ``<reflect>`` and ``<answer>`` tags,
+trained with DAPO on r_sum = r_a + r_s + r_f (Eq. 12):
+
+- r_a, the answer reward coupled to the retrieval count RC (β = 0.3): stage 1 gives a wrong answer
+  -1 + β·RC (learn to search), stage 2 gives a correct answer 1 - β·RC (search only when needed);
+  "correct" is an LLM judge's YES (``ctx.model("judge", ...)``; the paper's Qwen3-235B-A22B, the
+  prompt verbatim from ``harness.judge.prompts.WHEN_TO_SEARCH``);
+- r_s, the search reward: with RC ≤ 1, 0 if the query is concise by keyword rules, else -1; with
+  RC > 1, minus the mean pairwise cosine similarity of the queries (an embedding model);
+- r_f, ±1 for the tag grammar.
+
+The stage schedule is a multi-stage recipe (``reward_stages``: ``stage1`` from step 0, ``stage2``
+from step 180; §3.5's recommendation). The retrieval count is the trajectory's ``n_retrievals``.
+
+Embedder. The recipes' ``aux_models`` are generation backends (``BackendSpec``), which cannot
+describe a sentence encoder, so the reward reads an ``"embedder"`` from the reward context when
+one is given (anything with ``encode(list[str]) -> (n, d) array``) and otherwise uses
+:class:`MiniLMEmbedder`, the packaged all-MiniLM-L6-v2 loaded through
+``harness.retrieval.encoder`` (the paper's Qwen3-Embedding is not packaged; §3.2).
+
+The rollout uses :func:`methods.tiresrag_r1.run_segment_rollouts` (the shared engine cannot end a
+trajectory on EOS without an answer, nor count an empty query as a retrieval; §2.4).
+"""
+
+from __future__ import annotations
+
+import re
+import string
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from typing import Any, Literal
+from typing import Protocol as TypingProtocol
+
+import numpy as np
+
+from harness.data.benches import Selection
+from harness.errors import ConfigError
+from harness.llm.base import BackendSpec
+from harness.method import MethodSpec, RewardBreakdown, RewardContext, RunContext, TrainableMethod
+from harness.protocol import Decoding, Protocol, mini
+from harness.rl.config import DynamicSamplingConfig, GroupFilterConfig, OverlongConfig, dapo
+from harness.rl.recipe import Recipe, RewardStage
+from harness.rollout.dialect import TagDialect
+from harness.rollout.extract import extract_tagged
+from harness.types import Completion, Hit, QAExample, SamplingParams, Trajectory
+from methods.tiresrag_r1 import SegmentLoopConfig, model_text, run_segment_rollouts
+
+# -- protocol (spec §2) ---------------------------------------------------------------------------------
+
+# §2.3 [recommended] canonical rendering PROMPT_V1 of the paper's "Instruction for Trained RLM"
+# (App. B.4): backticks removed, one sub-bullet per line; the words unchanged.
+PROMPT_V1 = """\
+Please answer the given question by following the structured reasoning protocol below:
+
+1. Always begin with <think>...</think> to provide a brief internal reasoning sketch.
+   - This reasoning must primarily rely on your internal knowledge and reasoning abilities.
+   - If your internal knowledge is sufficient to answer the question, do not assume the need for external tools.
+2. If your internal knowledge is sufficient to answer the question:
+   - Provide a concise summary of your reasoning inside <reflect>...</reflect>.
+   - Then give the final answer inside <answer>...</answer>.
+   - Under no circumstances should you generate a <search> block if your internal knowledge is adequate.
+3. Only if your internal knowledge is genuinely insufficient to answer the question:
+   - Generate a brief keyword-based search query inside <search>...</search>. The query should be as concise as possible but must include sufficient factual clues, such as names, dates, locations, key concepts, etc.
+   - The query should be a brief description with multiple keywords instead of a natural language question.
+4. When the system returns information inside <information>...</information>:
+   - If the information is reliable and sufficient, integrate it with your reasoning inside <reflect>...</reflect>.
+   - Then provide the final concise answer inside <answer>...</answer>.
+5. If the retrieved information is insufficient or contradicts your internal knowledge:
+   - Explain the issue within <reflect>...</reflect>.
+   - If necessary, generate a revised <search> query.
+6. Final rule:
+   - The final answer must be concise and clear, placed inside <answer></answer>.
+   - Internal reasoning (in <think>) must always be the primary method; tool usage should be a last resort, not the default."""
+
+# §2.5 [recommended]: verl-tool's wrapper "\n\n<information>" + docs.strip() + "</information>\n\n".
+W2S_DIALECT = TagDialect(
+    name="when_to_search", obs_prefix="\n\n<information>", obs_suffix="</information>\n\n", invalid_message=""
+)
+STOPS = ("</search>", "</answer>")  # §2.4: action stop strings, kept in the output
+TOP_K = 5  # paper §4.2
+MAX_TURNS = 5  # paper Table 5: max_turns (at most 5 executed searches, §8 #18)
+MAX_ACTION_TOKENS = 8192  # paper Table 5: max_action_length (tokens per generation call)
+MAX_OBS_TOKENS = 4096  # paper Table 5: max_obs_length (an observation is cut, keeping its start)
+MAX_RESPONSE_TOKENS = 16384  # paper Table 5: max_response_length (generated + observation tokens)
+NO_RESULTS = "No results."  # §2.4 / §8 #29 [recommended]: an empty query is answered and counted
+
+_SEARCH = re.compile(r"<search>(.*?)</search>", re.DOTALL)
+
+
+def render_docs(hits: Sequence[Hit]) -> str:
+    """§2.5 [recommended] paper format ``Doc {i} (Title: {title}) {text}\\n``, the title being the
+    first line of the wiki-18 contents as is (quotes kept, as in the paper's example)."""
+    out = []
+    for i, h in enumerate(hits, 1):
+        title, _, text = h.contents.partition("\n")
+        out.append(f"Doc {i} (Title: {title}) {text}\n")
+    return "".join(out).strip()
+
+
+def search_query(c: Completion) -> str | None:
+    """§2.4: a segment stopped at ``</search>`` is a search; the query is the last
+    ``<search>…</search>`` stripped ("" when empty or without an opening tag). Anything else
+    (``</answer>``, EOS, length) ends the trajectory."""
+    if c.stop != "</search>":
+        return None
+    found = _SEARCH.findall(c.text)
+    return found[-1].strip() if found else ""
+
+
+def make_prompt(question: str) -> list[dict[str, str]]:
+    """§2.3 [recommended]: one user message, no system message."""
+    return [{"role": "user", "content": f"{PROMPT_V1}\n\nQuestion: {question}\n"}]
+
+
+def eval_protocol() -> Protocol:
+    """The paper's rollout limits at evaluation (Table 5; §8 #22: greedy) on the closed corpus (the
+    paper's September-2025 Wikipedia + e5 index is not packaged): top-5, at most 5 searches,
+    8192 tokens per turn, 4096-token observations."""
+    return mini().with_(
+        name="when_to_search-eval",
+        description="When-to-Search eval (top-5, <=5 searches, 8192 tokens/turn, 4096 obs tokens, greedy) on the closed corpus",
+        top_k=TOP_K,
+        max_turns=MAX_TURNS,
+        max_obs_tokens=MAX_OBS_TOKENS,
+        decoding=Decoding(temperature=0.0, top_p=1.0, max_new_tokens=MAX_ACTION_TOKENS).model_dump(),
+    )
+
+
+# -- rewards (spec §3) -------------------------------------------------------------------------------
+
+BETA = 0.3  # paper Eqs. 10-11
+JUDGE_MODEL = "Qwen/Qwen3-235B-A22B-Instruct-2507"  # paper App. B.2 (§3.7 [recommended] release)
+JUDGE_SAMPLING = SamplingParams(temperature=0.0)  # §3.7 [recommended]
+
+Stage = Literal["stage1", "stage2", "unified", "none"]
+
+
+def answer_reward(correct: bool, rc: int, stage: Stage, beta: float = BETA) -> float:
+    """r_a (§3.3): stage 1 (Eq. 10) correct 1, wrong -1 + β·RC; stage 2 (Eq. 11) correct 1 - β·RC,
+    wrong -1; ``unified`` (Table 2 [inferred]) correct 1 - β·RC, wrong -1 + β·RC; ``none`` 0
+    ("w/o r_a"). No cap or clip."""
+    if stage == "stage1":
+        return 1.0 if correct else -1.0 + beta * rc
+    if stage == "stage2":
+        return 1.0 - beta * rc if correct else -1.0
+    if stage == "unified":
+        return 1.0 - beta * rc if correct else -1.0 + beta * rc
+    if stage == "none":
+        return 0.0
+    raise ConfigError(f"unknown When-to-Search stage {stage!r}")
+
+
+# §3.2 [recommended] conciseness rule (the paper gives only its intent)
+WH_AUX = frozenset(
+    [
+        "what",
+        "who",
+        "whom",
+        "whose",
+        "which",
+        "when",
+        "where",
+        "why",
+        "how",
+        "is",
+        "are",
+        "was",
+        "were",
+        "do",
+        "does",
+        "did",
+        "can",
+        "could",
+        "would",
+        "should",
+        "will",
+        "has",
+        "have",
+        "had",
+    ]
+)
+PREPS = frozenset(
+    [
+        "about",
+        "above",
+        "across",
+        "after",
+        "against",
+        "along",
+        "among",
+        "around",
+        "at",
+        "before",
+        "behind",
+        "below",
+        "beneath",
+        "beside",
+        "between",
+        "beyond",
+        "by",
+        "during",
+        "for",
+        "from",
+        "in",
+        "inside",
+        "into",
+        "near",
+        "of",
+        "off",
+        "on",
+        "onto",
+        "out",
+        "over",
+        "through",
+        "to",
+        "toward",
+        "towards",
+        "under",
+        "until",
+        "upon",
+        "with",
+        "within",
+        "without",
+    ]
+)
+FILLER = frozenset(
+    [
+        "a",
+        "an",
+        "the",
+        "please",
+        "tell",
+        "me",
+        "find",
+        "search",
+        "information",
+        "know",
+        "want",
+        "give",
+        "some",
+        "any",
+        "very",
+        "really",
+        "exactly",
+        "actually",
+        "also",
+        "just",
+    ]
+)
+MAX_QUERY_TOKENS = 12
+MAX_PREPOSITIONS = 2
+MAX_FUNCTION_WORD_SHARE = 0.4
+_KEEP_INNER = "'-"
+_DROP_INNER = str.maketrans("", "", "".join(c for c in string.punctuation if c not in _KEEP_INNER))
+
+
+def query_tokens(q: str) -> list[str]:
+    """Lower-cased whitespace tokens with punctuation removed, except apostrophes and hyphens
+    inside a word (§3.2)."""
+    out = []
+    for raw in q.lower().split():
+        tok = raw.translate(_DROP_INNER).strip(_KEEP_INNER)
+        if tok:
+            out.append(tok)
+    return out
+
+
+def is_concise(q: str) -> bool:
+    """§3.2 [recommended] ``is_concise``: not empty, no "?", does not start with a question word or
+    auxiliary, at most 12 tokens, at most 2 prepositions, prepositions + fillers ≤ 40 % of tokens."""
+    toks = query_tokens(q)
+    if not toks or "?" in q or toks[0] in WH_AUX or len(toks) > MAX_QUERY_TOKENS:
+        return False
+    n_prep = sum(t in PREPS for t in toks)
+    n_fill = sum(t in FILLER for t in toks)
+    if n_prep > MAX_PREPOSITIONS:
+        return False
+    return (n_prep + n_fill) / len(toks) <= MAX_FUNCTION_WORD_SHARE
+
+
+class QueryEmbedder(TypingProtocol):
+    """A sentence encoder for the search reward: one row per text."""
+
+    def encode(self, texts: list[str]) -> np.ndarray: ...
+
+
+class MiniLMEmbedder:
+    """The packaged all-MiniLM-L6-v2 (mean pooling, L2-normalised), loaded once per process by
+    ``harness.retrieval.encoder.load_encoder`` (offline, never a download)."""
+
+    def encode(self, texts: list[str]) -> np.ndarray:
+        from harness.retrieval.encoder import load_encoder
+        from harness.retrieval.spec import MINILM
+
+        return load_encoder(MINILM).encode_queries(texts)
+
+
+def mean_pairwise_similarity(vectors: np.ndarray, mode: Literal["mean", "paper_literal"] = "mean") -> float:
+    """avg_sim (Eqs. 7-8): cosine similarity averaged over the N(N-1)/2 unordered pairs (§3.2
+    [recommended]); ``paper_literal`` divides the i<j sum by N(N-1) as Eq. 8 prints (half)."""
+    n = vectors.shape[0]
+    if n < 2:
+        raise ValueError("avg_sim needs at least two queries")
+    e = vectors.astype(np.float64)
+    e = e / np.linalg.norm(e, axis=1, keepdims=True)
+    s = e @ e.T
+    off = float(s.sum() - np.trace(s))  # ordered pairs i != j
+    avg = off / (n * (n - 1))
+    return avg / 2.0 if mode == "paper_literal" else avg
+
+
+def search_reward(
+    queries: Sequence[str], embedder: QueryEmbedder | None, mode: Literal["mean", "paper_literal"] = "mean"
+) -> float:
+    """r_s (Eq. 9): RC ≤ 1 -> 0 if every query is concise (RC = 0: vacuously) else -1; RC > 1 ->
+    -avg_sim of the query embeddings."""
+    if len(queries) <= 1:
+        return 0.0 if all(is_concise(q) for q in queries) else -1.0
+    if embedder is None:
+        raise ConfigError("the When-to-Search search reward needs an embedder for RC > 1")
+    return -mean_pairwise_similarity(np.asarray(embedder.encode(list(queries))), mode)
+
+
+_BLOCK = re.compile(r"<(think|search|information|reflect|answer)>(.*?)</\1>", re.DOTALL)
+_OPEN = re.compile(r"<(think|search|information|reflect|answer)>")
+TAG_STRINGS = tuple(f"<{t}>" for t in ("think", "search", "information", "reflect", "answer")) + tuple(
+    f"</{t}>" for t in ("think", "search", "information", "reflect", "answer")
+)
+_LETTER = {"think": "T", "search": "S", "information": "I", "reflect": "R", "answer": "A"}
+STRICT_GRAMMAR = re.compile(r"^(?:TRA|TSIR(?:T?SIR)*A)$")  # §3.1: T R A | T S I R (T? S I R)* A
+LENIENT_GRAMMAR = re.compile(r"^T?(?:SIR?(?:T?SIR?)*)?R?A$")  # §3.1 lenient: T and the R before A optional
+
+
+def block_sequence(response: str, *, strict: bool = True) -> str | None:
+    """The response as a string of block letters (T S I R A), or None when it breaks the rules:
+    text outside blocks (strict only; lenient skips it), an unclosed block, or a tag string inside
+    a model-written block (``<information>`` blocks are the environment's and exempt)."""
+    pos, seq = 0, []
+    while True:
+        while pos < len(response) and response[pos].isspace():
+            pos += 1
+        if pos >= len(response):
+            return "".join(seq)
+        m = _BLOCK.match(response, pos)
+        if m is None:
+            if strict:
+                return None
+            nxt = _OPEN.search(response, pos + 1)
+            if nxt is None:
+                return "".join(seq)
+            pos = nxt.start()
+            continue
+        tag, content = m.group(1), m.group(2)
+        if tag != "information" and any(s in content for s in TAG_STRINGS):
+            return None
+        seq.append(_LETTER[tag])
+        pos = m.end()
+
+
+def format_reward(response: str, *, strict: bool = True) -> float:
+    """r_f (Eq. 6): 1 if the response (model text and observations) follows the grammar, else -1."""
+    seq = block_sequence(response, strict=strict)
+    grammar = STRICT_GRAMMAR if strict else LENIENT_GRAMMAR
+    return 1.0 if seq is not None and grammar.match(seq) else -1.0
+
+
+@dataclass(frozen=True)
+class RewardVariant:
+    stage: Stage
+    search_reward: bool = True
+
+
+REWARDS: dict[str, RewardVariant] = {
+    "stage1": RewardVariant("stage1"),  # Eq. 10
+    "stage2": RewardVariant("stage2"),  # Eq. 11
+    "unified": RewardVariant("unified"),  # Table 2 "no stage" [inferred form]
+    "stage1_no_search_reward": RewardVariant("stage1", search_reward=False),  # Table 4 "w/o r_s"
+    "stage2_no_search_reward": RewardVariant("stage2", search_reward=False),  # Table 4 "w/o r_s"
+    "no_answer_reward": RewardVariant("none"),  # Table 4 "w/o r_a"
+}
+
+
+def executed_queries(t: Trajectory) -> list[str]:
+    """The queries of the executed retrievals, in order (a retrieval turn records its query; an
+    exported trajectory rebuilt from text has none, and its first RC ``<search>`` blocks are used)."""
+    turns = [x for x in t.turns if x.kind == "retrieve"]
+    if all(x.query is not None for x in turns):
+        return [x.query or "" for x in turns]
+    return [q.strip() for q in _SEARCH.findall(model_text(t))][: len(turns)]
+
+
+class WhenToSearch(TrainableMethod):
+    name = "when_to_search"
+    description = (
+        "think/search/reflect/answer agent trained with multi-stage DAPO: answer reward coupled to the "
+        "retrieval count, query conciseness/diversity reward, format reward, LLM-judge correctness"
+    )
+    source = "Learning When to Search (anonymous ACL submission; no code release)"
+
+    def __init__(self, embedder: QueryEmbedder | None = None):
+        self._embedder = embedder
+
+    def spec(self, protocol: Protocol) -> MethodSpec:
+        from harness.judge.prompts import WHEN_TO_SEARCH
+
+        return MethodSpec(
+            name=self.name,
+            prompts={"user": PROMPT_V1},
+            dialect=asdict(W2S_DIALECT),
+            renderer="when_to_search: 'Doc {i} (Title: {title}) {text}', stripped",
+            extractor="last <answer> of the model's own text",
+            params={
+                "top_k": protocol.top_k,
+                "max_searches": protocol.max_turns,
+                "max_obs_tokens": protocol.max_obs_tokens,
+                "max_new_tokens": protocol.decoding.max_new_tokens,
+                "max_response_tokens": MAX_RESPONSE_TOKENS,
+                "stops": list(STOPS),
+                "empty_query": NO_RESULTS,
+                "beta": BETA,
+                "judge_prompt": WHEN_TO_SEARCH.prompt_hash,
+                "embedder": "reward context 'embedder', else the packaged all-MiniLM-L6-v2",
+                "conciseness": {
+                    "max_tokens": MAX_QUERY_TOKENS,
+                    "max_prepositions": MAX_PREPOSITIONS,
+                    "max_function_word_share": MAX_FUNCTION_WORD_SHARE,
+                },
+            },
+        )
+
+    def rollout_config(self, protocol: Protocol) -> SegmentLoopConfig:
+        return SegmentLoopConfig(
+            dialect=W2S_DIALECT,
+            stops=STOPS,
+            max_new_tokens=protocol.decoding.max_new_tokens,
+            max_searches=protocol.max_turns,
+            top_k=protocol.top_k,
+            max_obs_tokens=protocol.max_obs_tokens,
+            query_of=search_query,
+            observe=render_docs,
+            extractor=lambda text: extract_tagged(text, "<answer>", "</answer>"),
+            empty_query="no_results",
+            no_results=NO_RESULTS,
+            max_response_tokens=MAX_RESPONSE_TOKENS,
+        )
+
+    def solve(self, examples: list[QAExample], ctx: RunContext) -> list[Trajectory]:
+        prompts = [ctx.backend.chat_prompt(make_prompt(e.question)) for e in examples]
+        return run_segment_rollouts(prompts, examples, ctx, self.rollout_config(ctx.protocol))
+
+    # -- training ---------------------------------------------------------------------------------
+
+    def prompt_messages(self, question: str, *, training: bool) -> list[dict[str, str]]:
+        return make_prompt(question)
+
+    def reward_names(self) -> tuple[str, ...]:
+        return tuple(REWARDS)
+
+    def reward(self, trajectory: Trajectory, *, name: str, ctx: RewardContext) -> RewardBreakdown:
+        return self.rewards([trajectory], name=name, ctx=ctx)[0]
+
+    def embedder(self, ctx: RewardContext) -> QueryEmbedder:
+        if "embedder" in ctx.models:
+            return ctx.models["embedder"]
+        if self._embedder is None:
+            self._embedder = MiniLMEmbedder()
+        return self._embedder
+
+    def rewards(
+        self, trajectories: list[Trajectory], *, name: str, ctx: RewardContext
+    ) -> list[RewardBreakdown]:
+        """r_sum = r_a + r_s + r_f (Eq. 12) per trajectory; the judge calls of the batch go out in
+        one ``chat_batch``. Components: ``answer`` (r_a), ``search`` (r_s), ``format`` (r_f),
+        ``correct`` and ``outcome`` (the judge's verdict, 0/1), ``rc``, ``judge_unparsed``,
+        ``judge_error``."""
+        if name == "default":
+            name = next(iter(REWARDS))
+        if name not in REWARDS:
+            raise ConfigError(
+                f"method {self.name!r} has no reward {name!r}; known: default, {', '.join(REWARDS)}"
+            )
+        v = REWARDS[name]
+        preds = []
+        for t in trajectories:
+            ex = extract_tagged(model_text(t), "<answer>", "</answer>")
+            preds.append(ex.prediction if ex.status in ("ok", "multiple_answers") else None)
+        correct, unparsed, error = (
+            self._judge(trajectories, preds, ctx)
+            if v.stage != "none"
+            else (
+                [False] * len(trajectories),
+                [False] * len(trajectories),
+                [False] * len(trajectories),
+            )
+        )
+        out = []
+        for t, ok, unp, err in zip(trajectories, correct, unparsed, error, strict=True):
+            rc = t.n_retrievals
+            r_a = answer_reward(ok, rc, v.stage)
+            queries = executed_queries(t)
+            r_s = (
+                search_reward(queries, self.embedder(ctx) if len(queries) > 1 else None)
+                if v.search_reward
+                else 0.0
+            )
+            r_f = format_reward(t.response)
+            out.append(
+                RewardBreakdown(
+                    total=r_a + r_s + r_f,
+                    components={
+                        "answer": r_a,
+                        "search": r_s,
+                        "format": r_f,
+                        "correct": float(ok),
+                        "outcome": float(ok),
+                        "rc": float(rc),
+                        "judge_unparsed": float(unp),
+                        "judge_error": float(err),
+                    },
+                )
+            )
+        return out
+
+    def _judge(
+        self, trajectories: list[Trajectory], preds: list[str | None], ctx: RewardContext
+    ) -> tuple[list[bool], list[bool], list[bool]]:
+        """The YES/NO judge (§3.7) on each prediction; no answer -> wrong without a call. A reply
+        whose first word is neither YES nor NO counts as NO (the paper's rule) and is counted."""
+        from harness.judge.prompts import WHEN_TO_SEARCH
+
+        n = len(trajectories)
+        correct, unparsed, error = [False] * n, [False] * n, [False] * n
+        todo = [i for i, p in enumerate(preds) if p is not None]
+        if not todo:
+            return correct, unparsed, error
+        judge = ctx.model("judge", self.name)
+        convs = [
+            WHEN_TO_SEARCH.messages(trajectories[i].question, trajectories[i].answers, preds[i] or "")
+            for i in todo
+        ]
+        outs = judge.chat_batch(convs, max_new_tokens=WHEN_TO_SEARCH.max_tokens, sampling=JUDGE_SAMPLING)
+        for i, c in zip(todo, outs, strict=True):
+            if c.finish_reason == "error":
+                error[i] = True
+                continue
+            p = WHEN_TO_SEARCH.parser(c.text)
+            if p.status == "ok":
+                correct[i] = p.verdict == "correct"
+            else:
+                unparsed[i] = True
+        return correct, unparsed, error
+
+    def recipes(self) -> dict[str, Recipe]:
+        algo = dapo().replace(
+            group_size=32,
+            kl_placement="loss",
+            kl_estimator="low_var_kl",
+            kl_coef=1e-4,
+            clip_low=0.2,
+            clip_high=0.3,
+            overlong=OverlongConfig(
+                soft_penalty=False, max_len=None, cache_len=None, penalty_factor=None, filter_truncated=True
+            ),
+            dynamic_sampling=DynamicSamplingConfig(
+                enabled=True,
+                max_rounds=10,
+                filters=(GroupFilterConfig(kind="zero_variance", metric="total", lower=None, upper=None),),
+            ),
+            train_batch_size=32,
+            mini_batch_size=32,
+            lr=1e-6,
+            lr_warmup_steps=10,
+            weight_decay=0.01,
+            grad_clip=1.0,
+            temperature=1.0,
+            top_p=1.0,
+        )
+        judge = BackendSpec(
+            kind="openai", model=JUDGE_MODEL, base_urls=("http://127.0.0.1:8000/v1",), server="vllm"
+        )
+        sources = {
+            "algo.adv_estimator": "paper Eq. 5: group-normalised advantages (verl-tool adv_estimator=grpo, §4.3)",
+            "algo.group_size": "paper Table 5: n = 32",
+            "algo.norm_adv_by_std": "paper Eq. 5",
+            "algo.adv_std_unbiased": "verl default (torch.std, unbiased)",
+            "algo.adv_eps": "§4.1: std + 1e-6 (verl)",
+            "algo.gamma": "n/a (outcome reward)",
+            "algo.clip_low": "§4.3 [recommended]: 0.2 (verl-tool DAPO example)",
+            "algo.clip_high": "§4.3 [recommended]: 0.3 (verl-tool DAPO example; DAPO's 0.28 an option)",
+            "algo.dual_clip_c": "DAPO objective has none",
+            "algo.loss_agg_mode": "paper §3 (DAPO) / §4.3: token-mean",
+            "algo.loss_norm_length": "n/a (token-mean)",
+            "algo.kl_placement": "paper Table 5 kl_loss_coef (the text says DAPO has no KL; §8 #14 follows the table)",
+            "algo.kl_estimator": "§8 #14 [recommended]: low_var_kl",
+            "algo.kl_coef": "paper Table 5: kl_loss_coef = 1e-4",
+            "algo.entropy_coef": "§4.3 [recommended]: 0",
+            "algo.overlong": "§4.3 / §8 #17 [recommended]: mask the loss of truncated trajectories, no soft penalty",
+            "algo.dynamic_sampling": (
+                "paper §3 'dynamically sampling rollouts'; §8 #16 [recommended]: drop groups whose final reward has "
+                "zero variance, at most 10 generation rounds (§4.3)"
+            ),
+            "algo.train_batch_size": "paper Table 5: batch_size = 32",
+            "algo.mini_batch_size": "paper Table 5: ppo_mini_batch_size = 32",
+            "algo.ppo_epochs": "§4.3 [recommended]: 1",
+            "algo.lr": "paper Table 5: 1e-6",
+            "algo.lr_schedule": "§4.3 [recommended]: constant after warm-up",
+            "algo.lr_warmup_steps": "§4.3 [recommended]: 10 warm-up steps",
+            "algo.lr_warmup_ratio": "n/a (warm-up given in steps)",
+            "algo.min_lr_ratio": "n/a (constant schedule)",
+            "algo.adam_betas": "verl AdamW defaults (0.9, 0.999)",
+            "algo.weight_decay": "§4.3 [recommended]: verl default 0.01",
+            "algo.grad_clip": "§4.3 [recommended]: verl default 1.0",
+            "algo.temperature": "paper Table 5: 1.0",
+            "algo.top_p": "paper Table 5: 1.0",
+            "steps": "paper Table 5: total_training_steps = 500",
+            "bench": "paper §4.4: 2WikiMultihopQA only, 80% train (§8 #20: of the 2Wiki train split, seed 0; not packaged)",
+            "selection": "§8 #20 [recommended]: seeded 80/20 split",
+            "max_new_tokens": "paper Table 5: max_action_length = 8192 per turn (16384 in total, a method constant)",
+            "max_turns": "paper Table 5: max_turns = 5 (at most 5 executed searches, §8 #18)",
+            "top_k": "paper §4.2: top-5",
+            "max_obs_tokens": "paper Table 5: max_obs_length = 4096",
+            "micro_batch_size": "paper Table 5: ppo_micro_batch_size_per_gpu = 1 on 8 GPUs",
+            "reward_stages": (
+                "§3.5 [recommended]: one 500-step run, stage 1 (Eq. 10) for steps 1-180, stage 2 (Eq. 11) from "
+                "step 181 (0-based 180), optimizer state kept"
+            ),
+            "aux_models": (
+                "paper App. B.2: Qwen3-235B-A22B-Instruct judge (§3.7: the -2507 release, temperature 0); ours: the "
+                "URL is a placeholder, set it with --recipe-override aux_models.judge.base_urls=...; the embedder is "
+                "not a backend (module docstring)"
+            ),
+            "lora": "paper: full-parameter training (FSDP)",
+            "dtype": "ours: float32 master weights",
+            "seed": "ours: not stated",
+            "save_every": "paper §4.2: checkpoints every 30 steps",
+        }
+        staged = (RewardStage(start_step=0, reward="stage1"), RewardStage(start_step=180, reward="stage2"))
+        paper = Recipe(
+            name="paper",
+            method=self.name,
+            algo=algo,
+            steps=500,
+            bench="2wikimultihopqa-train",
+            selection=Selection(),
+            max_new_tokens=MAX_ACTION_TOKENS,
+            max_turns=MAX_TURNS,
+            top_k=TOP_K,
+            max_obs_tokens=MAX_OBS_TOKENS,
+            micro_batch_size=8,
+            reward_stages=staged,
+            aux_models={"judge": judge},
+            lora=None,
+            dtype="float32",
+            seed=0,
+            save_every=30,
+            sources=sources,
+        )
+
+        def variant(name: str, stages: tuple[RewardStage, ...], why: str) -> Recipe:
+            return paper.model_copy(
+                update={"name": name, "reward_stages": stages, "sources": {**sources, "reward_stages": why}}
+            )
+
+        smoke_algo = algo.replace(
+            group_size=4,
+            train_batch_size=2,
+            mini_batch_size=2,
+            lr=1e-5,
+            lr_warmup_steps=0,
+            dynamic_sampling=DynamicSamplingConfig(
+                enabled=True,
+                max_rounds=2,
+                filters=(GroupFilterConfig(kind="zero_variance", metric="total", lower=None, upper=None),),
+            ),
+        )
+        smoke = paper.model_copy(
+            update={
+                "name": "cpu-smoke",
+                "algo": smoke_algo,
+                "steps": 3,
+                "bench": "mini-multihop",
+                "selection": Selection(mode="first", n=8),
+                "max_new_tokens": 48,
+                "max_turns": 2,
+                "top_k": 3,
+                "max_obs_tokens": 128,
+                "micro_batch_size": 4,
+                "reward_stages": (
+                    RewardStage(start_step=0, reward="stage1"),
+                    RewardStage(start_step=2, reward="stage2"),
+                ),
+                "aux_models": {"judge": BackendSpec(kind="transformers", model="default")},
+                "save_every": 0,
+                "sources": {
+                    **sources,
+                    "algo.group_size": "ours: smallest group with a spread of rewards (CPU)",
+                    "algo.train_batch_size": "ours: 2 prompts per step (CPU)",
+                    "algo.mini_batch_size": "ours: one update per step",
+                    "algo.lr": "ours: 1e-5 so that three steps move the weights",
+                    "algo.lr_warmup_steps": "ours: no warm-up in a 3-step run",
+                    "algo.dynamic_sampling": "ours: the paper's zero-variance filter, at most 2 rounds (CPU)",
+                    "steps": "ours: 3 steps",
+                    "bench": "ours: packaged multi-hop questions whose gold paragraphs are in the closed corpus",
+                    "selection": "ours: the first 8 questions of each dataset",
+                    "max_new_tokens": "ours: 48 tokens per turn (CPU budget)",
+                    "max_turns": "ours: 2 searches (CPU budget)",
+                    "top_k": "ours: top-3 (CPU budget)",
+                    "max_obs_tokens": "ours: 128 tokens per observation (CPU budget)",
+                    "micro_batch_size": "ours: 4 trajectories per forward/backward",
+                    "reward_stages": "ours: stage 1 for steps 0-1, stage 2 at step 2 (both stages exercised)",
+                    "aux_models": "ours: the packaged SmolLM2-135M-Instruct as judge (no server); embedder: packaged MiniLM",
+                    "save_every": "ours: only the final checkpoint",
+                },
+            }
+        )
+        return {
+            "paper": paper,
+            "paper-unified": variant(
+                "paper-unified",
+                (RewardStage(start_step=0, reward="unified"),),
+                "paper Table 2: no stages, unified reward",
+            ),
+            "paper-no-stage-one": variant(
+                "paper-no-stage-one",
+                (RewardStage(start_step=0, reward="stage2"),),
+                "paper Table 4 'w/o stage one': the stage-2 rule for the whole run",
+            ),
+            "paper-no-stage-two": variant(
+                "paper-no-stage-two",
+                (RewardStage(start_step=0, reward="stage1"),),
+                "paper Table 4 'w/o stage two': the stage-1 rule for the whole run",
+            ),
+            "paper-no-search-reward": variant(
+                "paper-no-search-reward",
+                (
+                    RewardStage(start_step=0, reward="stage1_no_search_reward"),
+                    RewardStage(start_step=180, reward="stage2_no_search_reward"),
+                ),
+                "paper Table 4 'w/o r_s': staged answer reward, r_s = 0",
+            ),
+            "paper-no-answer-reward": variant(
+                "paper-no-answer-reward",
+                (RewardStage(start_step=0, reward="no_answer_reward"),),
+                "paper Table 4 'w/o r_a': r_a = 0",
+            ),
+            "cpu-smoke": smoke,
+        }
+
+    def reported(self) -> list[Any]:
+        from methods.reported.when_to_search import TABLES
+
+        return [row for table in TABLES for row in table.rows()]
