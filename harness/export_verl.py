@@ -245,6 +245,7 @@ def export_verl(
     test_limit: int | None,
     n_gpus: int,
     model_path: str,
+    data_dir: Path | None = None,
 ) -> list[Path]:
     import pyarrow as pa
     import pyarrow.parquet as pq
@@ -254,7 +255,9 @@ def export_verl(
     out = Path(out).resolve()
     (out / "data").mkdir(parents=True, exist_ok=True)
     reward = recipe.reward_at(0)
-    train = [e for _, exs in load_bench(get_bench(recipe.bench), recipe.selection) for e in exs]
+    train = [
+        e for _, exs in load_bench(get_bench(recipe.bench), recipe.selection, data_dir=data_dir) for e in exs
+    ]
     sel = Selection(mode="first", n=test_limit) if test_limit else Selection()
     test = [e for _, exs in load_bench(get_bench(test_bench), sel) for e in exs]
     for name, examples, split in (("train", train, "train"), ("test", test, "test")):

@@ -32,6 +32,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--retriever-url", default="http://127.0.0.1:8000/retrieve", help="harness serve-retriever URL"
     )
+    p.add_argument("--data-dir", type=Path, default=None, help="directory with the training splits")
     p.add_argument("--test-bench", default="mini-multihop", help="validation bench")
     p.add_argument("--test-limit", type=int, default=None, help="first N validation questions per dataset")
 

@@ -45,6 +45,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--corpus", type=Path, default=None, help="corpus jsonl for protocols without a packaged one"
     )
+    p.add_argument(
+        "--data-dir",
+        type=Path,
+        default=None,
+        help="directory with the training splits (the packaged data holds dev/test questions only)",
+    )
     p.add_argument("--out", type=Path, default=None, help="output dir (default runs/<method>-<recipe>)")
     p.add_argument("--db", type=Path, default=Path("results/harness.duckdb"), help="results database")
     p.add_argument("--resume", action="store_true", help="continue from --out/checkpoint")

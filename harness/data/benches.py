@@ -130,6 +130,34 @@ _register(
     [*(_entry(d, "r1searcher500") for d in ("hotpotqa", "2wikimultihopqa", "musique")), _entry("bamboogle")],
     "R1-Searcher's evaluation sets: 500 each of HotpotQA, 2Wiki, MuSiQue, and Bamboogle",
 )
+
+
+# Training benches: the train splits the papers train on. They are not packaged (only dev/test
+# questions are): pass --data-dir with the files (FlashRAG layout {data_dir}/{dataset}/train.jsonl,
+# or the original formats), or a clear error names what is missing.
+def _train(dataset: str) -> BenchEntry:
+    return BenchEntry(dataset=dataset, split="train")
+
+
+_register(
+    "searchr1-train",
+    [_train("nq"), _train("hotpotqa")],
+    "NQ + HotpotQA train, merged (Search-R1 §4; Eval-RAR trains on the same)",
+)
+_register(
+    "2wikimultihopqa-train", [_train("2wikimultihopqa")], "2WikiMultiHopQA train (R-Search, When-to-Search)"
+)
+_register(
+    "r1searcher-train",
+    [_train("hotpotqa"), _train("2wikimultihopqa")],
+    "R1-Searcher's training questions: HotpotQA + 2Wiki train (TIRESRAG-R1 §4.3: 4,561 + 3,587)",
+)
+_register(
+    "arena-train",
+    [_train("hotpotqa"), _train("2wikimultihopqa"), _train("musique")],
+    "HotpotQA + 2Wiki + MuSiQue train with their own paragraphs (ARENA: 10k + 10k + 5k sampled)",
+)
+
 for _d in (*SINGLEHOP, *MULTIHOP):
     _info = get_dataset_info(_d)
     _register(_d, [_entry(_d)], f"{_info.title}, {_info.split} split")

@@ -147,6 +147,7 @@ class Trainer:
         aux_models: dict[str, Any] | None = None,
         examples: list[QAExample] | None = None,
         run_id: str = "",
+        data_dir: Path | None = None,
     ):
         self.method = method
         self.recipe = recipe
@@ -162,6 +163,7 @@ class Trainer:
         self._examples = examples
         self.algo = recipe.algo
         self.run_id = run_id
+        self.data_dir = data_dir
 
     # -- set-up ------------------------------------------------------------------------------
     def _load_policy(self) -> tuple[Any, Any, Any]:
@@ -206,7 +208,9 @@ class Trainer:
         from harness.data.benches import get_bench, load_bench
 
         out: list[QAExample] = []
-        for _entry, exs in load_bench(get_bench(self.recipe.bench), self.recipe.selection):
+        for _entry, exs in load_bench(
+            get_bench(self.recipe.bench), self.recipe.selection, data_dir=self.data_dir
+        ):
             out.extend(exs)
         if not out:
             raise ConfigError(
