@@ -69,6 +69,7 @@ def _benches() -> None:
     for b in list_benches():
         for i, e in enumerate(b.entries):
             info = get_dataset_info(e.dataset)
+            packaged_split = e.split == info.split
             count = (
                 info.packaged_count
                 if e.subset == "all"
@@ -80,9 +81,9 @@ def _benches() -> None:
                     e.dataset,
                     e.split,
                     e.subset,
-                    _n(count),
-                    _n(info.canonical_size),
-                    _n(info.closed_count) if info.closed_count else "-",
+                    _n(count) if packaged_split else "--data-dir",
+                    _n(info.canonical_size) if packaged_split else "-",
+                    _n(info.closed_count) if info.closed_count and packaged_split else "-",
                     b.description if i == 0 else "",
                 )
             )
