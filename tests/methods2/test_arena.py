@@ -1,0 +1,300 @@
+"""ARENA: the prompt, the references and their gold numbers, the gold-context protocol (no retriever
+call, refused elsewhere), and every branch of the reward (002-arena.md §3) with spec values."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+
+from harness.errors import ConfigError
+from harness.protocol import preset
+from harness.types import Evidence, Hit, QAExample, Trajectory, Turn
+from methods.arena import (
+    BONUS,
+    PROMPT_CODE,
+    PROTOCOL_NAME,
+    Arena,
+    ArenaContext,
+    ClosedCorpusContexts,
+    Reference,
+    arena_f1,
+    arena_norm,
+    combine,
+    eval_protocol,
+    extract_answer,
+    format_references,
+    judge_reply_score,
+    make_prompt,
+    r_acc,
+    r_format,
+    r_rel,
+    substitute_context,
+    substitute_order,
+)
+from tests.methods2.helpers import ScriptedJudge, context, reward_ctx
+
+GOOD = "<relevance>[1, 3]</relevance>\n<analysis>Ref 1 says Paris; ref 3 agrees.</analysis>\n<answer>Paris</answer>"
+
+
+def test_code_prompt_is_verbatim():
+    first = PROMPT_CODE.split("\n", 1)[0]
+    assert first.endswith("based on the references. ")  # one trailing space (§2.3)
+    assert "The user asks a question and give some references." in first
+    msgs = make_prompt("Q?", [Reference("a", "T", "alpha"), Reference("b", "U", "beta")])
+    assert msgs == [{"role": "user", "content": msgs[0]["content"]}]  # one user message, no system
+    assert msgs[0]["content"].endswith(
+        "<question>\nQ?\n</question>\n\n<references>\n1. alpha\n2. beta\n</references>\n"
+    )
+    assert "**User**:" in msgs[0]["content"]
+
+
+def test_references_are_numbered_without_titles():
+    refs = [Reference("a", "Title A", "alpha"), Reference("b", "Title B", "beta")]
+    assert format_references(refs) == "1. alpha\n2. beta"
+    assert format_references(refs[:1]) == "alpha"  # a single reference has no number (Code §2.4)
+    assert format_references(refs, include_titles=True) == "1. Title A: alpha\n2. Title B: beta"
+
+
+def test_arena_normaliser_replaces_punctuation_by_space():
+    assert arena_norm("U.S.") == "u s"  # SQuAD would give "us" (§5.2)
+    assert arena_norm("The_Beatles!") == "beatles"
+    assert arena_norm("‘Paris’") == "paris"
+    assert arena_norm("True") == "true"  # no True -> yes mapping in ARENA
+
+
+@pytest.mark.parametrize(
+    "text,score",
+    [
+        (GOOD, 1.0),
+        ("<relevance>[1]</relevance><analysis>x</analysis><answer>y</answer>", 1.0),  # no whitespace needed
+        (" " + GOOD, 0.0),  # leading whitespace
+        (GOOD.replace("agrees.", "agrees <b>."), 0.0),  # '<' inside the analysis
+        (GOOD + " extra", 0.0),  # same-line text after </answer>
+        (GOOD + "\nextra line", 1.0),  # MULTILINE quirk: text after a newline is accepted
+        ("<relevance>[1]</relevance><answer>y</answer>", 0.0),  # a section missing
+        ("<analysis>x</analysis><relevance>[1]</relevance><answer>y</answer>", 0.0),  # wrong order
+    ],
+)
+def test_format_reward_branches(text, score):
+    assert r_format(text) == score
+
+
+@pytest.mark.parametrize(
+    "relevance,gold,score",
+    [
+        ("[1, 3]", [1, 3], 1.0),
+        ("[3, 1, 1]", [1, 3], 1.0),  # sorted set
+        ("[1]", [1, 3], 0.5),  # subset
+        ("[1, 3, 7]", [1, 3], 0.5),  # superset
+        ("[1, 7]", [1, 3], 0.5),  # partial overlap
+        ("[2]", [1, 3], 0.0),  # disjoint
+        ("1, 3", [1, 3], 0.0),  # not JSON
+        ("3", [3], 0.0),  # not a list
+        ('["1", "3"]', [1, 3], 0.0),  # not integers
+        ("[1.0, 3.0]", [1, 3], 0.0),  # not integers
+        ("[1]", [-1, 1], 0.5),  # an unmapped gold (-1) makes a full match impossible (§3.3)
+    ],
+)
+def test_relevance_reward_branches(relevance, gold, score):
+    text = f"<relevance>{relevance}</relevance><analysis>a</analysis><answer>b</answer>"
+    assert r_rel(text, gold) == score
+
+
+def test_relevance_missing_is_zero():
+    assert r_rel("<analysis>a</analysis><answer>b</answer>", [1]) == 0.0
+
+
+def test_accuracy_is_arena_exact_match():
+    assert r_acc("the U.S.", ["U S"]) == 1.0
+    assert r_acc("Paris, France", ["Paris"]) == 0.0
+    assert r_acc("", ["Paris"]) == 0.0
+    assert arena_f1("Paris France", ["Paris"]) == pytest.approx(2 / 3)
+
+
+def test_reachable_totals_and_bonus():
+    # §3: R ∈ {0, .5, 1, 1.5, 2, 2.5, 13}; a raw sum of 3 always triggers the bonus
+    totals = {
+        combine(f, a, r).total for f, a, r in itertools.product((0.0, 1.0), (0.0, 1.0), (0.0, 0.5, 1.0))
+    }
+    assert totals == {0.0, 0.5, 1.0, 1.5, 2.0, 2.5, 13.0}
+    assert combine(1.0, 1.0, 1.0).components["bonus"] == BONUS == 10.0
+    assert combine(1.0, 1.0, 0.5).components["bonus"] == 0.0
+
+
+def test_first_answer_is_the_prediction():
+    assert extract_answer("<answer> Paris </answer><answer>Rome</answer>").prediction == "Paris"
+    assert extract_answer("<answer> Paris </answer><answer>Rome</answer>").status == "multiple_answers"
+    assert extract_answer("<answer>Paris").status == "unclosed_tag"
+    assert extract_answer("nothing").status == "no_answer"
+
+
+@pytest.mark.parametrize(
+    "reply,score",
+    [
+        ("Yes.", 1.0),
+        ("no", 0.0),
+        ("The answer is correct: yes", 1.0),
+        ("nope", 0.0),
+        ("it is not", 0.0),
+        ("maybe", 0.5),
+    ],
+)
+def test_training_judge_parse(reply, score):
+    assert judge_reply_score(reply) == score  # §7.5: startswith yes/no, then contains yes/no, else 0.5
+
+
+def _traj(text: str, gold_ids, answers=("Paris",)) -> Trajectory:
+    return Trajectory(
+        example_id="1",
+        dataset="hotpotqa",
+        question="Capital of France?",
+        answers=list(answers),
+        turns=[Turn(index=0, kind="generate", text=text)],
+        response=text,
+        meta={"arena_gold_ids": list(gold_ids)},
+    )
+
+
+def test_rewards_on_trajectories():
+    m = Arena()
+    full, partial, bad = m.rewards(
+        [_traj(GOOD, [1, 3]), _traj(GOOD, [3]), _traj(" " + GOOD, [1, 3])], name="arena", ctx=reward_ctx()
+    )
+    assert full.total == 13.0 and full.components == {
+        "format": 1.0,
+        "accuracy": 1.0,
+        "relevance": 1.0,
+        "bonus": 10.0,
+        "outcome": 1.0,
+    }
+    assert partial.total == 2.5  # format 1 + EM 1 + relevance 0.5
+    assert bad.total == 2.0  # format 0 + EM 1 + relevance 1, no bonus
+    f1 = m.rewards(
+        [_traj(GOOD.replace(">Paris<", ">Paris France<"), [1, 3])], name="arena_f1", ctx=reward_ctx()
+    )[0]
+    assert f1.total == pytest.approx(1 + 2 / 3 + 1)
+    with pytest.raises(ConfigError, match="arena_gold_ids"):
+        m.rewards([Trajectory("1", "d", "q", ["a"], response=GOOD)], name="arena", ctx=reward_ctx())
+
+
+def test_judge_accuracy_variant():
+    said = "response:*************\n"  # the judged text follows this header (Table 8 layout)
+    judge = ScriptedJudge({said + "Paris": ["Yes"], said + "Lyon": ["no"]}, fail_on=said + "Nice")
+    texts = [
+        GOOD,
+        GOOD.replace("Paris<", "Lyon<"),
+        GOOD.replace("Paris<", "Nice<"),
+        GOOD.replace(">Paris<", "><"),
+    ]
+    out = Arena().rewards([_traj(t, [1, 3]) for t in texts], name="arena_judge", ctx=reward_ctx(judge=judge))
+    assert [r.components["accuracy"] for r in out] == [1.0, 0.0, 0.0, 0.0]
+    assert [r.components["judge_error"] for r in out] == [0.0, 0.0, 1.0, 0.0]
+    assert len(judge.batches) == 1 and len(judge.batches[0]) == 3  # the empty answer is not sent (§5.2)
+    system, user = judge.batches[0][0]
+    assert system["content"] == "You are an intelligent AI assistant." and "['Paris']" in user["content"]
+
+
+def _example(i: int, dataset: str = "hotpotqa") -> QAExample:
+    return QAExample(
+        id=f"q{i}",
+        dataset=dataset,
+        split="dev",
+        question=f"question {i}",
+        answers=("Paris",),
+        supporting=(Evidence("Gold A", "gold text a", "g1"), Evidence("Gold B", "gold text b", "g2")),
+    )
+
+
+class FakeRetriever:
+    def __init__(self):
+        self.calls = []
+
+    def search(self, queries, k):
+        self.calls.append((list(queries), k))
+        return [
+            [Hit("g1", '"Gold A"\ngold text a', 9.0)]
+            + [Hit(f"d{j}", f'"D{j}"\ndistractor {j}', 1.0 / j) for j in range(1, k)]
+            for _ in queries
+        ]
+
+
+def test_substitute_context_gold_plus_bm25():
+    e = _example(7)
+    hits = FakeRetriever().search([e.question], 12)[0]
+    c = substitute_context(e, hits, 10)
+    assert len(c.references) == 10 and c.source == "gold+bm25"
+    assert (
+        sum(r.passage_id in ("g1", "g2") for r in c.references) == 2
+    )  # gold once each, never as a distractor
+    assert [c.references[i - 1].passage_id for i in c.gold_ids] in (["g1", "g2"], ["g2", "g1"])
+    assert c.references == substitute_context(e, hits, 10).references  # deterministic
+    assert substitute_order("q7", 10) != substitute_order("q8", 10)  # order keyed by the id
+    assert sorted(substitute_order("q7", 10)) == list(range(10))
+
+
+def test_provider_counts_per_dataset_and_prefers_the_datasets_own_context():
+    ret = FakeRetriever()
+    provider = ClosedCorpusContexts(retriever=ret)
+    own = QAExample(
+        id="o",
+        dataset="hotpotqa",
+        split="dev",
+        question="own",
+        answers=("x",),
+        supporting=(Evidence("Gold B", "gold   text b"),),
+        meta={"context": [{"title": "Z", "text": "zzz"}, {"title": "Gold B", "text": "gold text b"}]},
+    )
+    hp, mu, ow = provider.contexts([_example(1), _example(2, "musique"), own], eval_protocol())
+    assert (len(hp.references), len(mu.references)) == (10, 20)  # paper: 10 / 20 paragraphs
+    assert ret.calls == [(["question 1", "question 2"], 22)]  # one batched ranking call
+    assert (
+        ow.source == "dataset"
+        and ow.gold_ids == (2,)
+        and [r.text for r in ow.references] == ["zzz", "gold text b"]
+    )
+
+
+def test_examples_without_gold_are_refused():
+    e = QAExample(id="n", dataset="nq", split="test", question="q", answers=("a",))
+    with pytest.raises(ConfigError, match="gold supporting paragraphs"):
+        ClosedCorpusContexts(retriever=FakeRetriever()).contexts([e], eval_protocol())
+
+
+class FixedContexts:
+    def contexts(self, examples, protocol):
+        refs = (Reference("p1", "A", "Paris is the capital."), Reference("p2", "B", "Rome is in Italy."))
+        return [ArenaContext(refs, (1,), "gold+bm25") for _ in examples]
+
+
+def test_solve_under_the_gold_context_protocol_never_retrieves():
+    proto = preset(PROTOCOL_NAME)
+    ctx, backend, retriever = context({"capital": [GOOD.replace("[1, 3]", "[1]")]}, protocol=proto)
+    m = Arena(contexts=FixedContexts())
+    (t,) = m.solve([_example(1)], ctx)
+    assert retriever.calls == [] and t.n_retrievals == 0 and not Arena.uses_retrieval
+    assert t.prediction == "Paris" and t.extraction_status == "ok"
+    assert t.meta["arena_gold_ids"] == [1] and t.meta["arena_context"] == "gold+bm25"
+    assert "1. Paris is the capital.\n2. Rome is in Italy." in backend.calls[0][0]
+    r = m.reward(t, name="default", ctx=reward_ctx())
+    assert r.total == 13.0
+
+
+def test_solve_refuses_other_protocols_outside_training():
+    ctx, _b, _r = context({"capital": [GOOD]})
+    with pytest.raises(ConfigError, match=PROTOCOL_NAME):
+        Arena(contexts=FixedContexts()).solve([_example(1)], ctx)
+
+
+def test_training_returns_token_ids_with_a_full_mask():
+    ctx, _b, retriever = context({"capital": [GOOD]}, training=True)  # training under any protocol
+    (t,) = Arena(contexts=FixedContexts()).solve([_example(1)], ctx)
+    assert t.response_ids == [ord(c) for c in GOOD] and t.loss_mask == [1] * len(GOOD)
+    assert t.prompt_ids is not None and retriever.calls == []
+
+
+def test_protocol_is_separate_from_open_retrieval():
+    p = eval_protocol()
+    assert p.name == PROTOCOL_NAME and p.max_turns == 0
+    assert (p.decoding.temperature, p.decoding.max_new_tokens) == (0.9, 1024)
+    assert p.protocol_id not in {preset(n).protocol_id for n in ("mini", "r_search-eval", "eval_rar-eval")}

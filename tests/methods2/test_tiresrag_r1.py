@@ -1,0 +1,337 @@
+"""TIRESRAG-R1: the think-retrieve-reflect loop, every reward branch and weighting formula with the
+spec's values (003-tiresrag-r1.md §3), scripted judges for exact parses, the advantage hook and the
+answer-F1 group filter."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from harness.errors import ConfigError
+from harness.method import RewardBreakdown
+from harness.rl.dapo import GroupRewards, ThresholdFilter
+from methods.tiresrag_r1 import (
+    SYSTEM_INSTRUCT,
+    TiresRAG,
+    a_schedule,
+    base_prompt,
+    cem_train,
+    consistency_penalty,
+    difficulty_weight,
+    eval_protocol,
+    f1_train,
+    parse_sufficiency,
+    parse_thinking,
+    reflection_code,
+    reflection_paper,
+    render_docs,
+)
+from tests.methods2.helpers import ScriptedJudge, context, example, reward_ctx, trajectory
+
+M = TiresRAG()
+Q = "Who founded the company in Paris"
+
+
+# -- the schedule and the weighting formulas -------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "t,total,value",
+    [(0, 75, 0.999), (37, 75, 0.955), (60, 75, 0.679), (67, 75, 0.512), (75, 75, 0.321)]
+    + [(73, 146, 0.997), (116, 146, 0.823), (131, 146, 0.51), (146, 146, 0.188)],
+)
+def test_annealing_weight_matches_the_spec_values(t, total, value):
+    assert round(a_schedule(t, total), 3) == value  # §3.6
+    assert a_schedule(0.9 * total, total) == 0.5
+
+
+@pytest.mark.parametrize(
+    "mean_s,w", [(0.0, 1.4994), (0.2, 1.4955), (0.4, 1.4678), (0.6, 1.2993), (0.8, 0.8153), (1.0, 0.4834)]
+)
+def test_difficulty_weight_table(mean_s, w):
+    assert round(difficulty_weight(mean_s), 4) == w  # §3.7 table, G = 5
+
+
+def test_consistency_penalty_code_form_is_the_scaled_product():
+    f1 = torch.tensor([1.0, 0.0, 0.5, 0.0, 1.0])
+    th = torch.tensor([0.2, 0.9, 0.5, 0.1, 0.8])
+    s = torch.tensor([1.0, 0.0, 0.0, 1.0, 1.0])
+    a = 0.8
+    p = consistency_penalty(f1, th, s, a, mode="code_scaled")
+
+    def z(x):
+        return (x - x.mean()) / (x.std(unbiased=False) + 1e-8)
+
+    prod = z(f1.double()) * z(th.double()) * z(s.double())
+    expected = torch.where(prod < 0, 0.1 * 0.18 * a * a * prod.abs(), torch.zeros_like(prod))  # §3.8
+    assert torch.allclose(p, expected, atol=1e-9)
+    assert (p >= 0).all() and (p > 0).any() and (p == 0).any()
+    unscaled = consistency_penalty(f1, th, s, a, mode="paper_unscaled")
+    assert torch.allclose(
+        unscaled, torch.where(prod < 0, 0.1 * prod.abs(), torch.zeros_like(prod)), atol=1e-9
+    )
+
+
+def test_no_penalty_when_sufficiency_is_constant():
+    p = consistency_penalty(
+        torch.tensor([1.0, 0.0]), torch.tensor([0.3, 0.9]), torch.tensor([1.0, 1.0]), 1.0, mode="code_scaled"
+    )
+    assert p.tolist() == [0.0, 0.0]
+
+
+# -- answer F1, cover EM, reflection --------------------------------------------------------------
+
+
+def test_training_f1_and_cover():
+    assert f1_train("True", "yes") == 1.0  # bool mapping
+    assert f1_train("no", "no way") == 0.0  # yes/no rule
+    assert f1_train("U.S. army", "u s") == pytest.approx(0.8)  # punctuation -> space: 3 vs 2 tokens
+    assert cem_train("the city of Paris", "Paris") == 1.0 and cem_train("Lyon", "Paris") == 0.0
+
+
+@pytest.mark.parametrize(
+    "answers,value",
+    [
+        (["Lyon", "Paris"], 1.0),  # wrong -> right
+        (["Paris", "Lyon"], -1.0),  # right -> wrong
+        (["Paris", "Paris city"], 0.0),  # right -> right
+        (["Lyon", "Nice"], 0.0),  # wrong -> wrong
+        (["Lyon", "Nice", "Paris"], 1.0),  # first vs last
+        (["Paris"], 0.0),  # no reflection
+        ([], 0.0),
+    ],
+)
+def test_reflection_reward_paper(answers, value):
+    assert reflection_paper(answers, ["Paris"]) == value  # Eq. 4
+
+
+@pytest.mark.parametrize(
+    "answers,value",
+    [
+        (["Paris", "Paris"], 0.0),  # ok -> ok, F1 not lower
+        (["Paris", "Paris France"], -1.0),  # ok -> ok (cover), F1 dropped 1 -> 2/3
+        (["Paris", "Lyon"], -1.0),  # ok -> wrong
+        (["Lyon", "Paris"], 0.0),  # wrong -> ok: 0, never +1
+        (["Lyon", "Nice"], -1.0),  # wrong -> wrong
+        (["Paris"], 0.0),
+        (["Lyon"], -1.0),  # a single wrong answer is penalised
+        ([], 0.0),
+    ],
+)
+def test_reflection_reward_code(answers, value):
+    assert reflection_code(answers, ["Paris"]) == value  # §3.4 released code
+
+
+# -- judge parsing ----------------------------------------------------------------------------------
+
+SUFF_REPLY = (
+    '<think>maybe {"sufficient context to the given answer": 0}</think>\n### EXPLANATION\nyes\n### JSON\n'
+    '{ "Sufficient Context To The Given Answer": 1 }'
+)
+
+
+def test_sufficiency_parse_recommended_vs_code():
+    assert parse_sufficiency(SUFF_REPLY, "recommended").value == 1.0  # think removed, last object
+    assert parse_sufficiency(SUFF_REPLY, "code").value == 0.0  # first object of the raw reply
+    bad = parse_sufficiency("I cannot tell", "recommended")
+    assert (bad.value, bad.unparsed) == (0.0, True)
+
+
+def test_thinking_parse_clips_only_in_the_recommended_form():
+    assert parse_thinking("<think>hmm</think> 0.7", "recommended").value == 0.7
+    assert parse_thinking("1.5", "recommended").value == 1.0
+    assert parse_thinking("1.5", "code").value == 1.5
+    bad = parse_thinking("great reasoning", "code")
+    assert (bad.value, bad.unparsed) == (0.0, True)
+
+
+# -- rewards on trajectories ----------------------------------------------------------------------
+
+OBS = "\n\n<information>\n(1)Paris\nThe company was founded in Paris.\n</information>\n\n"
+REFLECTED = [
+    ("plan</think><search>founder</search>", True),
+    (OBS, False),
+    ("ok</think><answer>Lyon</answer><think>check again</think><answer>Paris</answer>", True),
+]
+
+
+def _judge(**kw):
+    return ScriptedJudge({"### ANSWER": [SUFF_REPLY] * 8, "### MODEL THINKING PROCESS": ["0.7"] * 8}, **kw)
+
+
+def test_total_reward_is_eq5():
+    judge = _judge()
+    (r,) = M.rewards(
+        [trajectory(REFLECTED, ["Paris"], Q)], name="recommended", ctx=reward_ctx(0, 75, judge=judge)
+    )
+    a = 1 / (1 + math.exp((1 - 0.9 * 75) / 10))  # t counts from 1
+    c = r.components
+    assert (c["f1"], c["sufficiency"], c["thinking"], c["reflection"], c["n_answers"]) == (
+        1.0,
+        1.0,
+        0.7,
+        1.0,
+        2.0,
+    )
+    assert c["a_t"] == pytest.approx(a)
+    assert r.total == pytest.approx(1.0 + a * (0.6 * 0.7 + 0.3 * 1.0 + 0.3 * 1.0))
+    assert c["judge_unparsed"] == 0.0 and c["outcome"] == 1.0
+    # the judges see the answer-stripped response; thinking gets information vs the rest
+    suff_user = judge.batches[0][0][-1]["content"]
+    think_user = judge.batches[1][0][-1]["content"]
+    assert "<answer>" not in suff_user and "founded in Paris" in suff_user
+    assert judge.batches[0][0][0]["content"].startswith("You are an expert LLM evaluator")
+    assert "### CONTEXT\n(1)Paris\nThe company was founded in Paris." in think_user
+    assert "check again" in think_user and "founded in Paris" not in think_user.split("### QUESTION")[1]
+
+
+def test_unparsed_and_failed_judge_replies_are_counted():
+    judge = ScriptedJudge({"### ANSWER": ["no idea"], "### MODEL THINKING PROCESS": ["fine"]})
+    (r,) = M.rewards(
+        [trajectory(REFLECTED, ["Paris"], Q)], name="recommended", ctx=reward_ctx(0, 10, judge=judge)
+    )
+    assert (r.components["sufficiency"], r.components["thinking"], r.components["judge_unparsed"]) == (
+        0,
+        0,
+        2,
+    )
+    failing = ScriptedJudge({"### MODEL THINKING PROCESS": ["0.5"]}, fail_on="### ANSWER")
+    (r,) = M.rewards(
+        [trajectory(REFLECTED, ["Paris"], Q)], name="recommended", ctx=reward_ctx(0, 10, judge=failing)
+    )
+    assert (r.components["judge_error"], r.components["thinking"]) == (1.0, 0.5)
+
+
+def test_no_answer_paper_vs_code():
+    parts = [("I think it was Paris maybe", True)]
+    rec = M.rewards(
+        [trajectory(parts, ["Paris"], Q)], name="recommended", ctx=reward_ctx(0, 10, judge=_judge())
+    )[0]
+    code = M.rewards([trajectory(parts, ["Paris"], Q)], name="code", ctx=reward_ctx(0, 10, judge=_judge()))[0]
+    assert rec.components["f1"] == 0.0  # §8 A8: prediction ""
+    assert code.components["f1"] == pytest.approx(
+        f1_train("I think it was Paris maybe", "Paris")
+    )  # whole response
+    assert code.components["reflection"] == 0.0  # no answer at all
+
+
+def test_ablations_and_naive_grpo():
+    t = trajectory(REFLECTED, ["Paris"], Q)
+    ctx = reward_ctx(0, 75, judge=_judge())
+    full = M.rewards([t], name="recommended", ctx=ctx)[0]
+    no_r = M.rewards([t], name="no_reflect", ctx=ctx)[0]
+    a = full.components["a_t"]
+    assert full.total - no_r.total == pytest.approx(a * 0.3 * 1.0)
+    naive = M.rewards([t], name="f1_only", ctx=reward_ctx())[0]  # no judge, no T needed
+    assert naive.total == 1.0 and naive.components["a_t"] == 0.0
+
+
+def test_annealing_needs_the_total_steps():
+    with pytest.raises(ConfigError, match="total_steps"):
+        M.rewards([trajectory(REFLECTED, ["Paris"], Q)], name="recommended", ctx=reward_ctx(judge=_judge()))
+
+
+# -- the advantage hook and the group filter -------------------------------------------------------
+
+
+def _bd(f1, th, s, a=1.0):
+    return RewardBreakdown(total=0.0, components={"f1": f1, "thinking": th, "sufficiency": s, "a_t": a})
+
+
+def test_advantage_adjust_is_a_minus_p_times_w():
+    rewards = [_bd(1.0, 0.2, 1.0), _bd(0.0, 0.9, 0.0), _bd(0.5, 0.5, 0.0), _bd(1, 0.5, 1), _bd(0, 0.5, 1)]
+    group = torch.tensor([0, 0, 0, 1, 1])
+    adv = torch.tensor([0.5, -1.0, 0.3, 1.0, -1.0], dtype=torch.float64)
+    out = M.advantage_adjust(rewards, group, name="recommended")(adv)
+    p0 = consistency_penalty(
+        torch.tensor([1.0, 0.0, 0.5]),
+        torch.tensor([0.2, 0.9, 0.5]),
+        torch.tensor([1.0, 0.0, 0.0]),
+        1.0,
+        mode="code_scaled",
+    )
+    w0, w1 = difficulty_weight(1 / 3), difficulty_weight(1.0)
+    expected = torch.cat([(adv[:3] - p0) * w0, adv[3:] * w1])  # group 1: thinking constant -> no penalty
+    assert torch.allclose(out, expected)
+    assert M.advantage_adjust(rewards, group, name="f1_only") is None
+    only_w = M.advantage_adjust(rewards, group, name="no_penalty")(adv)
+    assert torch.allclose(only_w, torch.cat([adv[:3] * w0, adv[3:] * w1]))
+
+
+def test_f1_group_filter_from_the_recipe():
+    f = M.recipes()["paper"].algo.dynamic_sampling.build_filter()
+    assert f == ThresholdFilter(metric="f1", lower=0.1, upper=0.9)
+
+    def g(*v):
+        return GroupRewards({"f1": torch.tensor(v)})
+
+    # drop when every F1 <= 0.1 or every F1 >= 0.9 (§3.9)
+    assert f([g(0.0, 0.1, 0.05), g(0.9, 1.0, 1.0), g(0.0, 0.5), g(0.0, 1.0), g(0.11, 0.0)]) == [
+        False,
+        False,
+        True,
+        True,
+        True,
+    ]
+
+
+# -- the rollout --------------------------------------------------------------------------------------
+
+
+def test_rollout_continues_after_the_first_answer():
+    script = {
+        Q: [
+            'plan</think><search> "Who  founded"\n the company </search>',
+            "ok</think><answer>Lyon</answer><think>let me verify</think><search>company founder city</search>",
+            "<think>fixed</think><answer>Paris</answer>",
+        ]
+    }
+    ctx, backend, retriever = context(script)
+    (t,) = M.solve([example(1, Q, "Paris")], ctx)
+    assert backend.calls[0][0].endswith("<assistant><think>")  # the <think> pre-fill
+    assert backend.calls[0][0].startswith(f"<system>{SYSTEM_INSTRUCT}</system><user>{Q}</user>")
+    assert [q for q, _k in retriever.calls] == [["Who founded the company"], ["company founder city"]]
+    assert retriever.calls[0][1] == ctx.protocol.top_k
+    assert (t.prediction, t.meta["first_answer"], t.meta["n_answers"], t.n_retrievals) == (
+        "Paris",
+        "Lyon",
+        2,
+        2,
+    )
+    assert (
+        "</search>\n\n<information>\n(1)Title 1\nText about Who founded the comp number 1.\n(2)" in t.response
+    )
+    assert t.extraction_status == "multiple_answers"
+
+
+def test_rollout_caps_retrievals_and_ends_on_an_empty_query():
+    many = {Q: ["<search>q</search>"] * 10}
+    ctx, _b, retriever = context(many)  # PROTO: max_turns 4
+    (t,) = M.solve([example(1, Q)], ctx)
+    assert len(retriever.calls) == 4 and t.n_retrievals == 4
+    assert t.turns[-1].status == "search_after_budget" and t.extraction_status == "max_turns"
+    ctx, _b, retriever = context({Q: ['<search> "" </search>', "never"]})
+    (t,) = M.solve([example(1, Q)], ctx)
+    assert (
+        retriever.calls == [] and t.turns[-1].status == "empty_query" and t.meta["ended_by"] == "empty_query"
+    )
+
+
+def test_training_masks_observations():
+    ctx, _b, _r = context({Q: ["<search>x</search>", "<answer>Paris</answer>"]}, training=True)
+    (t,) = M.solve([example(1, Q)], ctx)
+    text = "".join(map(chr, t.response_ids))
+    assert text == t.response
+    obs_start = text.index("\n\n<information>")
+    obs_end = text.index("</information>\n\n") + len("</information>\n\n")
+    assert set(t.loss_mask[obs_start:obs_end]) == {0}
+    assert set(t.loss_mask[:obs_start]) == {1} and set(t.loss_mask[obs_end:]) == {1}
+
+
+def test_renderer_and_prompts():
+    assert render_docs([]) == "None"
+    assert base_prompt("Q?").endswith("\n\nQuestion:Q?\n<think>")
+    p = eval_protocol()
+    assert (p.top_k, p.max_turns, p.decoding.max_new_tokens, p.decoding.temperature) == (5, 8, 512, 0.0)
