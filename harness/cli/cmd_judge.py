@@ -18,6 +18,8 @@ EXAMPLES = """\
       --judge-url https://api.openai.com/v1 --judge-model gpt-4o-mini --judge-prompt r1_searcher --judge-rpm 500
   harness judge --run RUN --judge-backend llamacpp --judge-model default      # in-process, no server
   harness judge --list-prompts
+  # the packaged 135M model makes the plumbing run on a laptop, but it is no judge (it says YES to
+  # almost anything): report judge numbers from a strong model (e.g. Qwen2.5-72B via vllm serve, gpt-4o)
 """
 
 

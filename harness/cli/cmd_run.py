@@ -19,7 +19,7 @@ EXAMPLES = """\
   harness run --method search_r1 --backend openai --model smollm2 --base-url http://127.0.0.1:8765/v1 \\
       --tokenizer smollm2-135m-instruct --bench mini-multihop --limit 10
   harness run --protocol searchr1 --corpus wiki-18.jsonl --method search_r1 --bench all   # at scale
-  harness run --method direct --bench mini-multihop --limit 20 \
+  harness run --method direct --bench mini-multihop --limit 20 \\
       --judge-url http://127.0.0.1:8765/v1 --judge-model smollm2        # + LLM judge (harness serve-model)
 """
 
