@@ -105,7 +105,15 @@ def test_bench_composition() -> None:
         "2wikimultihopqa",
         "musique",
         "bamboogle",
+        # training benches: train splits, loaded from --data-dir
+        "searchr1-train",
+        "2wikimultihopqa-train",
+        "r1searcher-train",
+        "arena-train",
     }
+    assert layout("searchr1-train") == [("nq", "train", "all"), ("hotpotqa", "train", "all")]
+    with pytest.raises(ConfigError, match="pass --data-dir for 'train'"):
+        load_bench("searchr1-train")
     with pytest.raises(ConfigError, match="unknown bench 'minimal'; known: "):
         get_bench("minimal")
 
