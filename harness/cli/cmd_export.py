@@ -1,0 +1,60 @@
+"""``harness export``: a leaderboard view as CSV, Parquet or Markdown."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from harness.cli import add_command
+
+EXAMPLES = """\
+  harness export --format markdown                                  # the leaderboard (EM) to stdout
+  harness export --format csv --metric f1 --out leaderboard.csv
+  harness export --format parquet --view cost --protocol mini --out cost.parquet
+  harness export --format markdown --view reported --protocol 69c8288e8887 --out reported.md
+"""
+
+DESCRIPTION = """\
+Export one view of the leaderboard app for one protocol: `leaderboard` (methods x datasets with
+average columns and 95% bootstrap bounds), `reported` (published vs measured numbers) or `cost`
+(accuracy, retrievals, tokens, Pareto flags). Numbers are fractions; intervals are numeric
+`<column>_lo` / `<column>_hi` columns. --protocol takes an id or a unique name; it may be omitted
+when the database holds a single protocol."""
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    from leaderboards import EXPORT_FORMATS, EXPORT_VIEWS
+
+    p = add_command(
+        sub,
+        "export",
+        help="export a leaderboard view (csv, parquet, markdown)",
+        description=DESCRIPTION,
+        examples=EXAMPLES,
+        handler=handle,
+    )
+    p.add_argument("--format", required=True, choices=EXPORT_FORMATS, help="output format")
+    p.add_argument(
+        "--view", default="leaderboard", choices=EXPORT_VIEWS, help="which view (default leaderboard)"
+    )
+    p.add_argument("--protocol", default=None, help="protocol id or name (default: the only one stored)")
+    p.add_argument("--metric", default="em", help="metric (default em; see the app's metric list)")
+    p.add_argument("--dataset", default=None, help="cost view: one dataset (default: all)")
+    p.add_argument("--db", type=Path, default=Path("results/harness.duckdb"), help="results database")
+    p.add_argument("--out", type=Path, default=None, help="output file (markdown: default stdout)")
+
+
+def handle(args: argparse.Namespace) -> int:
+    from leaderboards.export import build_view, write
+    from leaderboards.queries import open_results
+
+    view = build_view(
+        open_results(args.db), args.view, protocol=args.protocol, metric=args.metric, dataset=args.dataset
+    )
+    text = write(view, args.format, args.out)
+    if text is not None:
+        sys.stdout.write(text)
+    else:
+        print(f"wrote {args.out}: {view.title}, {len(view.frame)} rows", file=sys.stderr)
+    return 0

@@ -1,0 +1,86 @@
+"""``harness leaderboard``: the Streamlit app over a results database."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from harness.cli import add_command
+
+EXAMPLES = """\
+  harness leaderboard                                   # results/harness.duckdb on http://127.0.0.1:8501
+  harness leaderboard --db runs/ci.duckdb --port 8600
+  harness leaderboard --host 0.0.0.0                    # reachable from other machines
+  harness leaderboard --no-sync-reported                # do not load the papers' published numbers
+"""
+
+DESCRIPTION = """\
+Start the leaderboard app (Streamlit) over a DuckDB results file: the leaderboard per protocol
+with 95% intervals, reported vs reproduced numbers, cost and efficiency (Pareto) plots, a
+trajectory explorer and training curves. The app reads with short read-only connections, so
+`harness run` can keep writing to the same file. Before starting, the registered paper methods'
+published numbers are written into the file's `reported` table (replacing each paper's rows)."""
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = add_command(
+        sub,
+        "leaderboard",
+        help="start the Streamlit leaderboard over a results database",
+        description=DESCRIPTION,
+        examples=EXAMPLES,
+        handler=handle,
+    )
+    p.add_argument("--db", type=Path, default=Path("results/harness.duckdb"), help="results database")
+    p.add_argument("--port", type=int, default=8501, help="port (default 8501)")
+    p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
+    p.add_argument(
+        "--no-sync-reported", action="store_true", help="do not write the papers' published numbers into --db"
+    )
+
+
+def app_path() -> Path:
+    import leaderboards
+
+    return Path(leaderboards.__file__).resolve().parent / "app.py"
+
+
+def streamlit_command(app: Path, host: str, port: int) -> list[str]:
+    """The server command (headless, no usage statistics)."""
+    return [
+        sys.executable, "-m", "streamlit", "run", str(app),
+        "--server.headless", "true",
+        "--server.address", host,
+        "--server.port", str(port),
+        "--browser.gatherUsageStats", "false",
+        "--client.toolbarMode", "viewer",
+    ]  # fmt: skip
+
+
+def handle(args: argparse.Namespace) -> int:
+    import importlib.util
+
+    from harness.errors import ConfigError
+
+    db = args.db.expanduser().resolve()
+    if not db.is_file():
+        raise ConfigError(f"{db}: no results database here; run `harness run ... --db {args.db}` first")
+    if importlib.util.find_spec("streamlit") is None:
+        raise ConfigError("the leaderboard needs Streamlit: pip install 'rar-harness[ui]'")
+    if not args.no_sync_reported:
+        from leaderboards.reported_sync import sync_reported
+
+        papers, rows = sync_reported(db)
+        print(f"reported numbers: {rows} rows from {papers} papers written to {db}", file=sys.stderr)
+    from leaderboards import DB_ENV
+
+    env = {**os.environ, DB_ENV: str(db)}
+    print(f"leaderboard on http://{args.host}:{args.port} (results: {db}); Ctrl-C stops it", file=sys.stderr)
+    sys.stderr.flush()
+    cmd = streamlit_command(app_path(), args.host, args.port)
+    if os.name == "posix":  # become the server: one process to stop, Ctrl-C reaches Streamlit directly
+        os.execve(cmd[0], cmd, env)
+    return subprocess.call(cmd, env=env)

@@ -1,0 +1,1 @@
+"""The app's pages: Streamlit scripts run by ``st.navigation`` in ``leaderboards/app.py`` (never imported)."""

@@ -1,0 +1,138 @@
+"""Trajectory explorer: every turn of one question, gold passages highlighted; disagreements filter."""
+
+from __future__ import annotations
+
+import pandas as pd
+import streamlit as st
+
+from leaderboards import ui, views
+from leaderboards.schema import metric_label
+
+NONE = "(none)"
+
+st.title("Trajectory explorer")
+db = ui.db_path()
+protocol = ui.current_protocol()
+if protocol is None:
+    st.info("No scored evaluation runs yet.")
+    st.stop()
+
+runs = ui.load_latest_runs(db, ui.stamp(db), protocol)
+systems = sorted({f"{r.method} · {r.model}" for r in runs.itertuples()})
+by_system = {s: runs[(runs["method"] + " · " + runs["model"]) == s] for s in systems}
+
+c1, c2, c3 = st.columns(3)
+a = c1.selectbox("Method", systems, key="traj_a")
+datasets = sorted(set(by_system[a]["dataset"]))
+dataset = c2.selectbox("Dataset", datasets, key="traj_dataset")
+b = c3.selectbox("Compare with", [NONE, *(s for s in systems if s != a)], key="traj_b")
+
+
+def run_of(system: str) -> str | None:
+    r = by_system[system]
+    r = r[r["dataset"] == dataset]
+    return None if r.empty else str(r.iloc[0]["run_id"])
+
+
+run_a = run_of(a)
+run_b = run_of(b) if b != NONE else None
+metrics = ui.load_metrics(db, ui.stamp(db), protocol)
+c4, c5 = st.columns([2, 1])
+metric = c4.selectbox("Metric", metrics, format_func=metric_label, key="traj_metric")
+only_dis = c5.toggle(
+    "Only disagreements",
+    value=False,
+    key="traj_disagree",
+    disabled=run_b is None,
+    help="questions where the two methods score differently on this metric",
+)
+if b != NONE and run_b is None:
+    st.warning(f"{b} has no run on {dataset} under this protocol.")
+
+qs = views.question_table(
+    ui.load_questions(db, ui.stamp(db), run_a, dataset),
+    ui.load_run_metric(db, ui.stamp(db), run_a, dataset, metric),
+    ui.load_run_metric(db, ui.stamp(db), run_b, dataset, metric) if run_b else None,
+    ui.load_questions(db, ui.stamp(db), run_b, dataset) if run_b else None,
+    only_disagreements=only_dis and run_b is not None,
+)
+if run_b is not None:
+    n_dis = int(qs["disagree"].sum()) if "disagree" in qs else 0
+    st.caption(
+        f"{len(qs)} questions shown; {n_dis} where {metric_label(metric)} differs between the two methods."
+    )
+if qs.empty:
+    st.info("No questions match.")
+    st.stop()
+
+labels = {
+    r.sample_id: f"{r.position}. {r.question[:110]}"
+    + (f"  [{r.a:.2f} vs {r.b:.2f}]" if run_b and pd.notna(r.b) else "")
+    for r in qs.itertuples()
+}
+sample_id = st.selectbox("Question", list(labels), format_func=labels.__getitem__, key="traj_question")
+pjson = ui.load_protocol_json(db, ui.stamp(db), protocol)
+
+
+def show_passage(p: views.PassageView) -> None:
+    score = "" if p.score is None else f" · score {p.score:.2f}"
+    head = f"**{'GOLD · ' if p.gold else ''}`{p.doc_id}`**{score}"
+    body = (
+        f"{head}  \n**{p.title}** — {p.text}"
+        if p.title is not None
+        else f"{head}  \n_(passage text not available for this corpus)_"
+    )
+    if p.gold:
+        st.success(body, icon=":material/star:")
+    else:
+        st.markdown(body)
+
+
+def show_sample(s: views.SampleView, system: str) -> None:
+    st.subheader(system)
+    st.markdown(f"**answer:** `{s.prediction or '∅'}` · extraction: `{s.extraction_status}`")
+    if s.error:
+        st.error(s.error)
+    if s.metrics:
+        st.dataframe(
+            pd.DataFrame({"metric": [metric_label(k) for k in s.metrics], "value": list(s.metrics.values())}),
+            hide_index=True,
+            key=f"metrics_{s.run_id}",
+        )
+    for t in s.turns:
+        tokens = f"{t.prompt_tokens} prompt / {t.completion_tokens} completion tokens"
+        if t.kind == "retrieve":
+            with st.container(border=True):
+                st.markdown(
+                    f"**turn {t.index} · search** `{t.query}` · {t.observation_tokens} observation tokens"
+                )
+                for p in t.passages:
+                    show_passage(p)
+                if t.text:
+                    with st.expander("observation as the model saw it"):
+                        st.code(t.text, language=None, wrap_lines=True)
+        else:
+            with st.container(border=True):
+                st.markdown(
+                    f"**turn {t.index} · {t.kind}** · {tokens} · stop: `{t.stop_reason}` · {t.status}"
+                )
+                st.code(t.text or "∅", language=None, wrap_lines=True)
+    if not s.judgements.empty:
+        st.markdown("**judge verdicts**")
+        st.dataframe(s.judgements, hide_index=True, key=f"judge_{s.run_id}")
+
+
+first = ui.load_sample(db, ui.stamp(db), run_a, dataset, sample_id, pjson)
+st.markdown(f"### {first.question}")
+st.markdown(
+    f"**gold answers:** {', '.join(f'`{x}`' for x in first.answers)} · **gold passages:** "
+    + (", ".join(f"`{g}`" for g in first.gold_ids) or "unknown")
+)
+if run_b is not None and sample_id in set(ui.load_questions(db, ui.stamp(db), run_b, dataset)["sample_id"]):
+    left, right = st.columns(2)
+    with left:
+        show_sample(first, a)
+    with right:
+        show_sample(ui.load_sample(db, ui.stamp(db), run_b, dataset, sample_id, pjson), b)
+else:
+    show_sample(first, a)

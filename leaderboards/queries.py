@@ -1,0 +1,199 @@
+"""Read-only queries over the results database (``harness.store``).
+
+Every function takes an open-nothing :class:`harness.store.Store` built with ``read_only=True``:
+each query opens its own short read-only connection and closes it (a long-lived connection,
+even read-only, would block the writer of a running ``harness run``).
+
+"Latest" means: for each (method, model, protocol_id, dataset), the newest evaluation run that has
+samples of that dataset. The leaderboard, ``harness regress`` and ``harness export`` all read
+scores through :func:`latest_values`, so they always agree on which run a number comes from.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+from harness.store import Store
+
+LATEST_RUNS_SQL = """
+WITH per AS (
+  SELECT r.run_id, r.method, r.model, coalesce(r.label, '') AS label, r.protocol_id, r.protocol_name,
+         r.started_at, r.status, r.command, s.dataset, count(*) AS n
+  FROM runs r JOIN samples s USING (run_id)
+  WHERE r.kind = 'eval' {where}
+  GROUP BY ALL
+)
+SELECT * FROM per
+QUALIFY row_number() OVER (
+  PARTITION BY method, model, protocol_id, dataset ORDER BY started_at DESC, run_id DESC
+) = 1
+"""
+
+
+def open_results(path: str | Path) -> Store:
+    """The results database at ``path``, read-only (a clear error when there is none)."""
+    return Store(path, read_only=True, lock_timeout=15.0)
+
+
+def _protocol_filter(protocol_id: str | None) -> tuple[str, list[str]]:
+    if protocol_id is None:
+        return "", []
+    return "AND r.protocol_id = ?", [protocol_id]
+
+
+def protocols(store: Store) -> pd.DataFrame:
+    """Protocols with scored evaluation runs: ``protocol_id, protocol_name, runs, methods, last``."""
+    return store.query(
+        """SELECT r.protocol_id, any_value(r.protocol_name) AS protocol_name,
+                  count(DISTINCT r.run_id) AS runs, count(DISTINCT r.method) AS methods,
+                  max(r.started_at) AS last
+           FROM runs r WHERE r.kind = 'eval' AND EXISTS (SELECT 1 FROM samples s WHERE s.run_id = r.run_id)
+           GROUP BY r.protocol_id ORDER BY last DESC, r.protocol_id"""
+    )
+
+
+def protocol_json(store: Store, protocol_id: str) -> str | None:
+    df = store.query("SELECT protocol_json FROM runs WHERE protocol_id = ? LIMIT 1", [protocol_id])
+    return None if df.empty else str(df.iloc[0, 0])
+
+
+def latest_runs(store: Store, protocol_id: str | None = None) -> pd.DataFrame:
+    """One row per (method, model, protocol_id, dataset): the newest run with that dataset, and n."""
+    where, params = _protocol_filter(protocol_id)
+    return store.query(LATEST_RUNS_SQL.format(where=where) + " ORDER BY method, model, dataset", params)
+
+
+def metrics_present(store: Store, protocol_id: str | None = None) -> list[str]:
+    """Metric names stored for the latest runs (of one protocol, or of all)."""
+    where, params = _protocol_filter(protocol_id)
+    df = store.query(
+        f"""WITH latest AS ({LATEST_RUNS_SQL.format(where=where)})
+            SELECT DISTINCT m.metric FROM sample_metrics m JOIN latest l USING (run_id, dataset)
+            ORDER BY m.metric""",
+        params,
+    )
+    return [str(x) for x in df["metric"]]
+
+
+def latest_values(
+    store: Store, protocol_id: str | None = None, metrics: list[str] | None = None
+) -> pd.DataFrame:
+    """Per-question metric values of the latest runs.
+
+    Columns: ``method, model, label, protocol_id, protocol_name, run_id, dataset, sample_id,
+    metric, value``; ordered by key and sample position (so paired comparisons line up).
+    """
+    where, params = _protocol_filter(protocol_id)
+    metric_where = ""
+    if metrics is not None:
+        if not metrics:
+            return _empty_values()
+        metric_where = f"WHERE m.metric IN ({', '.join('?' for _ in metrics)})"
+        params = [*params, *metrics]
+    return store.query(
+        f"""WITH latest AS ({LATEST_RUNS_SQL.format(where=where)})
+            SELECT l.method, l.model, l.label, l.protocol_id, l.protocol_name, l.run_id, m.dataset,
+                   m.sample_id, m.metric, m.value
+            FROM sample_metrics m JOIN latest l USING (run_id, dataset)
+            JOIN samples s USING (run_id, dataset, sample_id)
+            {metric_where}
+            ORDER BY l.method, l.model, l.protocol_id, m.dataset, m.metric, s.position, m.sample_id""",
+        params,
+    )
+
+
+def _empty_values() -> pd.DataFrame:
+    cols = ["method", "model", "label", "protocol_id", "protocol_name", "run_id", "dataset", "sample_id"]
+    return pd.DataFrame(columns=[*cols, "metric", "value"])
+
+
+def latest_costs(store: Store, protocol_id: str) -> pd.DataFrame:
+    """Per-question cost of the latest runs: retrievals, LLM calls, tokens, seconds."""
+    return store.query(
+        f"""WITH latest AS ({LATEST_RUNS_SQL.format(where="AND r.protocol_id = ?")})
+            SELECT l.method, l.model, l.label, l.run_id, s.dataset, s.sample_id,
+                   s.n_retrievals AS retrievals, s.n_llm_calls AS llm_calls,
+                   s.prompt_tokens + s.completion_tokens AS tokens, s.latency_s AS seconds
+            FROM samples s JOIN latest l USING (run_id, dataset)
+            ORDER BY l.method, l.model, s.dataset, s.position""",
+        [protocol_id],
+    )
+
+
+def reported(store: Store) -> pd.DataFrame:
+    """Every published number (``reported`` table)."""
+    return store.query(
+        """SELECT paper, method, model, dataset, metric, value, source, setting, note FROM reported
+           ORDER BY paper, setting, method, model, dataset, metric"""
+    )
+
+
+# -- trajectories --------------------------------------------------------------------------------
+def run_questions(store: Store, run_id: str, dataset: str) -> pd.DataFrame:
+    """The questions of a run on one dataset: ``sample_id, position, question, prediction, extraction_status``."""
+    return store.query(
+        """SELECT sample_id, position, question, prediction, extraction_status FROM samples
+           WHERE run_id = ? AND dataset = ? ORDER BY position, sample_id""",
+        [run_id, dataset],
+    )
+
+
+def metric_values_of_run(store: Store, run_id: str, dataset: str, metric: str) -> pd.DataFrame:
+    """``sample_id, value`` of one metric for every question of a run on one dataset."""
+    return store.query(
+        "SELECT sample_id, value FROM sample_metrics WHERE run_id = ? AND dataset = ? AND metric = ?",
+        [run_id, dataset, metric],
+    )
+
+
+def sample_row(store: Store, run_id: str, dataset: str, sample_id: str) -> pd.DataFrame:
+    return store.query(
+        "SELECT * FROM samples WHERE run_id = ? AND dataset = ? AND sample_id = ?",
+        [run_id, dataset, sample_id],
+    )
+
+
+def sample_metric_rows(store: Store, run_id: str, dataset: str, sample_id: str) -> pd.DataFrame:
+    return store.query(
+        """SELECT metric, value FROM sample_metrics WHERE run_id = ? AND dataset = ? AND sample_id = ?
+           ORDER BY metric""",
+        [run_id, dataset, sample_id],
+    )
+
+
+def turn_rows(store: Store, run_id: str, dataset: str, sample_id: str) -> pd.DataFrame:
+    return store.query(
+        """SELECT turn_index, kind, text, query, doc_ids, doc_scores, prompt_tokens, completion_tokens,
+                  observation_tokens, latency_s, stop_reason, status
+           FROM turns WHERE run_id = ? AND dataset = ? AND sample_id = ? ORDER BY turn_index""",
+        [run_id, dataset, sample_id],
+    )
+
+
+def judgement_rows(store: Store, question: str, prediction: str) -> pd.DataFrame:
+    """Judge verdicts on this exact (question, prediction); a verdict does not depend on the run."""
+    return store.query(
+        """SELECT judge_model, prompt_id, prompt_hash, status, verdict, score, rationale, created_at
+           FROM judgements WHERE question = ? AND prediction = ? ORDER BY created_at""",
+        [question, prediction],
+    )
+
+
+# -- training --------------------------------------------------------------------------------------
+def train_runs(store: Store) -> pd.DataFrame:
+    """Runs with logged training steps: ``run_id, method, model, label, status, started_at, steps``."""
+    return store.query(
+        """SELECT r.run_id, r.method, r.model, coalesce(r.label, '') AS label, r.status, r.started_at,
+                  count(DISTINCT t.step) AS steps
+           FROM runs r JOIN train_steps t USING (run_id)
+           GROUP BY ALL ORDER BY r.started_at DESC, r.run_id"""
+    )
+
+
+def train_steps(store: Store, run_id: str) -> pd.DataFrame:
+    """``step, metric, value`` of one training run."""
+    return store.query(
+        "SELECT step, metric, value FROM train_steps WHERE run_id = ? ORDER BY step, metric", [run_id]
+    )

@@ -1,0 +1,135 @@
+"""Drive the real leaderboard in headless Chromium (Debian's ``chromium`` through Playwright).
+
+``leaderboard_server`` starts ``harness leaderboard`` on a free 127.0.0.1 port and stops it by its
+PID; ``chromium_page`` opens a fresh browser profile with the flags this machine's closed network
+needs. Also used to take ``docs/leaderboard.png``::
+
+    python -c "from tests.leaderboard.browser import screenshot; screenshot('r.duckdb', 'docs/leaderboard.png')"
+"""
+
+from __future__ import annotations
+
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+CHROMIUM_FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+TABLE_CELLS = '[data-testid="stDataFrame"] [role="gridcell"]'
+
+
+def chromium_path() -> str | None:
+    return shutil.which("chromium") or (
+        str(Path("/usr/bin/chromium")) if Path("/usr/bin/chromium").exists() else None
+    )
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@contextmanager
+def leaderboard_server(
+    db: Path, log: Path, *, sync_reported: bool = False, timeout: float = 90.0
+) -> Iterator[str]:
+    """``harness leaderboard --db db`` on a free port; yields its URL once ``/_stcore/health`` is ok."""
+    import httpx
+
+    port = free_port()
+    cmd = [sys.executable, "-m", "harness", "leaderboard", "--db", str(db), "--port", str(port)]
+    if not sync_reported:
+        cmd.append("--no-sync-reported")
+    with open(log, "w") as out:
+        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + timeout
+        while True:
+            if proc.poll() is not None:
+                raise RuntimeError(
+                    f"the leaderboard server exited with {proc.returncode}: {log.read_text()[-2000:]}"
+                )
+            try:
+                if httpx.get(f"{url}/_stcore/health", timeout=2).text == "ok":
+                    break
+            except httpx.HTTPError:
+                pass
+            if time.monotonic() > deadline:
+                raise TimeoutError(
+                    f"no healthy leaderboard at {url} after {timeout:.0f}s: {log.read_text()[-2000:]}"
+                )
+            time.sleep(0.25)
+        yield url
+    finally:
+        proc.terminate()  # harness leaderboard exec's Streamlit: this PID is the server
+        try:
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=15)
+
+
+@contextmanager
+def chromium_page(width: int = 1600, height: int = 1000) -> Iterator[object]:
+    """A page of a fresh headless Chromium profile (Playwright ``Page``)."""
+    from playwright.sync_api import sync_playwright
+
+    exe = chromium_path()
+    if exe is None:
+        raise RuntimeError("chromium is not installed (apt-get install -y chromium)")
+    with tempfile.TemporaryDirectory(prefix="chromium-profile-") as profile, sync_playwright() as p:
+        ctx = p.chromium.launch_persistent_context(
+            profile,
+            executable_path=exe,
+            headless=True,
+            args=CHROMIUM_FLAGS,
+            viewport={"width": width, "height": height},
+        )
+        try:
+            yield ctx.new_page()
+        finally:
+            ctx.close()
+
+
+def table_cells(page, timeout_ms: float = 60_000) -> list[str]:
+    """The leaderboard table's cell texts (the grid's accessibility table; visible columns)."""
+    page.wait_for_selector(TABLE_CELLS, state="attached", timeout=timeout_ms)
+    return page.locator(TABLE_CELLS).all_inner_texts()
+
+
+def screenshot(
+    db: str | Path, out: str | Path, *, metric: str | None = None, width: int = 1900, height: int = 1000
+) -> None:
+    """A PNG of the leaderboard page over ``db`` (optionally after choosing a metric by its label)."""
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with (
+        tempfile.TemporaryDirectory() as tmp,
+        leaderboard_server(Path(db), Path(tmp) / "server.log") as url,
+        chromium_page(width, height) as page,
+    ):
+        page.goto(url)
+        table_cells(page)
+        if metric is not None:
+            page.locator('[data-testid="stMain"] [data-testid="stSelectbox"]').first.click()
+            page.get_by_role("option", name=metric, exact=True).click()
+            page.wait_for_timeout(1500)
+            table_cells(page)
+        page.wait_for_timeout(500)
+        page.screenshot(path=str(out), full_page=True)

@@ -1,0 +1,259 @@
+"""A small results database written through ``harness.store.Store``, with numbers known exactly.
+
+Protocol ``mini`` (the real preset): methods direct, naive_rag and search_r1 (label "untrained
+policy") on hotpotqa, musique and popqa, 4 questions each. Metrics come from the harness's own
+scoring (``harness.runner.score_trajectory``) of the predictions below. A second protocol
+(``mini`` with top-5, a different id) holds one naive_rag run on hotpotqa that must never appear
+in the first protocol's rows. A second model (``OTHER_MODEL``) has a direct run on popqa only.
+A training run logs three steps.
+
+Correct answers per method (1 = the prediction is the gold answer):
+
+    method      hotpotqa  musique  popqa   EM: hotpotqa musique popqa | avg multi-hop  avg all
+    direct      1 p 0 0   0 0 0 0  1 1 0 0      0.25     0.00    0.50 |    0.125        0.25
+    naive_rag   1 1 0 0   1 0 0 0  1 1 1 0      0.50     0.25    0.75 |    0.375        0.50
+    search_r1   1 1 1 0   1 1 0 0  1 1 1 1      0.75     0.50    1.00 |    0.625        0.75
+
+``p`` is a partial answer ("Lovelace" for "Ada Lovelace"): EM 0, F1 2/3, so direct's F1 on
+hotpotqa is (1 + 2/3) / 4 = 0.41667 while its EM is 0.25.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from harness.protocol import Protocol, preset
+from harness.runner import score_trajectory
+from harness.store import ReportedRow, RunRecord, ScoredSample, Store
+from harness.types import Trajectory, Turn
+
+DATASETS = ("hotpotqa", "musique", "popqa")
+ANSWERS = ("Paris", "Ada Lovelace", "1969", "blue whale")
+WRONG = "unknown"
+PATTERN: dict[str, dict[str, str]] = {  # per method, per dataset: c = correct, p = partial, 0 = wrong
+    "direct": {"hotpotqa": "cp00", "musique": "0000", "popqa": "cc00"},
+    "naive_rag": {"hotpotqa": "cc00", "musique": "c000", "popqa": "ccc0"},
+    "search_r1": {"hotpotqa": "ccc0", "musique": "cc00", "popqa": "cccc"},
+}
+EXPECTED_EM = {
+    "direct": {
+        "hotpotqa": 0.25,
+        "musique": 0.0,
+        "popqa": 0.5,
+        "avg_singlehop": 0.5,
+        "avg_multihop": 0.125,
+        "avg_all": 0.25,
+    },
+    "naive_rag": {
+        "hotpotqa": 0.5,
+        "musique": 0.25,
+        "popqa": 0.75,
+        "avg_singlehop": 0.75,
+        "avg_multihop": 0.375,
+        "avg_all": 0.5,
+    },
+    "search_r1": {
+        "hotpotqa": 0.75,
+        "musique": 0.5,
+        "popqa": 1.0,
+        "avg_singlehop": 1.0,
+        "avg_multihop": 0.625,
+        "avg_all": 0.75,
+    },
+}
+MODEL = "smollm2-135m-instruct"
+OTHER_MODEL = (
+    "qwen-test"  # a second model: direct on popqa only, 1 of 4 right (EM 0.25, no multi-hop average)
+)
+TOP5_NAIVE_RAG_EM = 1.0  # the other protocol's only run: both questions right
+
+
+@dataclass(frozen=True)
+class FixtureDB:
+    path: Path
+    protocol: Protocol
+    other_protocol: Protocol
+    run_ids: dict[str, str]  # method -> run id (first protocol, MODEL)
+    train_run_id: str
+
+
+def question(dataset: str, i: int) -> str:
+    return f"{dataset} question {i}: what is thing {i}?"
+
+
+def gold_ids(dataset: str, i: int) -> list[str]:
+    base = {"hotpotqa": 100, "musique": 200, "popqa": 300}[dataset] + 10 * i
+    return [f"closed-{base:06d}", f"closed-{base + 1:06d}"]
+
+
+def _prediction(code: str, i: int) -> str:
+    if code == "c":
+        return ANSWERS[i]
+    if code == "p":
+        return ANSWERS[i].split()[-1]
+    return WRONG
+
+
+def _turns(method: str, dataset: str, i: int, prediction: str) -> list[Turn]:
+    gold = gold_ids(dataset, i)
+    other = f"closed-{int(gold[0].split('-')[1]) + 5:06d}"
+    if method == "direct":
+        return [
+            Turn(
+                index=0,
+                kind="generate",
+                text=prediction,
+                prompt_tokens=50,
+                completion_tokens=5,
+                stop_reason="eos",
+            )
+        ]
+    if method == "naive_rag":
+        return [
+            Turn(
+                index=0,
+                kind="retrieve",
+                query=question(dataset, i),
+                doc_ids=[gold[0], other, gold[1]],
+                doc_scores=[9.5, 8.0, 7.25],
+            ),
+            Turn(
+                index=1,
+                kind="generate",
+                text=prediction,
+                prompt_tokens=400,
+                completion_tokens=6,
+                stop_reason="eos",
+            ),
+        ]
+    return [
+        Turn(
+            index=0,
+            kind="generate",
+            text=f"<think>I need thing {i}.</think><search>thing {i}</search>",
+            prompt_tokens=200,
+            completion_tokens=20,
+            stop_reason="</search>",
+        ),
+        Turn(
+            index=1,
+            kind="retrieve",
+            text=f"<information>Doc 1: thing {i}</information>",
+            query=f"thing {i}",
+            doc_ids=[other, gold[0]],
+            doc_scores=[6.0, 5.5],
+            observation_tokens=40,
+        ),
+        Turn(
+            index=2,
+            kind="generate",
+            text=f"<think>Found it.</think><answer>{prediction}</answer>",
+            prompt_tokens=300,
+            completion_tokens=15,
+            stop_reason="</answer>",
+        ),
+    ]
+
+
+def _run_record(
+    run_id: str, method: str, proto: Protocol, label: str = "", kind: str = "eval", model: str = MODEL
+) -> RunRecord:
+    return RunRecord(
+        run_id=run_id,
+        kind=kind,
+        method=method,
+        model=model,
+        backend="transformers",
+        protocol_id=proto.protocol_id,
+        protocol_name=proto.name,
+        protocol_json=proto.model_dump_json(),
+        method_spec_hash=f"spec-{method}",
+        method_spec_json="{}",
+        bench="fixture",
+        label=label,
+        command=f"fixture {method}",
+        status="complete",
+    )
+
+
+def _samples(method: str, patterns: dict[str, str], proto: Protocol, corrupt: bool) -> list[ScoredSample]:
+    out = []
+    pos = 0
+    for dataset, codes in patterns.items():
+        for i, code in enumerate(codes):
+            pred = "corrupted output" if corrupt else _prediction(code, i)
+            t = Trajectory(
+                example_id=f"{dataset}-{i}",
+                dataset=dataset,
+                question=question(dataset, i),
+                answers=[ANSWERS[i]],
+                turns=_turns(method, dataset, i, pred),
+                prediction=pred,
+                extraction_status="ok",
+                response=pred,
+            )
+            g = gold_ids(dataset, i)
+            out.append(
+                ScoredSample(t, score_trajectory(t, g, proto.top_k), position=pos, gold_ids=g, latency_s=0.5)
+            )
+            pos += 1
+    return out
+
+
+def build(path: Path, *, corrupt: str | None = None, tag: str = "") -> FixtureDB:
+    """Write the fixture database at ``path``; ``corrupt`` names a method whose predictions are garbage."""
+    store = Store(path)
+    proto = preset("mini")
+    other = proto.with_(top_k=5)
+    run_ids = {}
+    for n, method in enumerate(PATTERN):
+        run_id = f"{method}-fixture{tag}-{n}"
+        label = "untrained policy" if method == "search_r1" else ""
+        store.create_run(_run_record(run_id, method, proto, label))
+        store.add_samples(run_id, _samples(method, PATTERN[method], proto, corrupt == method))
+        store.finish_run(run_id, "complete", 1.0)
+        run_ids[method] = run_id
+    qwen_id = f"direct-fixture{tag}-qwen"
+    store.create_run(_run_record(qwen_id, "direct", proto, model=OTHER_MODEL))
+    store.add_samples(qwen_id, _samples("direct", {"popqa": "c000"}, proto, False))
+    other_id = f"naive_rag-fixture{tag}-top5"
+    store.create_run(_run_record(other_id, "naive_rag", other))
+    store.add_samples(other_id, _samples("naive_rag", {"hotpotqa": "cc"}, other, False))
+    store.replace_reported(
+        "search_r1",
+        [
+            ReportedRow(
+                "search_r1", "naive_rag", MODEL, "hotpotqa", "em", 0.4, "Search-R1, Table 2", "Table 2"
+            ),
+            ReportedRow(
+                "search_r1", "naive_rag", MODEL, "avg_multihop", "em", 0.3, "Search-R1, Table 2", "Table 2"
+            ),
+            ReportedRow(
+                "search_r1",
+                "search_r1",
+                "Qwen2.5-7B",
+                "hotpotqa",
+                "em",
+                0.433,
+                "Search-R1, Table 2",
+                "Table 2",
+            ),
+        ],
+    )
+    train_id = f"train-search_r1-fixture{tag}"
+    store.create_run(_run_record(train_id, "search_r1", proto, "recipe cpu-smoke", kind="train"))
+    for step in range(3):
+        store.add_train_steps(
+            train_id,
+            step,
+            {
+                "reward/total_mean": 0.1 * step,
+                "reward/em_mean": 0.1 * step,
+                "searches_mean": 1.0 + step,
+                "response_len_mean": 100.0 - 10 * step,
+                "kl": 0.01 * step,
+                "clip_frac": 0.0,
+            },
+        )
+    return FixtureDB(path=path, protocol=proto, other_protocol=other, run_ids=run_ids, train_run_id=train_id)
