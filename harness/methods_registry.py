@@ -49,3 +49,17 @@ def describe_methods() -> list[tuple[str, ...]]:
         kind = "RL (trained policy)" if cls.trained else "prompt baseline"
         rows.append((name, kind, cls.description, cls.source))
     return rows
+
+
+def get_trainable(name: str, recipe: str, overrides: list[str] | None = None):
+    """A trainable method and its recipe ``recipe`` with ``key=value`` overrides applied."""
+    from harness.method import TrainableMethod
+
+    method = get_method(name)
+    if not isinstance(method, TrainableMethod):
+        raise ConfigError(f"method {name!r} is a prompt baseline; it has no training recipe")
+    recipes = method.recipes()
+    if recipe not in recipes:
+        raise ConfigError(f"method {name!r} has no recipe {recipe!r}; known: {', '.join(recipes)}")
+    r = recipes[recipe]
+    return method, (r.with_overrides(overrides) if overrides else r)

@@ -38,22 +38,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def handle(args: argparse.Namespace) -> int:
-    from harness.errors import ConfigError
     from harness.export_verl import export_verl
-    from harness.method import TrainableMethod
-    from harness.methods_registry import get_method
+    from harness.methods_registry import get_trainable
 
-    method = get_method(args.method)
-    if not isinstance(method, TrainableMethod):
-        raise ConfigError(f"method {args.method!r} is a prompt baseline; it has no training recipe")
-    recipes = method.recipes()
-    if args.recipe not in recipes:
-        raise ConfigError(
-            f"method {args.method!r} has no recipe {args.recipe!r}; known: {', '.join(recipes)}"
-        )
-    recipe = recipes[args.recipe]
-    if args.recipe_override:
-        recipe = recipe.with_overrides(args.recipe_override)
+    method, recipe = get_trainable(args.method, args.recipe, args.recipe_override)
     files = export_verl(
         method,
         recipe,

@@ -58,24 +58,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def handle(args: argparse.Namespace) -> int:
-    from harness.errors import ConfigError
-    from harness.method import TrainableMethod
-    from harness.methods_registry import get_method
+    from harness.methods_registry import get_trainable
 
-    method = get_method(args.method)
-    if not isinstance(method, TrainableMethod):
-        raise ConfigError(f"method {args.method!r} is a prompt baseline; it has no training recipe")
-    recipes = method.recipes()
-    if args.recipe not in recipes:
-        raise ConfigError(
-            f"method {args.method!r} has no recipe {args.recipe!r}; known: {', '.join(recipes)}"
-        )
-    recipe = recipes[args.recipe]
     overrides = list(args.recipe_override)
     if args.steps is not None:
         overrides.append(f"steps={args.steps}")
-    if overrides:
-        recipe = recipe.with_overrides(overrides)
+    method, recipe = get_trainable(args.method, args.recipe, overrides)
     if args.show:
         print(json.dumps(recipe.model_dump(mode="json"), indent=2))
         return 0
