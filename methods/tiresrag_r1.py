@@ -162,9 +162,7 @@ def run_segment_rollouts(
                 status = "ok"
                 if q is None:
                     s.done = True
-                    s.ended_by = (
-                        "answer" if c.stop and c.stop == cfg.dialect.answer_close else c.finish_reason
-                    )
+                    s.ended_by = "answer" if stopped_at(c, cfg.dialect.answer_close) else c.finish_reason
                     if c.finish_reason == "length":
                         status = "truncated"
                 elif searches[i] >= cfg.max_searches:
@@ -322,11 +320,16 @@ def render_docs(hits: Sequence[Hit]) -> str:
     return "".join(out)
 
 
+def stopped_at(c: Completion, tag: str) -> bool:
+    """The segment ended at stop string ``tag`` (kept in the text: ``include_stop``)."""
+    return c.finish_reason == "stop" and c.text.endswith(tag)
+
+
 def search_query(c: Completion) -> str | None:
     """Code §2.3: a segment that stopped at ``</search>`` and holds ``<search>`` is a search; the
     query is the text after the **last** ``<search>``, double quotes dropped, whitespace collapsed
     ("" ends the trajectory). Anything else ends the trajectory."""
-    if c.stop != "</search>" or "<search>" not in c.text:
+    if not stopped_at(c, "</search>") or "<search>" not in c.text:
         return None
     q = c.text.split("<search>")[-1]
     q = q.removesuffix("</search>")

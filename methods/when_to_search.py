@@ -47,7 +47,7 @@ from harness.rl.recipe import Recipe, RewardStage
 from harness.rollout.dialect import TagDialect
 from harness.rollout.extract import extract_tagged
 from harness.types import Completion, Hit, QAExample, SamplingParams, Trajectory
-from methods.tiresrag_r1 import SegmentLoopConfig, model_text, run_segment_rollouts
+from methods.tiresrag_r1 import SegmentLoopConfig, stopped_at, model_text, run_segment_rollouts
 
 # -- protocol (spec §2) ---------------------------------------------------------------------------------
 
@@ -105,7 +105,7 @@ def search_query(c: Completion) -> str | None:
     """§2.4: a segment stopped at ``</search>`` is a search; the query is the last
     ``<search>…</search>`` stripped ("" when empty or without an opening tag). Anything else
     (``</answer>``, EOS, length) ends the trajectory."""
-    if c.stop != "</search>":
+    if not stopped_at(c, "</search>"):
         return None
     found = _SEARCH.findall(c.text)
     return found[-1].strip() if found else ""
