@@ -47,7 +47,7 @@ from harness.rl.recipe import Recipe, RewardStage
 from harness.rollout.dialect import TagDialect
 from harness.rollout.extract import extract_tagged
 from harness.types import Completion, Hit, QAExample, SamplingParams, Trajectory
-from methods.tiresrag_r1 import SegmentLoopConfig, stopped_at, model_text, run_segment_rollouts
+from methods.tiresrag_r1 import SegmentLoopConfig, model_text, run_segment_rollouts, stopped_at
 
 # -- protocol (spec §2) ---------------------------------------------------------------------------------
 
