@@ -109,14 +109,32 @@ def _empty_values() -> pd.DataFrame:
     return pd.DataFrame(columns=[*cols, "metric", "value"])
 
 
+def has_relation(store: Store, name: str) -> bool:
+    """Whether the database has a table or view ``name`` (older files lack newer views)."""
+    df = store.query(
+        """SELECT count(*) AS n FROM (SELECT table_name AS name FROM duckdb_tables()
+           UNION ALL SELECT view_name FROM duckdb_views()) WHERE name = ?""",
+        [name],
+    )
+    return int(df.iloc[0, 0]) > 0
+
+
 def latest_costs(store: Store, protocol_id: str) -> pd.DataFrame:
-    """Per-question cost of the latest runs: retrievals, LLM calls, tokens, seconds."""
+    """Per-question cost of the latest runs: retrievals, LLM calls, tokens, seconds and USD.
+
+    ``tokens`` is NULL where a server did not report token counts (stored as -1); ``usd`` comes
+    from the store's ``sample_costs`` view (NULL when the price is unknown, or the view absent)."""
+    costed = has_relation(store, "sample_costs")
+    usd = "c.cost_usd" if costed else "CAST(NULL AS DOUBLE)"
+    join = "LEFT JOIN sample_costs c USING (run_id, dataset, sample_id)" if costed else ""
     return store.query(
         f"""WITH latest AS ({LATEST_RUNS_SQL.format(where="AND r.protocol_id = ?")})
             SELECT l.method, l.model, l.label, l.run_id, s.dataset, s.sample_id,
                    s.n_retrievals AS retrievals, s.n_llm_calls AS llm_calls,
-                   s.prompt_tokens + s.completion_tokens AS tokens, s.latency_s AS seconds
-            FROM samples s JOIN latest l USING (run_id, dataset)
+                   CASE WHEN s.prompt_tokens < 0 OR s.completion_tokens < 0 THEN NULL
+                        ELSE s.prompt_tokens + s.completion_tokens END AS tokens,
+                   s.latency_s AS seconds, {usd} AS usd
+            FROM samples s JOIN latest l USING (run_id, dataset) {join}
             ORDER BY l.method, l.model, s.dataset, s.position""",
         [protocol_id],
     )
@@ -172,12 +190,16 @@ def turn_rows(store: Store, run_id: str, dataset: str, sample_id: str) -> pd.Dat
     )
 
 
-def judgement_rows(store: Store, question: str, prediction: str) -> pd.DataFrame:
-    """Judge verdicts on this exact (question, prediction); a verdict does not depend on the run."""
+def judgement_rows(store: Store, question: str, texts: list[str]) -> pd.DataFrame:
+    """Judge verdicts on this question for any of ``texts`` (the prediction, or the whole response
+    for prompts that judge the response); a verdict depends on the judged text, not on the run."""
+    if not texts:
+        return pd.DataFrame()
+    marks = ", ".join("?" for _ in texts)
     return store.query(
-        """SELECT judge_model, prompt_id, prompt_hash, status, verdict, score, rationale, created_at
-           FROM judgements WHERE question = ? AND prediction = ? ORDER BY created_at""",
-        [question, prediction],
+        f"""SELECT judge_model, prompt_id, prompt_hash, status, verdict, score, rationale, created_at
+            FROM judgements WHERE question = ? AND prediction IN ({marks}) ORDER BY created_at""",
+        [question, *texts],
     )
 
 

@@ -28,6 +28,7 @@ class Column(BaseModel):
     kind: ColumnKind
     help: str = ""
     filter: FilterKind = "none"  # the app builds a filter widget for every column that has one
+    fmt: str | None = None  # printf-style number format in the app (default by kind)
     export: bool = True
 
 
@@ -178,6 +179,13 @@ COST_COLUMNS: tuple[Column, ...] = (
     ),
     Column(key="llm_calls", label="LLM calls / q", kind="number"),
     Column(key="seconds", label="s / q", kind="number", help="mean wall time per question"),
+    Column(
+        key="usd",
+        label="$ / q",
+        kind="number",
+        help="mean cost per question in USD (harness.cost prices); empty when any question's cost is unknown",
+        fmt="$%.6f",
+    ),
     Column(key="n", label="n", kind="count"),
     Column(
         key="pareto_retrievals",
@@ -190,5 +198,8 @@ COST_COLUMNS: tuple[Column, ...] = (
         label="Pareto (tokens)",
         kind="text",
         help="no method is as accurate with fewer tokens",
+    ),
+    Column(
+        key="pareto_usd", label="Pareto ($)", kind="text", help="no method is as accurate for fewer dollars"
     ),
 )

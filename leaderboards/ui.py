@@ -136,7 +136,7 @@ def column_config(columns: list[Column]) -> dict[str, object]:
         elif c.kind == "count":
             cfg[c.key] = st.column_config.NumberColumn(c.label, help=c.help or None, format="%d")
         elif c.kind == "number":
-            cfg[c.key] = st.column_config.NumberColumn(c.label, help=c.help or None, format="%.3f")
+            cfg[c.key] = st.column_config.NumberColumn(c.label, help=c.help or None, format=c.fmt or "%.3f")
         else:
             cfg[c.key] = st.column_config.TextColumn(c.label, help=c.help or None)
     return cfg

@@ -37,6 +37,7 @@ from leaderboards.schema import (
 )
 
 N_RESAMPLES = 1000
+PARETO_COSTS = ("retrievals", "tokens", "usd")
 ROW_KEY = ["method", "model"]
 
 
@@ -291,10 +292,11 @@ def _measured(
 def build_cost(
     values: pd.DataFrame, costs: pd.DataFrame, *, metric: str, dataset: str | None
 ) -> pd.DataFrame:
-    """Accuracy against mean retrievals and tokens per question, per (method, model).
+    """Accuracy against mean retrievals, tokens and USD per question, per (method, model).
 
     ``dataset=None`` uses every dataset of the protocol: accuracy is the unweighted mean over
-    datasets (rows missing a dataset get NaN), costs are means over all questions.
+    datasets (rows missing a dataset get NaN), costs are means over all questions. A USD mean is
+    NaN unless every question's cost is known (as the store's cost views rule).
     """
     v = values[values["metric"] == metric]
     if dataset is not None:
@@ -318,11 +320,12 @@ def build_cost(
                 "tokens": float(c["tokens"].mean()),
                 "llm_calls": float(c["llm_calls"].mean()),
                 "seconds": float(c["seconds"].mean()),
+                "usd": float(c["usd"].mean()) if len(c) and c["usd"].notna().all() else math.nan,
                 "n": int(len(c)),
             }
         )
     df = pd.DataFrame(rows, columns=[c.key for c in COST_COLUMNS if not c.key.startswith("pareto_")])
-    for cost in ("retrievals", "tokens"):
+    for cost in PARETO_COSTS:
         front = pareto_front(df["accuracy"].to_numpy(float), df[cost].to_numpy(float))
         df[f"pareto_{cost}"] = ["yes" if f else "" for f in front]
     return df[[c.key for c in COST_COLUMNS]]
@@ -472,7 +475,9 @@ def sample_view(store, run_id: str, dataset: str, sample_id: str, passage_text=N
         gold_ids=gold,
         metrics=dict(zip(m["metric"], m["value"].astype(float), strict=True)),
         turns=turns,
-        judgements=queries.judgement_rows(store, str(row["question"]), prediction),
+        judgements=queries.judgement_rows(
+            store, str(row["question"]), [t for t in (prediction, str(row["response"] or "")) if t]
+        ),
     )
 
 

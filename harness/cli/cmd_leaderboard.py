@@ -14,7 +14,7 @@ EXAMPLES = """\
   harness leaderboard                                   # results/harness.duckdb on http://127.0.0.1:8501
   harness leaderboard --db runs/ci.duckdb --port 8600
   harness leaderboard --host 0.0.0.0                    # reachable from other machines
-  harness leaderboard --no-sync-reported                # do not load the papers' published numbers
+  harness leaderboard --no-sync                         # leave the file untouched (no reported numbers, prices)
 """
 
 DESCRIPTION = """\
@@ -22,7 +22,8 @@ Start the leaderboard app (Streamlit) over a DuckDB results file: the leaderboar
 with 95% intervals, reported vs reproduced numbers, cost and efficiency (Pareto) plots, a
 trajectory explorer and training curves. The app reads with short read-only connections, so
 `harness run` can keep writing to the same file. Before starting, the registered paper methods'
-published numbers are written into the file's `reported` table (replacing each paper's rows)."""
+published numbers are written into the file's `reported` table (replacing each paper's rows) and
+the price table (harness.cost presets + prices.json next to the file) into `prices`."""
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -38,7 +39,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--port", type=int, default=8501, help="port (default 8501)")
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
     p.add_argument(
-        "--no-sync-reported", action="store_true", help="do not write the papers' published numbers into --db"
+        "--no-sync",
+        action="store_true",
+        help="do not write the papers' published numbers and the price table into --db (open it read-only)",
     )
 
 
@@ -70,11 +73,16 @@ def handle(args: argparse.Namespace) -> int:
         raise ConfigError(f"{db}: no results database here; run `harness run ... --db {args.db}` first")
     if importlib.util.find_spec("streamlit") is None:
         raise ConfigError("the leaderboard needs Streamlit: pip install 'rar-harness[ui]'")
-    if not args.no_sync_reported:
+    if not args.no_sync:
+        from harness.cost import sync_prices
+        from harness.store import Store
         from leaderboards.reported_sync import sync_reported
 
         papers, rows = sync_reported(db)
-        print(f"reported numbers: {rows} rows from {papers} papers written to {db}", file=sys.stderr)
+        sync_prices(Store(db))
+        print(
+            f"{db}: {rows} reported numbers from {papers} papers and the price table written", file=sys.stderr
+        )
     from leaderboards import DB_ENV
 
     env = {**os.environ, DB_ENV: str(db)}

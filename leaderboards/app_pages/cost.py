@@ -41,7 +41,7 @@ def frontier_chart(df: pd.DataFrame, cost: str, title: str) -> alt.LayerChart:
             "model",
             "label",
             alt.Tooltip("accuracy:Q", format=".3f"),
-            alt.Tooltip(f"{cost}:Q", format=".2f"),
+            alt.Tooltip(f"{cost}:Q", format=".6f" if cost == "usd" else ".2f"),
             "n",
         ],
     )
@@ -64,8 +64,15 @@ with right:
     st.altair_chart(
         frontier_chart(table, "tokens", "mean tokens per question (prompt + completion)"), width="stretch"
     )
+if table["usd"].notna().any():
+    left, _ = st.columns(2)
+    with left:
+        st.subheader("Accuracy vs dollars per question")
+        st.altair_chart(
+            frontier_chart(table, "usd", "mean USD per question (harness.cost prices)"), width="stretch"
+        )
 st.caption(
-    "The dashed line joins the Pareto-optimal methods: none is as accurate for fewer retrievals (or tokens). "
+    "The dashed line joins the Pareto-optimal methods: none is as accurate for fewer retrievals (tokens, dollars). "
     "With all datasets, accuracy is the unweighted mean over datasets."
 )
 ui.show_table(table, list(COST_COLUMNS), key="cost_table")

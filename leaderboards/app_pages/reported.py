@@ -14,7 +14,7 @@ reported = ui.load_reported(db, ui.stamp(db))
 if reported.empty:
     st.info(
         "No published numbers in this database. `harness leaderboard` loads the registered paper "
-        "methods' tables into it when it starts (unless `--no-sync-reported`)."
+        "methods' tables into it when it starts (unless `--no-sync`)."
     )
     st.stop()
 if protocol is None:

@@ -45,16 +45,14 @@ def free_port() -> int:
 
 
 @contextmanager
-def leaderboard_server(
-    db: Path, log: Path, *, sync_reported: bool = False, timeout: float = 90.0
-) -> Iterator[str]:
+def leaderboard_server(db: Path, log: Path, *, sync: bool = False, timeout: float = 90.0) -> Iterator[str]:
     """``harness leaderboard --db db`` on a free port; yields its URL once ``/_stcore/health`` is ok."""
     import httpx
 
     port = free_port()
     cmd = [sys.executable, "-m", "harness", "leaderboard", "--db", str(db), "--port", str(port)]
-    if not sync_reported:
-        cmd.append("--no-sync-reported")
+    if not sync:
+        cmd.append("--no-sync")
     with open(log, "w") as out:
         proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"

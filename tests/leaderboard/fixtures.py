@@ -15,7 +15,8 @@ Correct answers per method (1 = the prediction is the gold answer):
     search_r1   1 1 1 0   1 1 0 0  1 1 1 1      0.75     0.50    1.00 |    0.625        0.75
 
 ``p`` is a partial answer ("Lovelace" for "Ada Lovelace"): EM 0, F1 2/3, so direct's F1 on
-hotpotqa is (1 + 2/3) / 4 = 0.41667 while its EM is 0.25.
+hotpotqa is (1 + 2/3) / 4 = 0.41667 while its EM is 0.25. An LLM judge (``JUDGE_METRIC``, with a
+stored verdict and rationale for that answer) accepts it: direct's judge score on hotpotqa is 0.5.
 """
 
 from __future__ import annotations
@@ -23,6 +24,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from harness.cost import sync_prices
+from harness.judge.core import Judgement
 from harness.protocol import Protocol, preset
 from harness.runner import score_trajectory
 from harness.store import ReportedRow, RunRecord, ScoredSample, Store
@@ -67,6 +70,7 @@ OTHER_MODEL = (
     "qwen-test"  # a second model: direct on popqa only, 1 of 4 right (EM 0.25, no multi-hop average)
 )
 TOP5_NAIVE_RAG_EM = 1.0  # the other protocol's only run: both questions right
+JUDGE_METRIC = "judge@judge-test:abc123"  # direct on hotpotqa only: [1, 1, 0, 0] (accepts "Lovelace")
 
 
 @dataclass(frozen=True)
@@ -204,6 +208,7 @@ def _samples(method: str, patterns: dict[str, str], proto: Protocol, corrupt: bo
 def build(path: Path, *, corrupt: str | None = None, tag: str = "") -> FixtureDB:
     """Write the fixture database at ``path``; ``corrupt`` names a method whose predictions are garbage."""
     store = Store(path)
+    sync_prices(store)  # the presets: the packaged model on the in-process backend costs $0
     proto = preset("mini")
     other = proto.with_(top_k=5)
     run_ids = {}
@@ -214,6 +219,31 @@ def build(path: Path, *, corrupt: str | None = None, tag: str = "") -> FixtureDB
         store.add_samples(run_id, _samples(method, PATTERN[method], proto, corrupt == method))
         store.finish_run(run_id, "complete", 1.0)
         run_ids[method] = run_id
+    direct = run_ids["direct"]
+    store.add_sample_metrics(
+        [(direct, "hotpotqa", f"hotpotqa-{i}", JUDGE_METRIC, v) for i, v in enumerate([1, 1, 0, 0])]
+    )
+    store.add_judgements(
+        [
+            Judgement(
+                key=f"fixture-judgement{tag}",
+                judge_model="judge-test",
+                prompt_id="fixture",
+                prompt_hash="abc123",
+                question=question("hotpotqa", 1),
+                golds=[ANSWERS[1]],
+                prediction=_prediction("p", 1),
+                status="ok",
+                verdict="correct",
+                score=1.0,
+                rationale="Lovelace names Ada Lovelace.",
+                raw="correct",
+                prompt_tokens=30,
+                completion_tokens=4,
+                latency_s=0.1,
+            )
+        ]
+    )
     qwen_id = f"direct-fixture{tag}-qwen"
     store.create_run(_run_record(qwen_id, "direct", proto, model=OTHER_MODEL))
     store.add_samples(qwen_id, _samples("direct", {"popqa": "c000"}, proto, False))

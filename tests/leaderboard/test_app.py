@@ -78,6 +78,14 @@ def test_metric_selector_changes_values(app):
     assert "F1" in app.caption[0].value
 
 
+def test_judge_metric_in_the_selector(app):
+    labels = [app.selectbox(key="metric").format_func(o) for o in app.selectbox(key="metric").options]
+    assert labels[:4] == ["EM", "F1", "cover-EM", "cover-EM (tokens)"]
+    assert "judge (judge-test:abc123)" in labels
+    app.selectbox(key="metric").set_value("judge@judge-test:abc123").run()
+    assert _table(app)[["method", "hotpotqa"]].values.tolist() == [["direct", 0.5]]
+
+
 def test_filters_sort_and_interval_toggle(app):
     app.multiselect(key="lb_method").set_value(["direct", "naive_rag"]).run()
     assert list(_table(app)["method"]) == ["naive_rag", "direct", "direct"]
@@ -105,7 +113,7 @@ def test_reported_page(app):
 def test_cost_page(app):
     app.switch_page("app_pages/cost.py").run()
     assert app.title[0].value == "Cost and efficiency"
-    assert len(app.get("vega_lite_chart")) == 2
+    assert len(app.get("vega_lite_chart")) == 3  # retrievals, tokens, dollars (prices known)
     assert _main_model(app).loc["search_r1", "accuracy"] == 0.75
     app.selectbox(key="cost_dataset").set_value("musique").run()
     assert _main_model(app).loc["search_r1", "accuracy"] == 0.5
@@ -129,6 +137,17 @@ def test_trajectory_explorer_and_disagreements(app, fixture_db):
     assert only.startswith("1. hotpotqa question 1") and only.endswith("[1.00 vs 0.00]")
     assert "1 where EM differs" in " ".join(c.value for c in app.caption)
     assert any(s.value == "direct · smollm2-135m-instruct" for s in app.subheader)
+
+
+def test_trajectory_shows_judge_verdict(app):
+    app.switch_page("app_pages/trajectories.py").run()
+    app.selectbox(key="traj_a").set_value("direct · smollm2-135m-instruct").run()
+    app.selectbox(key="traj_dataset").set_value("hotpotqa").run()
+    app.selectbox(key="traj_question").set_value("hotpotqa-1").run()
+    assert not app.exception, [e.value for e in app.exception]
+    assert "**answer:** `Lovelace`" in " ".join(m.value for m in app.markdown)
+    verdicts = [d.value for d in app.dataframe if "rationale" in d.value.columns]
+    assert verdicts and verdicts[0]["rationale"].tolist() == ["Lovelace names Ada Lovelace."]
 
 
 def test_training_page(app, fixture_db):

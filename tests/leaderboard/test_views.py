@@ -13,7 +13,7 @@ from harness.metrics.bootstrap import bootstrap_ci
 from leaderboards import queries, views
 from leaderboards.passages import lookup, packaged_corpus_for
 from leaderboards.schema import LEADERBOARD_COLUMNS, averages_for, order_datasets, order_metrics
-from tests.leaderboard.fixtures import EXPECTED_EM, MODEL, OTHER_MODEL, TOP5_NAIVE_RAG_EM
+from tests.leaderboard.fixtures import EXPECTED_EM, JUDGE_METRIC, MODEL, OTHER_MODEL, TOP5_NAIVE_RAG_EM
 
 
 @pytest.fixture(scope="module")
@@ -71,6 +71,13 @@ def test_metric_changes_values(store, fixture_db):
     assert f1.loc["direct", "hotpotqa"] == pytest.approx((1 + 2 / 3) / 4)
     cover = by_method(views.leaderboard_from_db(store, fixture_db.protocol.protocol_id, "cover_em").frame)
     assert cover.loc["direct", "hotpotqa"] == 0.25  # "lovelace" does not contain "ada lovelace"
+
+
+def test_judge_metric_is_a_leaderboard_metric(store, fixture_db):
+    assert JUDGE_METRIC in queries.metrics_present(store, fixture_db.protocol.protocol_id)
+    board = views.leaderboard_from_db(store, fixture_db.protocol.protocol_id, JUDGE_METRIC)
+    assert list(board.frame["method"]) == ["direct"] and board.datasets == ["hotpotqa"]
+    assert board.frame.loc[0, "hotpotqa"] == 0.5  # the judge accepts "Lovelace"; EM does not
 
 
 def test_intervals_are_the_bootstrap_of_the_per_question_values(store, fixture_db):
@@ -199,6 +206,9 @@ def test_cost_and_pareto(store, fixture_db):
     )
     assert t["pareto_retrievals"].to_dict() == {"direct": "yes", "naive_rag": "", "search_r1": "yes"}
     assert t["pareto_tokens"].to_dict() == {"direct": "yes", "naive_rag": "yes", "search_r1": "yes"}
+    # the packaged model on the in-process backend costs $0 (harness.cost): only the best is optimal
+    assert list(t["usd"]) == [0.0, 0.0, 0.0]
+    assert t["pareto_usd"].to_dict() == {"direct": "", "naive_rag": "", "search_r1": "yes"}
     one = views.build_cost(
         queries.latest_values(store, pid, ["em"]),
         queries.latest_costs(store, pid),
@@ -249,6 +259,11 @@ def test_sample_view_marks_gold_passages_and_reads_packaged_text(store, fixture_
     first = corpus.get("closed-000100")
     assert retrieve.passages[0].text is not None and retrieve.passages[0].text in first
     assert s.judgements.empty
+    judged = views.sample_view(store, fixture_db.run_ids["direct"], "hotpotqa", "hotpotqa-1")
+    assert judged.metrics[JUDGE_METRIC] == 1.0 and judged.metrics["em"] == 0.0
+    assert judged.judgements[["judge_model", "verdict", "score", "rationale"]].values.tolist() == [
+        ["judge-test", "correct", 1.0, "Lovelace names Ada Lovelace."]
+    ]
     no_text = views.sample_view(store, fixture_db.run_ids["naive_rag"], "hotpotqa", "hotpotqa-0")
     assert no_text.turns[0].passages[0].title is None
     with pytest.raises(ConfigError, match="no sample"):
