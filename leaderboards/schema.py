@@ -158,7 +158,11 @@ REPORTED_COLUMNS: tuple[Column, ...] = (
     Column(key="measured_lo", label="measured 95% lo", kind="interval"),
     Column(key="measured_hi", label="measured 95% hi", kind="interval"),
     Column(
-        key="diff", label="measured - reported", kind="number", help="difference in points of the fraction"
+        key="diff",
+        label="measured - reported",
+        kind="number",
+        fmt="percent",
+        help="difference in percentage points",
     ),
     Column(key="n", label="n", kind="count", help="questions behind the measured number"),
     Column(key="measured_model", label="model (measured)", kind="text"),

@@ -43,6 +43,6 @@ st.caption(
     f"{len(table)} published numbers, {n_measured} with a measured counterpart under protocol "
     f"`{protocol}`. Published numbers come from each paper's own protocol (corpus, retriever, "
     "model); a difference under another protocol is not a failed reproduction. "
-    "`measured - reported` is in fractions (0.05 = 5 points)."
+    "`measured - reported` is in percentage points."
 )
 ui.show_table(table, list(REPORTED_COLUMNS), key="reported_table")
