@@ -404,6 +404,15 @@ def eval_protocol() -> Protocol:
 
 # -- the method ---------------------------------------------------------------------------------------
 
+
+def _wrong_protocol(protocol: Protocol) -> ConfigError:
+    return ConfigError(
+        f"method 'arena' answers from each question's own paragraphs (a gold-context setting) and is "
+        f"scored only under --protocol {PROTOCOL_NAME}, never mixed with open-retrieval rows "
+        f"(got protocol {protocol.name!r})"
+    )
+
+
 REWARDS = ("arena", "arena_f1", "arena_judge")
 
 
@@ -429,6 +438,10 @@ class Arena(TrainableMethod):
         return self._contexts
 
     def spec(self, protocol: Protocol) -> MethodSpec:
+        # refuse an open-retrieval protocol before a run is recorded (training rollouts have no
+        # search turns: max_turns 0, the recipe's)
+        if protocol.name != PROTOCOL_NAME and protocol.max_turns != 0:
+            raise _wrong_protocol(protocol)
         return MethodSpec(
             name=self.name,
             prompts={"user": PROMPTS[self.template]},
@@ -450,11 +463,7 @@ class Arena(TrainableMethod):
 
     def solve(self, examples: list[QAExample], ctx: RunContext) -> list[Trajectory]:
         if not ctx.training and ctx.protocol.name != PROTOCOL_NAME:
-            raise ConfigError(
-                f"method 'arena' answers from each question's own paragraphs (a gold-context setting) and is "
-                f"scored only under --protocol {PROTOCOL_NAME}, never mixed with open-retrieval rows "
-                f"(got protocol {ctx.protocol.name!r})"
-            )
+            raise _wrong_protocol(ctx.protocol)
         contexts = self.context_provider.contexts(examples, ctx.protocol)
         prompts = [
             ctx.backend.chat_prompt(make_prompt(e.question, c.references, template=self.template))

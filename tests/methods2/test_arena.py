@@ -280,10 +280,16 @@ def test_solve_under_the_gold_context_protocol_never_retrieves():
     assert r.total == 13.0
 
 
-def test_solve_refuses_other_protocols_outside_training():
+def test_other_protocols_are_refused_outside_training():
     ctx, _b, _r = context({"capital": [GOOD]})
     with pytest.raises(ConfigError, match=PROTOCOL_NAME):
         Arena(contexts=FixedContexts()).solve([_example(1)], ctx)
+    with pytest.raises(ConfigError, match=PROTOCOL_NAME):  # before the runner records a run
+        Arena().spec(preset("mini"))
+    from harness.rl.trainer import rollout_protocol
+
+    recipe = Arena().recipes()["cpu-smoke"]
+    assert Arena().spec(rollout_protocol(preset("mini"), recipe)).params["max_new_tokens"] == 64  # training
 
 
 def test_training_returns_token_ids_with_a_full_mask():
