@@ -94,6 +94,18 @@ def handle(args: argparse.Namespace) -> int:
 
     names = resolve_methods(args.method)
     methods = [get_method(n) for n in names]
+    if args.method.strip() == "all":
+        # `all` = every method that runs under this protocol; a method bound to its own protocol
+        # (ARENA's gold-context setting) is skipped with the reason, never silently
+        kept = []
+        for m in methods:
+            try:
+                m.spec(proto)
+            except ConfigError as e:
+                print(f"skipping {m.name}: {e}", file=sys.stderr)
+                continue
+            kept.append(m)
+        methods, names = kept, [m.name for m in kept]
     opts: dict[str, object] = {}
     if args.base_url:
         opts["base_urls"] = args.base_url
