@@ -502,8 +502,10 @@ VARIANTS: dict[str, Variant] = {
     "no_difficulty": Variant(difficulty=False),  # Table 7 "w/o Difficulty"
     "no_penalty": Variant(penalty="none"),  # Table 7 "w/o Penalty"
     "no_reflect": Variant(w_r=0.0),  # Table 7 "w/o Reflect"
-    "no_sufficiency": Variant(w_s=0.0),  # Table 7 "w/o Sufficient" (S still judged for W)
-    "no_thinking": Variant(w_t=0.0),  # Table 7 "w/o Thinking"
+    # Table 7 "w/o Sufficient" / "w/o Thinking": the weight is 0 in R^sum; S is still judged for W. The
+    # code-form penalty scales z(S) / z(T) by the weight, so it vanishes too (the paper does not say).
+    "no_sufficiency": Variant(w_s=0.0),
+    "no_thinking": Variant(w_t=0.0),
     "f1_only": Variant(penalty="none", difficulty=False, judges=False, w_t=0.0, w_s=0.0, w_r=0.0),
     "smoke": Variant(judge_max_tokens=SMOKE_JUDGE_MAX_TOKENS),
 }
