@@ -14,7 +14,10 @@ from pydantic import BaseModel, ConfigDict
 
 from harness.data.benches import MULTIHOP, SINGLEHOP
 
-ColumnKind = Literal["text", "score", "interval", "count", "number"]
+# score / interval: a fraction in [0, 1] (the app shows it in %, files keep the fraction);
+# points: a difference of two scores (shown in percentage points); count; number; text.
+ColumnKind = Literal["text", "score", "interval", "points", "count", "number"]
+PERCENT_KINDS: tuple[str, ...] = ("score", "interval", "points")
 FilterKind = Literal["none", "multiselect"]
 
 
@@ -45,15 +48,18 @@ class AverageGroup(BaseModel):
 
 DATASET_ORDER: tuple[str, ...] = (*SINGLEHOP, *MULTIHOP)
 
+# In display order: the averages come right after the row's name (the ranking is visible without
+# scrolling), then the datasets.
 AVERAGES: tuple[AverageGroup, ...] = (
+    AverageGroup(key="avg_all", label="avg all", datasets=(), reported_name="avg"),
     AverageGroup(
         key="avg_singlehop", label="avg single-hop", datasets=SINGLEHOP, reported_name="avg_singlehop"
     ),
     AverageGroup(key="avg_multihop", label="avg multi-hop", datasets=MULTIHOP, reported_name="avg_multihop"),
-    AverageGroup(key="avg_all", label="avg all", datasets=(), reported_name="avg"),
 )
 
-# The fixed columns of the leaderboard, in display order; score columns follow them.
+# The fixed columns of the leaderboard, in display order; score columns (averages, then datasets)
+# follow the first three.
 LEADERBOARD_COLUMNS: tuple[Column, ...] = (
     Column(key="method", label="method", kind="text", filter="multiselect", help="registered method name"),
     Column(
@@ -160,8 +166,7 @@ REPORTED_COLUMNS: tuple[Column, ...] = (
     Column(
         key="diff",
         label="measured - reported",
-        kind="number",
-        fmt="percent",
+        kind="points",
         help="difference in percentage points",
     ),
     Column(key="n", label="n", kind="count", help="questions behind the measured number"),

@@ -16,7 +16,7 @@ import streamlit as st
 
 from harness.store import DEFAULT_DB
 from leaderboards import DB_ENV, queries, views
-from leaderboards.schema import Column
+from leaderboards.schema import PERCENT_KINDS, Column
 
 PROTOCOL_KEY = "protocol"
 
@@ -128,17 +128,17 @@ def current_protocol() -> str | None:
 
 
 def column_config(columns: list[Column]) -> dict[str, object]:
-    """Streamlit column settings for the declared columns (header, help, number format)."""
+    """Streamlit column settings for the declared columns (header, help, number format).
+
+    Scores show in % with one decimal, as the papers print them (``show_table`` scales them)."""
+    formats = {"score": "%.1f", "interval": "%.1f", "points": "%+.1f", "count": "%d"}
     cfg: dict[str, object] = {}
     for c in columns:
-        if c.kind == "score" or c.kind == "interval":
-            cfg[c.key] = st.column_config.NumberColumn(c.label, help=c.help or None, format="percent")
-        elif c.kind == "count":
-            cfg[c.key] = st.column_config.NumberColumn(c.label, help=c.help or None, format="%d")
-        elif c.kind == "number":
-            cfg[c.key] = st.column_config.NumberColumn(c.label, help=c.help or None, format=c.fmt or "%.3f")
-        else:
+        if c.kind == "text":
             cfg[c.key] = st.column_config.TextColumn(c.label, help=c.help or None)
+        else:
+            fmt = c.fmt or formats.get(c.kind, "%.3f")
+            cfg[c.key] = st.column_config.NumberColumn(c.label, help=c.help or None, format=fmt)
     return cfg
 
 
@@ -157,9 +157,14 @@ def schema_filters(df: pd.DataFrame, columns: list[Column], key_prefix: str) -> 
 
 
 def show_table(df: pd.DataFrame, columns: list[Column], *, key: str) -> None:
+    """The declared columns of ``df``; score-like columns multiplied by 100 (shown in %)."""
     keys = [c.key for c in columns if c.key in df.columns]
+    shown = df[keys].copy()
+    for c in columns:
+        if c.key in keys and c.kind in PERCENT_KINDS:
+            shown[c.key] = shown[c.key] * 100
     st.dataframe(
-        df[keys],
+        shown,
         column_config=column_config([c for c in columns if c.key in keys]),
         hide_index=True,
         width="stretch",

@@ -77,12 +77,14 @@ class Leaderboard:
 
     @property
     def score_keys(self) -> list[str]:
-        return [*self.datasets, *(g.key for g, _ in self.averages)]
+        return [*(g.key for g, _ in self.averages), *self.datasets]
 
     def score_columns(self) -> list[Column]:
-        cols = [score_column(d, d, f"{metric_label(self.metric)} on {d}") for d in self.datasets]
-        for g, members in self.averages:
-            cols.append(score_column(g.key, g.label, f"unweighted mean over {', '.join(members)}"))
+        """Averages first (the first is the default ranking), then the datasets."""
+        cols = [
+            score_column(g.key, g.label, f"unweighted mean over {', '.join(m)}") for g, m in self.averages
+        ]
+        cols += [score_column(d, d, f"{metric_label(self.metric)} on {d}") for d in self.datasets]
         return cols
 
     def columns(self, *, ci: str) -> list[Column]:
@@ -157,10 +159,10 @@ def build_leaderboard(
             cells[(method, model, grp.key)] = agg
             row.update({grp.key: agg.mean, f"{grp.key}_lo": agg.lo, f"{grp.key}_hi": agg.hi})
         rows.append(row)
-    keys = [*datasets, *(g.key for g, _ in averages)]
+    keys = [*(g.key for g, _ in averages), *datasets]
     cols = ["method", "model", "label", "n", "runs"] + [f"{k}{s}" for k in keys for s in ("", "_lo", "_hi")]
     frame = pd.DataFrame(rows, columns=cols)
-    sort_key = keys[-1] if keys else None
+    sort_key = keys[0] if keys else None  # avg all when there are several datasets
     if sort_key is not None and len(frame):
         frame = frame.sort_values([sort_key, "method", "model"], ascending=[False, True, True])
     return Leaderboard(

@@ -25,7 +25,7 @@ sort_labels = {c.key: c.label for c in board.score_columns()}
 sort_by = c_sort.selectbox(
     "Sort by",
     list(sort_labels),
-    index=len(sort_labels) - 1,
+    index=0,
     format_func=sort_labels.__getitem__,
     key="sort_by",
 )
@@ -35,7 +35,7 @@ df = ui.schema_filters(board.display_frame(ci="text" if show_ci else "none"), co
 df = df.sort_values([sort_by, "method", "model"], ascending=[False, True, True], na_position="last")
 
 st.caption(
-    f"Protocol **{board.protocol_name}** (`{board.protocol_id}`) · {metric_label(metric)} · newest run per "
+    f"Protocol **{board.protocol_name}** (`{board.protocol_id}`) · {metric_label(metric)} in % · newest run per "
     "method, model and dataset · 95% percentile-bootstrap intervals over questions (1000 resamples). "
     "Click a header to sort."
 )

@@ -129,5 +129,7 @@ def screenshot(
             page.get_by_role("option", name=metric, exact=True).click()
             page.wait_for_timeout(1500)
             table_cells(page)
+            page.mouse.click(width - 40, height - 40)  # move the focus off the select box
+        page.mouse.move(width - 40, height - 40)
         page.wait_for_timeout(500)
         page.screenshot(path=str(out), full_page=True)

@@ -45,7 +45,7 @@ def test_leaderboard_page(app):
     df = _main_model(app)
     for method, expected in EXPECTED_EM.items():
         for key, value in expected.items():
-            assert df.loc[method, key] == pytest.approx(value), (method, key)
+            assert df.loc[method, key] == pytest.approx(100 * value), (method, key)  # shown in %
     assert df.loc["search_r1", "label"] == "untrained policy"
     assert df.loc["search_r1", "popqa_ci"] == "[100.0, 100.0]"
 
@@ -54,7 +54,7 @@ def test_protocol_selector_changes_rows(app, fixture_db):
     app.selectbox(key="protocol").set_value(fixture_db.other_protocol.protocol_id).run()
     df = _table(app)
     assert list(df["method"]) == ["naive_rag"]
-    assert df.loc[0, "hotpotqa"] == TOP5_NAIVE_RAG_EM
+    assert df.loc[0, "hotpotqa"] == 100 * TOP5_NAIVE_RAG_EM
     assert "musique" not in df.columns
     options = app.selectbox(key="protocol").options
     assert all(o.startswith("mini · ") for o in options) and len(options) == 2
@@ -72,9 +72,9 @@ def test_protocol_from_a_shared_link(fixture_db, monkeypatch):
 
 
 def test_metric_selector_changes_values(app):
-    assert _main_model(app).loc["direct", "hotpotqa"] == 0.25
+    assert _main_model(app).loc["direct", "hotpotqa"] == 25.0
     app.selectbox(key="metric").set_value("f1").run()
-    assert _main_model(app).loc["direct", "hotpotqa"] == pytest.approx((1 + 2 / 3) / 4)
+    assert _main_model(app).loc["direct", "hotpotqa"] == pytest.approx(100 * (1 + 2 / 3) / 4)
     assert "F1" in app.caption[0].value
 
 
@@ -83,7 +83,7 @@ def test_judge_metric_in_the_selector(app):
     assert labels[:4] == ["EM", "F1", "cover-EM", "cover-EM (tokens)"]
     assert "judge (judge-test:abc123)" in labels
     app.selectbox(key="metric").set_value("judge@judge-test:abc123").run()
-    assert _table(app)[["method", "hotpotqa"]].values.tolist() == [["direct", 0.5]]
+    assert _table(app)[["method", "hotpotqa"]].values.tolist() == [["direct", 50.0]]
 
 
 def test_filters_sort_and_interval_toggle(app):
@@ -102,8 +102,8 @@ def test_reported_page(app):
     app.switch_page("app_pages/reported.py").run()
     assert app.title[0].value == "Reported vs reproduced"
     t = _table(app).set_index(["method", "dataset"])
-    assert t.loc[("naive_rag", "hotpotqa"), "measured"] == 0.5
-    assert t.loc[("naive_rag", "hotpotqa"), "diff"] == pytest.approx(0.1)
+    assert t.loc[("naive_rag", "hotpotqa"), "measured"] == 50.0
+    assert t.loc[("naive_rag", "hotpotqa"), "diff"] == pytest.approx(10.0)  # percentage points
     app.toggle(key="only_measured").set_value(True).run()
     assert len(_table(app)) == 2
     app.toggle(key="match_model").set_value(False).run()
@@ -114,9 +114,9 @@ def test_cost_page(app):
     app.switch_page("app_pages/cost.py").run()
     assert app.title[0].value == "Cost and efficiency"
     assert len(app.get("vega_lite_chart")) == 3  # retrievals, tokens, dollars (prices known)
-    assert _main_model(app).loc["search_r1", "accuracy"] == 0.75
+    assert _main_model(app).loc["search_r1", "accuracy"] == 75.0
     app.selectbox(key="cost_dataset").set_value("musique").run()
-    assert _main_model(app).loc["search_r1", "accuracy"] == 0.5
+    assert _main_model(app).loc["search_r1", "accuracy"] == 50.0
 
 
 def test_trajectory_explorer_and_disagreements(app, fixture_db):

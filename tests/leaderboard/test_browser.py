@@ -29,7 +29,7 @@ def test_leaderboard_in_chromium(fixture_db, tmp_path):
         page.goto(f"{url}/?protocol={fixture_db.protocol.protocol_id}")
         cells = table_cells(page)
         headers = page.locator('[data-testid="stDataFrame"] [role="columnheader"]').all_inner_texts()
-        assert headers[:4] == ["method", "label", "model", "popqa"]
+        assert headers[:4] == ["method", "label", "model", "avg all"]
         # four rows of (method, label, model), best average first
         rows = [cells[i : i + 3] for i in range(0, len(cells), len(cells) // 4)]
         assert [r[:3] for r in rows] == [

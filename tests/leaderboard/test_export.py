@@ -59,8 +59,9 @@ def test_markdown_to_stdout(fixture_db, capsys):
     assert main(["export", "--format", "markdown", "--protocol", pid, "--db", str(fixture_db.path)]) == 0
     text = capsys.readouterr().out
     assert text.startswith(f"**Leaderboard · EM · protocol mini ({pid})**")
-    assert "| method | label | model | popqa | popqa 95% lo | popqa 95% hi |" in text
-    assert "| search_r1 | untrained policy | smollm2-135m-instruct | 1.0000 | 1.0000 | 1.0000 |" in text
+    assert "| method | label | model | avg all | avg all 95% lo | avg all 95% hi | avg single-hop |" in text
+    assert "| search_r1 | untrained policy | smollm2-135m-instruct | 0.7500 |" in text
+    assert "| direct |  | qwen-test |  |  |  | 0.2500 |" in text  # no avg all without every dataset
 
 
 def test_cost_and_reported_views(fixture_db, tmp_path):

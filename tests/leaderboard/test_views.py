@@ -35,12 +35,13 @@ def test_protocols_are_listed_separately(store, fixture_db):
 def test_leaderboard_em_values_and_averages(store, fixture_db):
     board = views.leaderboard_from_db(store, fixture_db.protocol.protocol_id, "em")
     assert board.datasets == ["popqa", "hotpotqa", "musique"]  # single-hop first, as the papers
-    assert [g.key for g, _ in board.averages] == ["avg_singlehop", "avg_multihop", "avg_all"]
+    assert [g.key for g, _ in board.averages] == ["avg_all", "avg_singlehop", "avg_multihop"]
+    assert board.score_keys[:4] == ["avg_all", "avg_singlehop", "avg_multihop", "popqa"]  # averages first
     df = by_method(board.frame)
     for method, expected in EXPECTED_EM.items():
         for key, value in expected.items():
             assert df.loc[method, key] == pytest.approx(value, abs=1e-12), (method, key)
-    # sorted by the last average (avg all), best first; a row without every dataset has none, last
+    # sorted by avg all, best first; a row without every dataset has none, last
     assert list(zip(board.frame["method"], board.frame["model"], strict=True)) == [
         ("search_r1", MODEL), ("naive_rag", MODEL), ("direct", MODEL), ("direct", OTHER_MODEL),
     ]  # fmt: skip
