@@ -706,7 +706,7 @@ class Arena(TrainableMethod):
             }
         )
         smoke_algo = algo.replace(
-            group_size=4, train_batch_size=2, mini_batch_size=2, lr=1e-5, lr_warmup_ratio=0.0
+            group_size=2, train_batch_size=2, mini_batch_size=2, lr=1e-5, lr_warmup_ratio=0.0
         )
         smoke = paper.model_copy(
             update={
@@ -715,13 +715,15 @@ class Arena(TrainableMethod):
                 "steps": 3,
                 "bench": "mini-multihop",
                 "selection": Selection(mode="first", n=8),
-                "max_new_tokens": 64,
+                "max_new_tokens": 48,
                 "micro_batch_size": 4,
                 "seed": 0,
                 "save_every": 0,
                 "sources": {
                     **sources,
-                    "algo.group_size": "ours: smallest group with a spread of rewards (CPU)",
+                    "algo.group_size": (
+                        "ours: 2; prompts hold 10-20 paragraphs (1.5k-5k tokens): a step with G=4 took 6-7 min here"
+                    ),
                     "algo.train_batch_size": "ours: 2 prompts per step (CPU)",
                     "algo.mini_batch_size": "ours: one update per step",
                     "algo.lr": "ours: 1e-5 so that three steps move the weights",
@@ -729,7 +731,7 @@ class Arena(TrainableMethod):
                     "steps": "ours: 3 steps",
                     "bench": "ours: packaged multi-hop questions with gold paragraphs (references: gold + BM25)",
                     "selection": "ours: the first 8 questions of each dataset",
-                    "max_new_tokens": "ours: 64 tokens (CPU budget)",
+                    "max_new_tokens": "ours: 48 tokens (CPU budget)",
                     "micro_batch_size": "ours: 4 trajectories per forward/backward",
                     "dtype": "ours: float32 on CPU",
                     "seed": "ours",

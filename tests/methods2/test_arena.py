@@ -289,7 +289,7 @@ def test_other_protocols_are_refused_outside_training():
     from harness.rl.trainer import rollout_protocol
 
     recipe = Arena().recipes()["cpu-smoke"]
-    assert Arena().spec(rollout_protocol(preset("mini"), recipe)).params["max_new_tokens"] == 64  # training
+    assert Arena().spec(rollout_protocol(preset("mini"), recipe)).params["max_new_tokens"] == 48  # training
 
 
 def test_training_returns_token_ids_with_a_full_mask():
