@@ -107,6 +107,7 @@ class RewardContext:
 
     step: int = 0
     models: dict[str, Any] = field(default_factory=dict)
+    total_steps: int | None = None  # the run's length (schedules that anneal with t/T, TIRESRAG-R1)
 
     def model(self, role: str, method: str) -> Any:
         if role not in self.models:
@@ -143,6 +144,12 @@ class TrainableMethod(Method):
     @abstractmethod
     def recipes(self) -> dict[str, Any]:
         """Named training recipes (``harness.rl.recipe.Recipe``); at least ``"paper"`` and ``"cpu-smoke"``."""
+
+    def advantage_adjust(self, rewards: list[RewardBreakdown], group: Any, *, name: str) -> Any:
+        """Optional hook ``(B,) sequence advantages -> (B,)`` applied before broadcasting to tokens
+        (``harness.rl.advantages``), built from the batch's rewards; None = plain advantages.
+        TIRESRAG-R1's difficulty-aware reweighting and consistency penalty use it."""
+        return None
 
     def prompt_messages(self, question: str, *, training: bool) -> list[dict[str, str]]:
         """The chat messages of the method's prompt for ``question`` (what ``solve`` feeds the chat

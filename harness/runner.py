@@ -218,7 +218,7 @@ class Runner:
                 scored = [
                     ScoredSample(
                         trajectory=t,
-                        metrics=score_trajectory(t, g, proto.top_k),
+                        metrics=score_trajectory(t, g if method.uses_retrieval else (), proto.top_k),
                         position=i,
                         gold_ids=list(g),
                         latency_s=per,

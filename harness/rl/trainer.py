@@ -229,7 +229,7 @@ class Trainer:
         )
         trajs = self.method.solve(expanded, ctx)
         reward_name = self.recipe.reward_at(step)
-        rctx = RewardContext(step=step, models=self.aux_models)
+        rctx = RewardContext(step=step, models=self.aux_models, total_steps=self.recipe.steps)
         rewards = self.method.rewards(trajs, name=reward_name, ctx=rctx)
         totals = torch.tensor([r.total for r in rewards], dtype=torch.float32)
         outcome = totals.clone()
@@ -324,7 +324,7 @@ class Trainer:
             else:
                 groups = self._rollout_groups(ctx, next_examples(a.train_batch_size), step, 0)
             t_roll = time.perf_counter() - t0
-            metrics = self._update(policy, ref, pad_id, groups, opt, sched, params)
+            metrics = self._update(policy, ref, pad_id, groups, opt, sched, params, step)
             metrics.update(self._rollout_metrics(groups))
             metrics.update(
                 {
@@ -375,7 +375,7 @@ class Trainer:
                 m[f"reward/{name}_mean"] = float(v.mean())
         return m
 
-    def _update(self, policy, ref, pad_id, groups, opt, sched, params) -> dict[str, float]:
+    def _update(self, policy, ref, pad_id, groups, opt, sched, params, step: int) -> dict[str, float]:
         a = self.algo
         trajs = [t for g in groups for t in g.trajectories]
         gids = torch.tensor([i for i, g in enumerate(groups) for _ in g.trajectories], dtype=torch.long)
@@ -430,10 +430,14 @@ class Trainer:
             token_rewards = kl_penalty_reward(
                 old_logp, ref_logp, mask, estimator=a.kl_estimator, coef=a.kl_coef
             )
+        adjust = self.method.advantage_adjust(
+            [r for g in groups for r in g.rewards], gids, name=self.recipe.reward_at(step)
+        )
         adv = compute_advantages(
             a.adv_estimator,
             AdvantageBatch(scores=scores, group=gids, response_mask=mask, token_rewards=token_rewards),
             a.advantage_params(),
+            adjust,
         )
 
         stats: dict[str, list[float]] = {
