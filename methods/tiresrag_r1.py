@@ -66,7 +66,7 @@ from harness.rl.advantages import SeqAdjust
 from harness.rl.config import DynamicSamplingConfig, GroupFilterConfig, grpo
 from harness.rl.recipe import Recipe, RewardStage
 from harness.rollout.dialect import TagDialect
-from harness.rollout.engine import RolloutState, _append_env, _truncate_tokens
+from harness.rollout.engine import RolloutState, append_env, finish_trajectory, generate_turn, truncate_tokens
 from harness.rollout.extract import Extraction, extract_tagged
 from harness.types import Completion, Hit, QAExample, SamplingParams, Trajectory
 
@@ -106,15 +106,6 @@ class SegmentLoopConfig:
         return self.extractor(model_text)
 
 
-def _segment_generate(
-    ctx: RunContext, states: list[RolloutState], cfg: SegmentLoopConfig, budget: int
-) -> list[Completion]:
-    kw = dict(stop=list(cfg.stops), max_new_tokens=budget, sampling=ctx.sampling, include_stop=True)
-    if ctx.training:
-        return ctx.backend.generate_ids([s.prompt_ids + s.response_ids for s in states], **kw)  # type: ignore[operator]
-    return ctx.backend.generate([s.context for s in states], **kw)
-
-
 def run_segment_rollouts(
     prompts: Sequence[str], examples: Sequence[QAExample], ctx: RunContext, cfg: SegmentLoopConfig
 ) -> list[Trajectory]:
@@ -147,7 +138,7 @@ def run_segment_rollouts(
         queries: list[str] = []
         for budget, idx in by_budget.items():
             t0 = time.perf_counter()
-            comps = _segment_generate(ctx, [states[i] for i in idx], cfg, budget)
+            comps = generate_turn(ctx, [states[i] for i in idx], stop=cfg.stops, max_new_tokens=budget)
             latency = (time.perf_counter() - t0) / len(idx)
             for i, c in zip(idx, comps, strict=True):
                 s = states[i]
@@ -198,8 +189,8 @@ def run_segment_rollouts(
             s = states[i]
             hits = hits_of.get(i, [])
             body = cfg.observe(hits) if q else cfg.no_results
-            body, _, cut = _truncate_tokens(ctx, body, cfg.max_obs_tokens)
-            n_obs = _append_env(ctx, s, cfg.dialect.obs_prefix + body + cfg.dialect.obs_suffix)
+            body, _, cut = truncate_tokens(ctx, body, cfg.max_obs_tokens)
+            n_obs = append_env(ctx, s, cfg.dialect.obs_prefix + body + cfg.dialect.obs_suffix)
             used[i] += n_obs
             searches[i] += 1
             s.add_turn(
@@ -212,31 +203,7 @@ def run_segment_rollouts(
                 latency_s=latency if q else 0.0,
                 status="obs_truncated" if cut else ("ok" if q else "empty_query"),
             )
-    return [_finish(s, cfg) for s in states]
-
-
-def _finish(s: RolloutState, cfg: SegmentLoopConfig) -> Trajectory:
-    ex = cfg.extract(s.model_text)
-    status = ex.status
-    if status in ("no_answer", "unclosed_tag"):
-        if s.last_finish == "length" or s.ended_by == "length":
-            status = "truncated"
-        elif s.ended_by == "max_turns":
-            status = "max_turns"
-    return Trajectory(
-        example_id=s.example.id,
-        dataset=s.example.dataset,
-        question=s.example.question,
-        answers=list(s.example.answers),
-        turns=s.turns,
-        prediction=ex.prediction,
-        extraction_status=status,
-        response=s.response,
-        prompt_ids=s.prompt_ids,
-        response_ids=s.response_ids if s.prompt_ids is not None else None,
-        loss_mask=s.loss_mask if s.prompt_ids is not None else None,
-        meta={"prompt": s.prompt, "ended_by": s.ended_by},
-    )
+    return [finish_trajectory(s, cfg.extract(s.model_text), ended_by=s.ended_by) for s in states]
 
 
 def model_text(trajectory: Trajectory) -> str:

@@ -81,17 +81,19 @@ class RolloutState:
         return t
 
 
-def _generate(ctx: RunContext, states: Sequence[RolloutState], cfg: TagRolloutConfig) -> list[Completion]:
-    kw = dict(
-        stop=cfg.dialect.stops, max_new_tokens=cfg.max_new_tokens, sampling=ctx.sampling, include_stop=True
-    )
+def generate_turn(
+    ctx: RunContext, states: Sequence[RolloutState], *, stop: Sequence[str], max_new_tokens: int
+) -> list[Completion]:
+    """One generation for every state, stop strings kept in the text; in training mode from the
+    exact token ids of the context so far (prompt + response)."""
+    kw = dict(stop=list(stop), max_new_tokens=max_new_tokens, sampling=ctx.sampling, include_stop=True)
     if ctx.training:
         ids = [s.prompt_ids + s.response_ids for s in states]  # type: ignore[operator]
         return ctx.backend.generate_ids(ids, **kw)
     return ctx.backend.generate([s.context for s in states], **kw)
 
 
-def _truncate_tokens(ctx: RunContext, text: str, limit: int | None) -> tuple[str, int, bool]:
+def truncate_tokens(ctx: RunContext, text: str, limit: int | None) -> tuple[str, int, bool]:
     """Cut ``text`` to at most ``limit`` tokens of the backend's tokenizer; returns (text, n_tokens, cut)."""
     ids = ctx.backend.tokenize(text)
     if limit is None or len(ids) <= limit:
@@ -99,7 +101,7 @@ def _truncate_tokens(ctx: RunContext, text: str, limit: int | None) -> tuple[str
     return ctx.backend.detokenize(ids[:limit]), limit, True
 
 
-def _append_env(ctx: RunContext, s: RolloutState, text: str) -> int:
+def append_env(ctx: RunContext, s: RolloutState, text: str) -> int:
     """Append environment text (observation or correction). Returns its token count."""
     s.parts.append((text, False))
     if ctx.training:
@@ -128,7 +130,7 @@ def run_tag_rollouts(
             break
         can_search = turn_no < cfg.max_turns
         t0 = time.perf_counter()
-        completions = _generate(ctx, active, cfg)
+        completions = generate_turn(ctx, active, stop=cfg.dialect.stops, max_new_tokens=cfg.max_new_tokens)
         gen_latency = (time.perf_counter() - t0) / max(len(active), 1)
 
         searching: list[RolloutState] = []
@@ -163,7 +165,7 @@ def run_tag_rollouts(
             elif not can_search:
                 s.done, s.ended_by = True, "max_turns"
             else:
-                _append_env(ctx, s, cfg.dialect.invalid_message)
+                append_env(ctx, s, cfg.dialect.invalid_message)
 
         if searching:
             retriever = ctx.require_retriever(cfg.dialect.name)
@@ -175,8 +177,8 @@ def run_tag_rollouts(
             else:
                 bodies = [cfg.renderer(h) for h in hits]
             for s, q, h, body in zip(searching, queries, hits, bodies, strict=True):
-                body, _, cut = _truncate_tokens(ctx, body, cfg.max_obs_tokens)
-                n_obs = _append_env(ctx, s, cfg.dialect.obs_prefix + body + cfg.dialect.obs_suffix)
+                body, _, cut = truncate_tokens(ctx, body, cfg.max_obs_tokens)
+                n_obs = append_env(ctx, s, cfg.dialect.obs_prefix + body + cfg.dialect.obs_suffix)
                 s.add_turn(
                     kind="retrieve",
                     text=body,
@@ -188,14 +190,15 @@ def run_tag_rollouts(
                     status="obs_truncated" if cut else "ok",
                 )
 
-    return [_finish(s, cfg) for s in states]
+    return [finish_trajectory(s, cfg.extract(s.model_text)) for s in states]
 
 
-def _finish(s: RolloutState, cfg: TagRolloutConfig) -> Trajectory:
-    ex = cfg.extract(s.model_text)
+def finish_trajectory(s: RolloutState, ex: Extraction, **meta: object) -> Trajectory:
+    """The trajectory of a finished state. A missing answer is labelled by why it is missing:
+    ``truncated`` (the token budget ran out) or ``max_turns`` (the turn budget did)."""
     status = ex.status
     if status in ("no_answer", "unclosed_tag"):
-        if s.last_finish == "length":
+        if s.last_finish == "length" or s.ended_by == "length":
             status = "truncated"
         elif not s.done or s.ended_by == "max_turns":
             status = "max_turns"
@@ -211,5 +214,5 @@ def _finish(s: RolloutState, cfg: TagRolloutConfig) -> Trajectory:
         prompt_ids=s.prompt_ids,
         response_ids=s.response_ids if s.prompt_ids is not None else None,
         loss_mask=s.loss_mask if s.prompt_ids is not None else None,
-        meta={"prompt": s.prompt},
+        meta={"prompt": s.prompt, **meta},
     )
