@@ -32,7 +32,6 @@ import hashlib
 import json
 import random
 import re
-import time
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -48,7 +47,8 @@ from harness.protocol import Decoding, Protocol, mini
 from harness.rl.config import grpo
 from harness.rl.recipe import Recipe, RewardStage
 from harness.rollout.extract import Extraction
-from harness.types import QAExample, SamplingParams, Trajectory, Turn
+from harness.rollout.single import answer_once
+from harness.types import QAExample, SamplingParams, Trajectory
 
 # -- prompts (verbatim) ---------------------------------------------------------------------------
 
@@ -469,50 +469,14 @@ class Arena(TrainableMethod):
             ctx.backend.chat_prompt(make_prompt(e.question, c.references, template=self.template))
             for e, c in zip(examples, contexts, strict=True)
         ]
-        kw = dict(stop=[], max_new_tokens=ctx.max_new_tokens, sampling=ctx.sampling)
-        t0 = time.perf_counter()
-        prompt_ids = None
-        if ctx.training:
-            prompt_ids = [ctx.backend.prompt_ids(p) for p in prompts]
-            comps = ctx.backend.generate_ids(prompt_ids, **kw)
-        else:
-            comps = ctx.backend.generate(prompts, **kw)
-        latency = (time.perf_counter() - t0) / max(len(prompts), 1)
-        out = []
-        for i, (e, c, p, comp) in enumerate(zip(examples, contexts, prompts, comps, strict=True)):
-            ex = extract_answer(comp.text)
-            status = "truncated" if ex.status != "ok" and comp.finish_reason == "length" else ex.status
-            ids = list(comp.token_ids or []) if ctx.training else None
-            out.append(
-                Trajectory(
-                    example_id=e.id,
-                    dataset=e.dataset,
-                    question=e.question,
-                    answers=list(e.answers),
-                    turns=[
-                        Turn(
-                            index=0,
-                            kind="generate",
-                            text=comp.text,
-                            prompt_tokens=comp.prompt_tokens,
-                            completion_tokens=comp.completion_tokens,
-                            latency_s=latency,
-                            stop_reason=comp.stop or comp.finish_reason,
-                        )
-                    ],
-                    prediction=ex.prediction,
-                    extraction_status=status,  # type: ignore[arg-type]
-                    response=comp.text,
-                    prompt_ids=prompt_ids[i] if prompt_ids is not None else None,
-                    response_ids=ids,
-                    loss_mask=[1] * len(ids) if ids is not None else None,
-                    meta={
-                        "prompt": p,
-                        "arena_gold_ids": list(c.gold_ids),
-                        "arena_reference_ids": [r.passage_id for r in c.references],
-                        "arena_context": c.source,
-                    },
-                )
+        out = answer_once(prompts, examples, ctx, max_new_tokens=ctx.max_new_tokens, extractor=extract_answer)
+        for t, c in zip(out, contexts, strict=True):
+            t.meta.update(
+                {
+                    "arena_gold_ids": list(c.gold_ids),
+                    "arena_reference_ids": [r.passage_id for r in c.references],
+                    "arena_context": c.source,
+                }
             )
         return out
 
