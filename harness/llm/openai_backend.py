@@ -282,13 +282,7 @@ class OpenAIBackend(Backend):
             generated = text
             if m is not None and not include_stop:
                 text = text[: m.start]
-            prompt_tokens = completion_tokens = -1
-            if self.spec.tokenizer is not None:
-                prompt_tokens = len(hf_encode(self.tokenizer, prompt, prompt=True))
-                completion_tokens = self.count_tokens(generated)
-                self._count("usage_tokenizer")
-            else:
-                self._count("usage_missing")
+            prompt_tokens, completion_tokens = self._token_counts(None, generated, prompt=prompt)
             return Completion(
                 text=text,
                 prompt_tokens=prompt_tokens,
@@ -327,6 +321,26 @@ class OpenAIBackend(Backend):
 
         return self._map(one, list(conversations))
 
+    def _token_counts(
+        self,
+        usage: Any,
+        text: str,
+        *,
+        prompt: str | None = None,
+        messages: list[dict[str, str]] | None = None,
+    ) -> tuple[int, int]:
+        """(prompt, completion) tokens: the server's usage when it reports it, else counted with the
+        configured tokenizer, else (-1, -1); which one is counted in ``stats``."""
+        if usage is not None and usage.prompt_tokens is not None and usage.completion_tokens is not None:
+            self._count("usage_server")
+            return int(usage.prompt_tokens), int(usage.completion_tokens)
+        if self.spec.tokenizer is not None:
+            prompt_text = prompt if prompt is not None else self.chat_prompt(messages or [])
+            self._count("usage_tokenizer")
+            return len(hf_encode(self.tokenizer, prompt_text, prompt=True)), self.count_tokens(text)
+        self._count("usage_missing")
+        return -1, -1
+
     def _completion(
         self,
         prompt: str | None,
@@ -361,17 +375,7 @@ class OpenAIBackend(Backend):
         if matched is not None and include_stop:
             text += matched
 
-        prompt_tokens, completion_tokens = -1, -1
-        if usage is not None and usage.prompt_tokens is not None and usage.completion_tokens is not None:
-            prompt_tokens, completion_tokens = int(usage.prompt_tokens), int(usage.completion_tokens)
-            self._count("usage_server")
-        elif self.spec.tokenizer is not None:
-            prompt_text = prompt if prompt is not None else self.chat_prompt(messages or [])
-            prompt_tokens = len(hf_encode(self.tokenizer, prompt_text, prompt=True))
-            completion_tokens = self.count_tokens(text)
-            self._count("usage_tokenizer")
-        else:
-            self._count("usage_missing")
+        prompt_tokens, completion_tokens = self._token_counts(usage, text, prompt=prompt, messages=messages)
         return Completion(
             text=text,
             prompt_tokens=prompt_tokens,
