@@ -303,13 +303,10 @@ class SearchO1(Method):
         )
 
     def rollout_config(self, protocol: Protocol) -> TagRolloutConfig:
-        return TagRolloutConfig(
-            dialect=DIALECT,
-            renderer=RENDERERS.get("search_r1"),  # unused: the observation function renders
-            top_k=protocol.top_k,
-            max_turns=protocol.max_turns,
-            max_obs_tokens=protocol.max_obs_tokens,
-            max_new_tokens=protocol.decoding.max_new_tokens,
+        return TagRolloutConfig.from_protocol(
+            protocol,
+            DIALECT,
+            RENDERERS.get("search_r1"),  # unused: the observation function renders
             extractor=extract_boxed,
             observation_fn=reason_in_documents,
             final_turn=True,

@@ -186,14 +186,10 @@ class EvalRAR(TrainableMethod):
         )
 
     def rollout_config(self, protocol: Protocol) -> TagRolloutConfig:
-        return TagRolloutConfig(
-            dialect=EVAL_RAR_DIALECT,
-            renderer=RENDERERS.get(RENDERER),
-            top_k=protocol.top_k,
-            max_turns=protocol.max_turns,
-            max_obs_tokens=protocol.max_obs_tokens,
-            max_new_tokens=protocol.decoding.max_new_tokens,
-            extractor=lambda text: extract_tagged(text, "<answer>", "</answer>"),
+        return TagRolloutConfig.from_protocol(
+            protocol,
+            EVAL_RAR_DIALECT,
+            RENDERERS.get(RENDERER),
             observation_fn=stripped_observations(RENDERER),
             final_turn=False,
         )

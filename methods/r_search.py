@@ -41,7 +41,6 @@ from harness.protocol import Decoding, Protocol, mini
 from harness.rl.recipe import Recipe, RewardStage
 from harness.rollout.dialect import SEARCH_R1_INVALID_MESSAGE, TagDialect
 from harness.rollout.engine import TagRolloutConfig, run_tag_rollouts
-from harness.rollout.extract import extract_tagged
 from harness.rollout.render import RENDERERS
 from harness.types import QAExample, SamplingParams, Trajectory
 from methods.search_r1 import (
@@ -267,14 +266,10 @@ class RSearch(TrainableMethod):
         )
 
     def rollout_config(self, protocol: Protocol) -> TagRolloutConfig:
-        return TagRolloutConfig(
-            dialect=R_SEARCH_DIALECT,
-            renderer=RENDERERS.get(RENDERER),
-            top_k=protocol.top_k,
-            max_turns=protocol.max_turns,
-            max_obs_tokens=protocol.max_obs_tokens,
-            max_new_tokens=protocol.decoding.max_new_tokens,
-            extractor=lambda text: extract_tagged(text, "<answer>", "</answer>"),
+        return TagRolloutConfig.from_protocol(
+            protocol,
+            R_SEARCH_DIALECT,
+            RENDERERS.get(RENDERER),
             observation_fn=stripped_observations(RENDERER),
             final_turn=True,
         )

@@ -258,14 +258,10 @@ class SearchR1(TrainableMethod):
         )
 
     def rollout_config(self, protocol: Protocol) -> TagRolloutConfig:
-        return TagRolloutConfig(
-            dialect=SEARCH_R1_DIALECT,
-            renderer=RENDERERS.get(RENDERER),
-            top_k=protocol.top_k,
-            max_turns=protocol.max_turns,
-            max_obs_tokens=protocol.max_obs_tokens,
-            max_new_tokens=protocol.decoding.max_new_tokens,
-            extractor=lambda text: extract_tagged(text, "<answer>", "</answer>"),
+        return TagRolloutConfig.from_protocol(
+            protocol,
+            SEARCH_R1_DIALECT,
+            RENDERERS.get(RENDERER),
             observation_fn=stripped_observations(RENDERER),
         )
 

@@ -19,12 +19,16 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 from harness.method import RunContext
 from harness.rollout.dialect import TagDialect
 from harness.rollout.extract import Extraction, extract_tagged
 from harness.rollout.render import Renderer
 from harness.types import Completion, Hit, QAExample, Trajectory, Turn
+
+if TYPE_CHECKING:
+    from harness.protocol import Protocol
 
 # Called with the searching states' queries and hits; returns the text to place inside the
 # observation tags for each (default: the renderer). Search-o1's Reason-in-Documents uses it.
@@ -42,6 +46,22 @@ class TagRolloutConfig:
     extractor: Callable[[str], Extraction] | None = None  # default: the dialect's answer tags
     observation_fn: ObservationFn | None = None
     final_turn: bool = True  # one more generation after max_turns, without search
+
+    @classmethod
+    def from_protocol(
+        cls, protocol: Protocol, dialect: TagDialect, renderer: Renderer, **kw: Any
+    ) -> TagRolloutConfig:
+        """A method's dialect and renderer with the protocol's budgets (top-k, turns, observation
+        and generation tokens); ``kw`` sets the remaining fields."""
+        return cls(
+            dialect=dialect,
+            renderer=renderer,
+            top_k=protocol.top_k,
+            max_turns=protocol.max_turns,
+            max_obs_tokens=protocol.max_obs_tokens,
+            max_new_tokens=protocol.decoding.max_new_tokens,
+            **kw,
+        )
 
     def extract(self, model_text: str) -> Extraction:
         if self.extractor is not None:
