@@ -12,15 +12,13 @@ from pathlib import Path
 
 import pytest
 
-from harness.method import MethodSpec, RewardBreakdown, RunContext, TrainableMethod
+from harness.method import RewardBreakdown
 from harness.protocol import CorpusRef, Protocol
 from harness.rl.config import grpo
 from harness.rl.recipe import Recipe
 from harness.rl.trainer import Trainer
-from harness.rollout.dialect import SEARCH_R1_DIALECT
-from harness.rollout.engine import TagRolloutConfig, run_tag_rollouts
-from harness.rollout.render import RENDERERS
 from harness.types import QAExample
+from tests.support.toy import SingleTurnToy
 
 GROUP, PROMPTS, NEW_TOKENS, STEPS = 4, 2, 32, 3
 PROTO = Protocol(name="bench", corpus=CorpusRef(id="none", content_hash="0" * 64, n_passages=0))
@@ -35,34 +33,15 @@ def share_of_e(text: str) -> float:
     return text.count("e") / max(len(text), 1)
 
 
-class Toy(TrainableMethod):
+class Toy(SingleTurnToy):
     name = "bench-toy"
-    description = "benchmark"
-    source = "test"
-    uses_retrieval = False
+    max_new_tokens = NEW_TOKENS
 
-    def spec(self, protocol):
-        return MethodSpec(name=self.name)
+    def prompt(self, example):
+        return prompt_text(int(example.id))
 
-    def solve(self, examples, ctx: RunContext):
-        cfg = TagRolloutConfig(
-            dialect=SEARCH_R1_DIALECT,
-            renderer=RENDERERS.get("search_r1"),
-            top_k=1,
-            max_turns=0,
-            max_obs_tokens=8,
-            max_new_tokens=NEW_TOKENS,
-        )
-        return run_tag_rollouts([prompt_text(int(e.id)) for e in examples], examples, ctx, cfg)
-
-    def reward_names(self):
-        return ("default",)
-
-    def reward(self, trajectory, *, name, ctx):
+    def score(self, trajectory):
         return RewardBreakdown(total=share_of_e(trajectory.response))
-
-    def recipes(self):
-        return {}
 
 
 def recipe() -> Recipe:

@@ -8,15 +8,13 @@ from pathlib import Path
 import pytest
 import torch
 
-from harness.method import MethodSpec, RewardBreakdown, RunContext, TrainableMethod
+from harness.method import RewardBreakdown
 from harness.protocol import CorpusRef, Protocol
 from harness.rl.config import grpo
 from harness.rl.recipe import Recipe
 from harness.rl.trainer import Trainer, sequence_logprobs
-from harness.rollout.dialect import SEARCH_R1_DIALECT
-from harness.rollout.engine import TagRolloutConfig, run_tag_rollouts
-from harness.rollout.render import RENDERERS
 from harness.types import QAExample
+from tests.support.toy import SingleTurnToy
 
 PROTO = Protocol(name="toy", corpus=CorpusRef(id="none", content_hash="0" * 64, n_passages=0))
 
@@ -57,38 +55,18 @@ def toy_model_dir(tmp_path_factory) -> Path:
     return out
 
 
-class FavouriteWords(TrainableMethod):
+class FavouriteWords(SingleTurnToy):
     """Toy task: reward = share of generated words among 8 target words (about 1/8 at the start)."""
 
     name = "toy-words"
-    description = "toy"
-    source = "test"
-    uses_retrieval = False
 
-    def spec(self, protocol):
-        return MethodSpec(name=self.name)
+    def prompt(self, example):
+        return f"Tell me about topic {example.id} ."
 
-    def solve(self, examples, ctx: RunContext):
-        cfg = TagRolloutConfig(
-            dialect=SEARCH_R1_DIALECT,
-            renderer=RENDERERS.get("search_r1"),
-            top_k=1,
-            max_turns=0,
-            max_obs_tokens=8,
-            max_new_tokens=ctx.protocol.decoding.max_new_tokens,
-        )
-        return run_tag_rollouts([f"Tell me about topic {e.id} ." for e in examples], examples, ctx, cfg)
-
-    def reward_names(self):
-        return ("default",)
-
-    def reward(self, trajectory, *, name, ctx):
+    def score(self, trajectory):
         ids = [i for i, m in zip(trajectory.response_ids, trajectory.loss_mask, strict=True) if m]
         share = sum(1 for i in ids if i in TARGET) / max(len(ids), 1)
         return RewardBreakdown(total=share, components={"target_share": share})
-
-    def recipes(self):
-        return {}
 
 
 def toy_recipe(steps: int) -> Recipe:
