@@ -20,6 +20,7 @@ answer is read from the model's own text only, exactly as the in-harness engine 
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 import shlex
@@ -42,12 +43,23 @@ def _strip_blocks(text: str, blocks: list[tuple[str, str]]) -> tuple[str, int]:
     return text, n
 
 
-def trajectory_from_text(method: TrainableMethod, solution_str: str, example: QAExample) -> Trajectory:
-    """The trajectory a decoded verl response stands for, as our engine would have recorded it
-    (model text = the response without observation blocks or correction messages)."""
+@functools.cache
+def _trainable(method_name: str) -> tuple[TrainableMethod, Any]:
+    """The method and its rollout config, built once per process: verl calls the reward once per
+    trajectory, and building a method costs milliseconds."""
+    from harness.methods_registry import get_method
     from harness.protocol import mini
 
-    cfg = method.rollout_config(mini())  # type: ignore[attr-defined]
+    method = get_method(method_name)
+    if not isinstance(method, TrainableMethod):
+        raise ConfigError(f"{method_name!r} is not a trainable method")
+    return method, method.rollout_config(mini())  # type: ignore[attr-defined]
+
+
+def trajectory_from_text(method_name: str, solution_str: str, example: QAExample) -> Trajectory:
+    """The trajectory a decoded verl response stands for, as our engine would have recorded it
+    (model text = the response without observation blocks or correction messages)."""
+    _method, cfg = _trainable(method_name)
     d = cfg.dialect
     blocks = [(d.obs_prefix.strip(), d.obs_suffix.strip()), *VERL_OBS_BLOCKS]
     model_text, n_obs = _strip_blocks(solution_str, blocks)
@@ -79,11 +91,7 @@ def verl_compute_score(
 ) -> dict[str, float]:
     """verl's reward signature -> our reward. Returns ``{"score": total, **components}`` (verl
     logs the extra keys)."""
-    from harness.methods_registry import get_method
-
-    method = get_method(method_name)
-    if not isinstance(method, TrainableMethod):
-        raise ConfigError(f"{method_name!r} is not a trainable method")
+    method, _cfg = _trainable(method_name)
     info = extra_info or {}
     target = ground_truth["target"] if isinstance(ground_truth, dict) else ground_truth
     answers = tuple(str(a) for a in (target if isinstance(target, list | tuple) else list(target)))
@@ -94,7 +102,7 @@ def verl_compute_score(
         question=str(info.get("question", "")),
         answers=answers,
     )
-    traj = trajectory_from_text(method, solution_str, example)
+    traj = trajectory_from_text(method_name, solution_str, example)
     r = method.reward(traj, name=reward_name, ctx=RewardContext(step=0, models=models or {}))
     return {"score": float(r.total), **{k: float(v) for k, v in r.components.items()}}
 
