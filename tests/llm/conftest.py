@@ -1,58 +1,10 @@
-"""Models for the backend tests: the packaged SmolLM2 (converted once per machine into the user
-cache) and a tiny random Llama built from a config with SmolLM2's real tokenizer."""
+"""Backends for the backend tests, over the shared model fixtures of tests/conftest.py."""
 
 from __future__ import annotations
 
-import importlib.util
-import shutil
 from pathlib import Path
 
 import pytest
-
-HAS_LLAMA_CPP = importlib.util.find_spec("llama_cpp") is not None
-needs_llama_cpp = pytest.mark.skipif(
-    not HAS_LLAMA_CPP, reason="llama-cpp-python is not installed (pip install 'rar-harness[llamacpp]')"
-)
-TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "chat_template.jinja")
-
-
-@pytest.fixture(scope="session")
-def smollm2_dir() -> Path:
-    from harness.llm.model_files import ensure_hf_model
-
-    return ensure_hf_model()
-
-
-@pytest.fixture(scope="session")
-def tiny_dir(smollm2_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A 3.2M-parameter random Llama (2 layers, hidden 64) with the SmolLM2 tokenizer."""
-    import torch
-    from transformers import AutoModelForCausalLM, GenerationConfig, LlamaConfig
-
-    out = tmp_path_factory.mktemp("tiny-llama")
-    cfg = LlamaConfig(
-        vocab_size=49152,
-        hidden_size=64,
-        intermediate_size=128,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        tie_word_embeddings=True,
-        max_position_embeddings=4096,
-        bos_token_id=1,
-        eos_token_id=2,
-        pad_token_id=2,
-        # with the default 0.02 the tied embeddings dominate and greedy decoding repeats the last
-        # token forever; 0.3 gives varied text, so stops, batching and seeds are really exercised
-        initializer_range=0.3,
-    )
-    torch.manual_seed(0)
-    model = AutoModelForCausalLM.from_config(cfg)
-    model.generation_config = GenerationConfig(bos_token_id=1, eos_token_id=2, pad_token_id=2)
-    model.save_pretrained(out)
-    for name in TOKENIZER_FILES:
-        shutil.copy(smollm2_dir / name, out / name)
-    return out
 
 
 @pytest.fixture(scope="session")
@@ -67,14 +19,3 @@ def smollm2_backend(smollm2_dir: Path):
     from harness.llm import BackendSpec, make_backend
 
     return make_backend(BackendSpec(model="default", max_batch_size=8))
-
-
-@pytest.fixture(scope="module")
-def llama_server():
-    """A real llama-cpp-python OpenAI-compatible server over the packaged GGUF, on a free port."""
-    if not HAS_LLAMA_CPP:
-        pytest.skip("llama-cpp-python is not installed (pip install 'rar-harness[llamacpp]')")
-    from harness.llm.server import ModelServer
-
-    with ModelServer(threads=1, n_ctx=2048) as srv:
-        yield srv
