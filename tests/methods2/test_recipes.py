@@ -1,5 +1,5 @@
-"""Recipes of ARENA, TIRESRAG-R1 and When-to-Search: the papers' judges are the GPU defaults, and the cpu-smoke variants are small and use the packaged
-model as judge."""
+"""Recipes of ARENA, TIRESRAG-R1 and When-to-Search: the papers' judges are the GPU defaults, and
+the cpu-smoke variants are small and use the packaged model as judge."""
 
 from __future__ import annotations
 
