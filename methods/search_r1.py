@@ -16,6 +16,7 @@ here: :func:`stripped_observations`, :func:`generated_text`, :func:`searchr1_grp
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import asdict
 from typing import Any
@@ -93,6 +94,92 @@ def reward(trajectory: Trajectory) -> float:
     if not pred:
         return 0.0
     return exact_match(pred, trajectory.answers)
+
+
+# -- the format-aware reward of the released code (scripts/nq_hotpotqa/v0.3/train_*_format.sh) ----
+
+# verl/utils/reward_score/qa_em_format.py with the values train_grpo_format.sh passes
+# (reward_model.structure_format_score=0.2, final_format_score=0.1, retrieval_score=0).
+STRUCTURE_FORMAT_SCORE = 0.2
+FINAL_FORMAT_SCORE = 0.1
+RETRIEVAL_SCORE = 0.0
+_FORMAT_TAGS = ("think", "search", "information", "answer")
+_TAG_RE = re.compile(r"(</?(?:think|search|information|answer)>)")
+# (state, tag) -> next state: think first, then any number of search -> information -> think
+# rounds, and one answer right after a think block (is_valid_sequence's state machine).
+_FORMAT_MOVES = {
+    ("start", "<think>"): "in_think",
+    ("information", "<think>"): "in_think",
+    ("in_think", "</think>"): "after_think",
+    ("after_think", "<search>"): "in_search",
+    ("in_search", "</search>"): "after_search",
+    ("after_search", "<information>"): "in_information",
+    ("in_information", "</information>"): "information",
+    ("after_think", "<answer>"): "in_answer",
+    ("in_answer", "</answer>"): "end",
+}
+_INSIDE = {"in_think", "in_search", "in_information", "in_answer"}
+
+
+def valid_format(response: str) -> bool:
+    """Search-R1's ``is_valid_sequence`` on the whole response (model text and observations, as
+    decoded after the assistant marker): every tag balanced; ``<think>`` first; then any number of
+    ``<search>`` -> ``<information>`` -> ``<think>`` rounds; then one ``<answer>``; nothing but
+    whitespace outside the tags; nothing after ``</answer>``."""
+    for tag in _FORMAT_TAGS:
+        if response.count(f"<{tag}>") != response.count(f"</{tag}>"):
+            return False
+    state = "start"
+    for part in _TAG_RE.split(response):
+        if not part.strip():
+            continue
+        if _TAG_RE.fullmatch(part):
+            nxt = _FORMAT_MOVES.get((state, part))
+            if nxt is None:
+                return False
+            state = nxt
+        elif state not in _INSIDE:
+            return False  # text between tags, or after the answer
+    return state == "end"
+
+
+def retrieval_correct(response: str, answers: Sequence[str]) -> bool:
+    """Some gold answer occurs (normalised substring) in some ``<information>`` block."""
+    from harness.metrics.normalize import normalize_answer
+
+    blocks = [
+        normalize_answer(b) for b in re.findall(r"<information>(.*?)</information>", response, re.DOTALL)
+    ]
+    golds = [normalize_answer(a) for a in answers]
+    return any(g in b for b in blocks for g in golds)
+
+
+def format_reward(trajectory: Trajectory) -> tuple[float, dict[str, float]]:
+    """``qa_em_format.compute_score_em`` with the v0.3 format scripts' values: EM with a valid
+    format 1; EM with an invalid format 1 - 0.2; a wrong or missing answer with a valid format 0.2
+    (+ ``retrieval_score`` when an observation holds the answer; 0 in those scripts); a wrong answer
+    with an invalid format 0.1; no answer and an invalid format 0.
+
+    The format is checked on the full response (observations and correction messages included, as
+    the original decodes them). The answer is read from the model's own text, like :func:`reward`:
+    the original reads the last ``<answer>`` of prompt + response, where the correction message's
+    "between <answer> and </answer>" counts as an answer (``"and"``), so every trajectory with an
+    invalid action earned 0.1 there. That rewards invalid actions; we do not reproduce it."""
+    from harness.metrics.answer import exact_match
+
+    valid = valid_format(trajectory.response)
+    ex = extract_tagged(generated_text(trajectory), "<answer>", "</answer>")
+    answered = ex.status in ("ok", "multiple_answers", "empty_answer")  # a complete span, even blank
+    em = exact_match(ex.prediction, trajectory.answers) if ex.prediction else 0.0
+    if em:
+        total = 1.0 if valid else 1.0 - STRUCTURE_FORMAT_SCORE
+    elif valid:
+        total = STRUCTURE_FORMAT_SCORE
+        if RETRIEVAL_SCORE and retrieval_correct(trajectory.response, trajectory.answers):
+            total += RETRIEVAL_SCORE
+    else:
+        total = FINAL_FORMAT_SCORE if answered else 0.0
+    return total, {"outcome": em, "valid_format": float(valid), "answered": float(answered)}
 
 
 # -- training: the GRPO configuration of the Search-R1 verl fork --------------------------------
@@ -234,6 +321,41 @@ def cpu_smoke_recipe(
     )
 
 
+def cpu_learn_recipe(method: str) -> Recipe:
+    """A CPU run long enough to *learn* something (the slow learning test, README numbers):
+    Search-R1's format-aware reward (``em_format``, the released v0.3 ``train_grpo_format.sh``)
+    on PopQA questions whose gold paragraphs are in the closed corpus. The untrained 135M model
+    almost never closes an ``<answer>`` by itself, so outcome EM alone gives GRPO no signal; the
+    format terms do (an answer span is worth 0.1, a valid format 0.2), and GRPO's group
+    normalisation turns the few early successes into a full-size advantage."""
+    base = cpu_smoke_recipe(method, reward="em_format", max_turns=1)
+    algo = base.algo.replace(group_size=8, train_batch_size=4, mini_batch_size=4, lr=2e-5)
+    return base.model_copy(
+        update={
+            "name": "cpu-learn",
+            "algo": algo,
+            "steps": 24,
+            "bench": "mini-singlehop",
+            "selection": Selection(mode="first", n=200),
+            "max_new_tokens": 64,
+            "micro_batch_size": 8,
+            "sources": {
+                **base.sources,
+                "algo.group_size": "ours: 8 rollouts per question, so a group rarely has all-equal rewards",
+                "algo.train_batch_size": "ours: 4 questions (32 trajectories) per step",
+                "algo.mini_batch_size": "ours: one update per step",
+                "algo.lr": "ours: 2e-5, enough for 24 steps to move a 135M model",
+                "steps": "ours: 24 steps (the slow learning test compares the first and last 6)",
+                "bench": "ours: PopQA questions whose gold paragraphs are in the closed corpus",
+                "selection": "ours: the first 200 questions, shuffled by the trainer",
+                "max_new_tokens": "ours: 64 tokens per turn",
+                "micro_batch_size": "ours: 8 trajectories per forward/backward",
+                "reward_stages": "code: v0.3 train_grpo_format.sh (qa_em_format: 0.2 structure, 0.1 final format)",
+            },
+        }
+    )
+
+
 class SearchR1(TrainableMethod):
     name = "search_r1"
     description = "think / <search> / <information> / <answer> agent trained with outcome-EM RL"
@@ -275,13 +397,16 @@ class SearchR1(TrainableMethod):
         return make_prompt(question)
 
     def reward_names(self) -> tuple[str, ...]:
-        return ("em",)
+        return ("em", "em_format")
 
     def reward(self, trajectory: Trajectory, *, name: str, ctx: RewardContext) -> RewardBreakdown:
-        if name not in ("default", "em"):
-            raise _unknown_reward(self, name)
-        r = reward(trajectory)
-        return RewardBreakdown(total=r, components={"outcome": r})
+        if name in ("default", "em"):
+            r = reward(trajectory)
+            return RewardBreakdown(total=r, components={"outcome": r})
+        if name == "em_format":
+            total, parts = format_reward(trajectory)
+            return RewardBreakdown(total=total, components=parts)
+        raise _unknown_reward(self, name)
 
     def recipes(self) -> dict[str, Recipe]:
         paper = Recipe(
@@ -323,6 +448,7 @@ class SearchR1(TrainableMethod):
         return {
             "paper": paper,
             "cpu-smoke": cpu_smoke_recipe(self.name, reward="em", max_turns=1),
+            "cpu-learn": cpu_learn_recipe(self.name),
         }
 
     def reported(self) -> list[Any]:
