@@ -9,6 +9,8 @@ manifest, passages numbered in first-seen order):
     harness/data/packaged/<dataset>.jsonl.gz       QAExample.to_dict() rows, one per question
     harness/data/packaged/corpus/closed.jsonl.gz   wiki-18 rows {"id", "contents": "\"Title\"\\ntext"}
     harness/data/packaged/corpus/gold.jsonl.gz     {"dataset", "id", "passage_ids"} per question with gold
+    harness/data/packaged/corpus/contexts.jsonl.gz {"dataset", "id", "passage_ids"}: a question's own
+                                                   paragraphs (distractor setting), in the dataset's order
     harness/data/packaged/subsets.json             named id lists per dataset (closed, r1searcher500, longtail)
     harness/data/packaged/manifest.json            rows, sha256 (of the uncompressed jsonl) and sources per file
 
@@ -48,6 +50,10 @@ EXPECTED_ROWS = {
     "bamboogle": 125,
 }
 EXPECTED_CLOSED = {"hotpotqa": 1405, "musique": 292, "2wikimultihopqa": 166, "popqa": 1000}
+# Questions that keep their own ordered context (10 paragraphs for HotpotQA / 2Wiki, 20 for MuSiQue;
+# a few HotpotQA dev rows ship fewer). PopQA's HippoRAG paragraphs are its two gold paragraphs only,
+# not a distractor-setting context, so PopQA has none (Record.reader_context).
+EXPECTED_CONTEXTS = {"hotpotqa": 1405, "musique": 292, "2wikimultihopqa": 166}
 SPLITS = {
     "nq": "test",
     "triviaqa": "test",
@@ -142,16 +148,23 @@ def join_by_question(
     return out
 
 
+def context_ids(rec: Record, pool: CorpusPool) -> tuple[str, ...]:
+    """The record's own paragraphs as closed-corpus ids, in its order (repeats kept as the source has them)."""
+    return tuple(pool.ids[(p.title, p.text)] for p in rec.context)
+
+
 def merge_rows(
     dataset: str,
     split: str,
     full: list[QAExample],
     joined: dict[int, list[tuple[str, Record]]],
     pool: CorpusPool,
-) -> tuple[list[QAExample], list[str]]:
+) -> tuple[list[QAExample], dict[str, tuple[str, ...]], list[str]]:
     """The full list with context-bearing rows replaced by their richest record; every
-    record's paragraphs go into the pool in list order. Returns (examples, warnings)."""
+    record's paragraphs go into the pool in list order. Returns (examples, each question's own
+    context as passage ids (from the record that supplies the row), warnings)."""
     out: list[QAExample] = []
+    contexts: dict[str, tuple[str, ...]] = {}
     warnings: list[str] = []
     for i, base in enumerate(full):
         recs = joined.get(i)
@@ -159,7 +172,8 @@ def merge_rows(
             out.append(base)
             continue
         add_context(pool, (r for _, r in recs))
-        primary = next((r for _, r in recs if r.example.qtype), recs[0][1]).example
+        primary_rec = next((r for _, r in recs if r.example.qtype), recs[0][1])
+        primary = primary_rec.example
         ids = {r.example.id for _, r in recs}
         if len(ids) != 1:
             warnings.append(f"{dataset} row {i}: sources disagree on the id {sorted(ids)}")
@@ -169,12 +183,20 @@ def merge_rows(
         answers = tuple(dict.fromkeys((*base.answers, *(a for _, r in recs for a in r.example.answers))))
         ex = dataclasses.replace(primary, answers=answers, split=split, dataset=dataset)
         out.append(with_passage_ids(ex, pool))
-    return out, warnings
+        if primary_rec.reader_context and primary_rec.context:
+            contexts[ex.id] = context_ids(primary_rec, pool)
+            others = {context_ids(r, pool) for _, r in recs if r.reader_context and r.context}
+            if len(others) != 1:
+                warnings.append(
+                    f"{dataset} {ex.id}: sources disagree on the context ({len(others)} versions)"
+                )
+    return out, contexts, warnings
 
 
 @dataclass
 class Built:
     examples: dict[str, list[QAExample]] = field(default_factory=dict)
+    contexts: dict[str, dict[str, tuple[str, ...]]] = field(default_factory=dict)  # dataset -> id -> ids
     subsets: dict[str, dict[str, list[str]]] = field(default_factory=dict)
     sources: dict[str, list[str]] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
@@ -215,7 +237,9 @@ def build(raw: Path) -> tuple[Built, CorpusPool]:
         ("ircot", r)
         for r in iter_records(raw / "ircot-hotpotqa-sample/dev_subsampled.jsonl", "hotpotqa", "dev", "ircot")
     ]
-    exs, w = merge_rows("hotpotqa", "dev", full, join_by_question(full, recs, with_answer=False), pool)
+    exs, b.contexts["hotpotqa"], w = merge_rows(
+        "hotpotqa", "dev", full, join_by_question(full, recs, with_answer=False), pool
+    )
     b.examples["hotpotqa"], b.warnings = exs, b.warnings + w
     b.subsets["hotpotqa"] = {"r1searcher500": r1_subset(raw, "hotpotqa", exs, False)}
     b.sources["hotpotqa"] = [
@@ -232,7 +256,9 @@ def build(raw: Path) -> tuple[Built, CorpusPool]:
     full = qa_list(ag / "musique_test_questions_and_answers.json", "musique", "dev")
     recs = [("migres", r) for r in iter_records(raw / "migres/musique.jsonl", "musique", "dev", "musique")]
     recs += [("kag", r) for r in iter_records(raw / "kag/musique_qa_100.json", "musique", "dev", "musique")]
-    exs, w = merge_rows("musique", "dev", full, join_by_question(full, recs, with_answer=True), pool)
+    exs, b.contexts["musique"], w = merge_rows(
+        "musique", "dev", full, join_by_question(full, recs, with_answer=True), pool
+    )
     b.examples["musique"], b.warnings = exs, b.warnings + w
     b.subsets["musique"] = {"r1searcher500": r1_subset(raw, "musique", exs, True)}
     b.sources["musique"] = [
@@ -256,7 +282,9 @@ def build(raw: Path) -> tuple[Built, CorpusPool]:
         ("kag", twowiki_record(d, dataset="2wikimultihopqa", split="dev", index=i))
         for i, (_, d) in enumerate(iter_json(raw / "kag/2wiki_qa_sub.json"))
     ]
-    exs, w = merge_rows("2wikimultihopqa", "dev", full, join_by_question(full, recs, with_answer=False), pool)
+    exs, b.contexts["2wikimultihopqa"], w = merge_rows(
+        "2wikimultihopqa", "dev", full, join_by_question(full, recs, with_answer=False), pool
+    )
     b.examples["2wikimultihopqa"], b.warnings = exs, b.warnings + w
     b.warnings.append(f"2wikimultihopqa: dropped {dropped} MIGRES rows without context (not dev rows)")
     b.subsets["2wikimultihopqa"] = {"r1searcher500": r1_subset(raw, "2wiki", exs, False)}
@@ -388,6 +416,29 @@ def write(b: Built, pool: CorpusPool, out: Path) -> dict[str, dict[str, object]]
     data = jsonl_bytes(gold)
     write_gz(out / "corpus/gold.jsonl.gz", data)
     files["corpus/gold.jsonl.gz"] = entry(len(gold), data, ["derived: gold Evidence of the dataset files"])
+    contexts = [
+        {"dataset": name, "id": ex.id, "passage_ids": list(b.contexts[name][ex.id])}
+        for name in SPLITS
+        for ex in b.examples[name]
+        if ex.id in b.contexts.get(name, {})
+    ]
+    data = jsonl_bytes(contexts)
+    write_gz(out / "corpus/contexts.jsonl.gz", data)
+    files["corpus/contexts.jsonl.gz"] = entry(
+        len(contexts),
+        data,
+        [
+            "migres/hotpot.jsonl",
+            "rpt-hotpotqa/dev.jsonl",
+            "rpt-hotpotqa/test.jsonl",
+            "ircot-hotpotqa-sample/dev_subsampled.jsonl",
+            "migres/musique.jsonl",
+            "kag/musique_qa_100.json",
+            "migres/wikihop.jsonl",
+            "kag/2wiki_qa_sub.json",
+        ],
+        counts={name: len(b.contexts[name]) for name in SPLITS if b.contexts.get(name)},
+    )
     subsets = {name: dict(sorted(b.subsets[name].items())) for name in SPLITS if name in b.subsets}
     data = (json.dumps(subsets, indent=1, sort_keys=False) + "\n").encode()
     (out / "subsets.json").write_bytes(data)
@@ -418,6 +469,17 @@ def check(b: Built) -> list[str]:
         got = len(b.subsets[name]["r1searcher500"])
         if got != 500:
             errors.append(f"{name}: r1searcher500 subset has {got} ids")
+    for name, n in EXPECTED_CONTEXTS.items():
+        got = len(b.contexts.get(name, {}))
+        if got != n:
+            errors.append(f"{name}: {got} questions with their own context, expected {n}")
+    for name, ctx in b.contexts.items():
+        closed = set(b.subsets.get(name, {}).get("closed", []))
+        if set(ctx) != closed:
+            errors.append(f"{name}: the questions with a context are not the closed subset")
+        for ex in b.examples[name]:
+            if ex.id in ctx and not set(ex.gold_passage_ids) <= set(ctx[ex.id]):
+                errors.append(f"{name} {ex.id}: a gold passage is not among the question's own context")
     for name, exs in b.examples.items():
         ids = [ex.id for ex in exs]
         if len(set(ids)) != len(ids):

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import ast
 import csv
+import dataclasses
 import io
 import json
 import re
@@ -41,6 +42,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from harness.data.context import META_KEY, ContextParagraph, context_meta
 from harness.errors import ConfigError, DataError
 from harness.types import Evidence, QAExample
 
@@ -58,10 +60,16 @@ class Paragraph:
 
 @dataclass(frozen=True)
 class Record:
-    """One converted row: the example and the paragraphs its source ships with it."""
+    """One converted row: the example and the paragraphs its source ships with it.
+
+    ``reader_context``: the paragraphs are the question's own reader context in the dataset's
+    order (HotpotQA / 2Wiki distractor setting, MuSiQue's 20, IRCoT's contexts), which
+    :func:`load_file` keeps in ``example.meta["context"]``. False for PopQA's HippoRAG rows, whose
+    paragraphs are the gold ones only (they feed the closed corpus, not a reader)."""
 
     example: QAExample
     context: tuple[Paragraph, ...] = ()
+    reader_context: bool = True
 
 
 class RowError(ValueError):
@@ -380,7 +388,7 @@ def popqa_record(d: dict[str, Any], *, dataset: str, split: str, index: int) -> 
         qtype=meta.get("prop"),
         meta=meta,
     )
-    return Record(ex, tuple(context))
+    return Record(ex, tuple(context), reader_context=False)
 
 
 def qa_record(d: dict[str, Any], *, dataset: str, split: str, index: int) -> Record:
@@ -680,9 +688,20 @@ def iter_records(path: Path, dataset: str, split: str, fmt: str | None = None) -
         yield rec
 
 
+def with_context(rec: Record) -> QAExample:
+    """The record's example, with its own reader context (if any) in ``meta["context"]``
+    (:mod:`harness.data.context`)."""
+    if not (rec.reader_context and rec.context):
+        return rec.example
+    ctx = context_meta(ContextParagraph(p.title, p.text) for p in rec.context)
+    return dataclasses.replace(rec.example, meta={**rec.example.meta, META_KEY: ctx})
+
+
 def load_file(path: Path, dataset: str, split: str, fmt: str | None = None) -> list[QAExample]:
-    """All examples of one file or HF folder, in file order (ids are unique, else an error)."""
-    out = [rec.example for rec in iter_records(path, dataset, split, fmt)]
+    """All examples of one file or HF folder, in file order (ids are unique, else an error).
+    Rows that ship their own paragraphs (HotpotQA / 2Wiki ``context``, MuSiQue ``paragraphs``,
+    IRCoT ``contexts``) keep them, in order, in ``meta["context"]``."""
+    out = [with_context(rec) for rec in iter_records(path, dataset, split, fmt)]
     if not out:
         raise DataError(path, "no rows")
     return out

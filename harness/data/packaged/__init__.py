@@ -2,8 +2,13 @@
 
 Files under ``harness/data/packaged/``: one ``<dataset>.jsonl.gz`` per QA set, the closed corpus
 ``corpus/closed.jsonl.gz`` (wiki-18 rows), ``corpus/gold.jsonl.gz`` (gold passage ids per
-question), ``subsets.json`` (named id lists) and ``manifest.json`` (rows, sha256, sources).
-Everything parsed here is cached per process.
+question), ``corpus/contexts.jsonl.gz`` (each HotpotQA / 2Wiki / MuSiQue question's own ordered
+paragraphs as closed-corpus ids), ``subsets.json`` (named id lists) and ``manifest.json`` (rows,
+sha256, sources). Everything parsed here is cached per process.
+
+A packaged example with its own context carries it in ``meta["context"]``
+(:mod:`harness.data.context`); the contexts file and the closed-corpus paragraphs it names are
+read only when a dataset that has contexts is first loaded.
 """
 
 from __future__ import annotations
@@ -16,8 +21,9 @@ from functools import cache
 from importlib import resources
 from pathlib import Path
 
+from harness.data.context import META_KEY, ContextParagraph, context_meta
 from harness.errors import ConfigError, DataError
-from harness.types import QAExample
+from harness.types import QAExample, split_contents
 
 PACKAGE = "harness.data.packaged"
 REBUILD = "rebuild it with `python scripts/build_data.py`"
@@ -102,6 +108,11 @@ def gold_path() -> Path:
     return _existing("corpus/gold.jsonl.gz")
 
 
+def contexts_path() -> Path:
+    """``{"dataset", "id", "passage_ids"}`` per question with its own context, in the dataset's order."""
+    return _existing("corpus/contexts.jsonl.gz")
+
+
 @cache
 def manifest() -> Manifest:
     path = _existing("manifest.json")
@@ -141,12 +152,18 @@ def iter_gz_jsonl(path: Path) -> Iterator[tuple[int, dict]]:
 @cache
 def _packaged_examples(dataset: str) -> tuple[QAExample, ...]:
     path = dataset_path(dataset)
+    contexts = context_map().get(dataset, {})
+    paragraphs = context_paragraphs() if contexts else {}
     out = []
     for no, d in iter_gz_jsonl(path):
         try:
-            out.append(QAExample.from_dict(d))
+            ex = QAExample.from_dict(d)
         except (KeyError, TypeError) as e:
             raise DataError(path, f"malformed row ({e}); {REBUILD}", no) from None
+        ids = contexts.get(ex.id)
+        if ids is not None:
+            ex.meta[META_KEY] = context_meta(paragraphs[i] for i in ids)
+        out.append(ex)
     return tuple(out)
 
 
@@ -159,6 +176,37 @@ def packaged_examples(dataset: str) -> list[QAExample]:
 def gold_map() -> dict[tuple[str, str], tuple[str, ...]]:
     """(dataset, question id) -> gold passage ids in the closed corpus (multi-hop sets and PopQA)."""
     return {(d["dataset"], d["id"]): tuple(d["passage_ids"]) for _, d in iter_gz_jsonl(gold_path())}
+
+
+@cache
+def context_map() -> dict[str, dict[str, tuple[str, ...]]]:
+    """dataset -> question id -> its own paragraphs as closed-corpus ids, in the dataset's order
+    (HotpotQA, 2WikiMultihopQA and MuSiQue questions whose sources ship their context)."""
+    out: dict[str, dict[str, tuple[str, ...]]] = {}
+    for _, d in iter_gz_jsonl(contexts_path()):
+        out.setdefault(d["dataset"], {})[d["id"]] = tuple(d["passage_ids"])
+    return out
+
+
+@cache
+def context_paragraphs() -> dict[str, ContextParagraph]:
+    """The closed-corpus paragraphs that some question's context names, by passage id. Passage
+    ``closed-N`` is line N of the corpus, so only the lines up to the largest such id are parsed."""
+    wanted = {pid for ds in context_map().values() for ids in ds.values() for pid in ids}
+    if not wanted:
+        return {}
+    last = max(int(pid.rsplit("-", 1)[1]) for pid in wanted)
+    path = closed_corpus_path()
+    out: dict[str, ContextParagraph] = {}
+    for no, d in iter_gz_jsonl(path):
+        if no > last:
+            break
+        if d["id"] in wanted:
+            out[d["id"]] = ContextParagraph(*split_contents(d["contents"]), passage_id=d["id"])
+    missing = wanted - out.keys()
+    if missing:
+        raise DataError(path, f"{len(missing)} context passages missing (e.g. {min(missing)}); {REBUILD}")
+    return out
 
 
 @dataclass(frozen=True)
