@@ -72,6 +72,14 @@ class Method(ABC):
     source: ClassVar[str]  # the paper / code the implementation follows
     uses_retrieval: ClassVar[bool] = True
     trained: ClassVar[bool] = False  # an RL method: an untrained policy is labelled as such
+    # The protocols this method is scored under and under no other (ARENA's gold-context reader
+    # setting); empty = the shared open-retrieval protocols. Other methods refuse these protocols,
+    # and `harness run --method all` runs the method under its own, as a separate run.
+    own_protocols: ClassVar[tuple[str, ...]] = ()
+
+    def cannot_answer(self, example: QAExample) -> str | None:
+        """Why the method cannot be run on ``example`` at all (a reader without paragraphs), else None."""
+        return None
 
     @abstractmethod
     def spec(self, protocol: Protocol) -> MethodSpec:
