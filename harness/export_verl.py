@@ -4,18 +4,35 @@
 
 - ``data/train.parquet`` and ``data/test.parquet`` in verl's RL dataset format (``data_source``,
   ``prompt`` chat messages, ``ability``, ``reward_model.ground_truth.target``, ``extra_info``,
-  ``agent_name``), built with the method's own prompt;
+  ``agent_name``), built with the method's own ``prompt_messages``; ``extra_info.example`` holds
+  the whole question (JSON) so the reward sees what the in-harness reward sees;
 - ``reward.py``: a verl custom reward function with verl's ``compute_score(data_source,
   solution_str, ground_truth, extra_info)`` signature that calls **our** reward code, so the same
-  reward is optimised at scale as here (a test checks the values agree);
-- ``search_tool_config.yaml``: verl's ``SearchTool`` pointed at ``harness serve-retriever``
-  (Search-R1's ``/retrieve`` dialect, which verl's tool speaks);
-- ``run.sh``: the launch command with the recipe's hyperparameters as verl overrides;
-- ``job.json``: the recipe and protocol exported, for the record.
+  reward is optimised at scale as here (tests check the values agree for every trainable method);
+- for methods that retrieve, ``search_tool_config.yaml``: verl's ``SearchTool`` pointed at
+  ``harness serve-retriever`` (Search-R1's ``/retrieve`` dialect, which verl's tool speaks) and the
+  multi-turn rollout switched on; a method that does not retrieve (ARENA) gets neither;
+- for a method whose prompt pre-fills the assistant turn (TIRESRAG-R1's ``<think>``: a final
+  ``assistant`` message of ``prompt_messages``), ``verl_job.yaml``, a verl config whose
+  ``actor_rollout_ref.model.custom_chat_template`` is the model's own chat template followed by the
+  pre-fill after the generation prompt (not after a tool turn), the way verl's examples set a
+  custom template; the parquet prompt keeps the other messages;
+- ``run.sh``: the launch command with the recipe's hyperparameters as verl overrides; a recipe
+  with reward stages (When-to-Search) runs one verl invocation per stage, resuming the checkpoint,
+  each with its reward (``custom_reward_function.reward_kwargs.reward``);
+- ``job.json``: the recipe and protocol exported, for the record, with ``limitations``: what of
+  the recipe verl's ``main_ppo`` does not run (dynamic sampling, advantage hooks, ...).
 
-The reward reconstructs the trajectory from the decoded response: observation blocks (the
-method's own observation tags, and verl's ``<tool_response>`` blocks) are removed so that the
-answer is read from the model's own text only, exactly as the in-harness engine does.
+The reward reconstructs the trajectory our engine would have recorded from the decoded response
+(:func:`trajectory_from_text`). A method that does not retrieve answers in one completion: its own
+``solve`` is replayed on the response (same extraction, same trajectory meta, e.g. ARENA's gold
+reference numbers). A multi-turn response is split into the model's segments and observations:
+the method's own observation blocks (``dialect.obs_prefix`` … ``obs_suffix``), the method's
+correction message, and verl's tool turns (``<tool_response>`` blocks, with the ChatML role lines
+that survive decoding without special tokens) which become observations in the **method's own
+wrapper** with the tool's text, so a reward that reads the structure of the response (When-to-Search's
+format grammar, R-Search's ``<observation>`` check, TIRESRAG-R1's judge context) sees what it sees
+in-harness; the answer is read from the model's own text only.
 """
 
 from __future__ import annotations
@@ -24,27 +41,31 @@ import functools
 import json
 import re
 import shlex
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from harness.errors import ConfigError
-from harness.method import RewardContext, TrainableMethod
-from harness.types import QAExample, Trajectory, Turn
+from harness.method import RewardContext, RunContext, TrainableMethod
+from harness.types import Completion, QAExample, SamplingParams, Trajectory, Turn
 
-VERL_OBS_BLOCKS = (("<tool_response>", "</tool_response>"),)
+# verl's tool turn as decoded for the reward (``skip_special_tokens=True``) under a ChatML template
+# (Qwen2.5): "<|im_start|>user\n<tool_response>\n{text}\n</tool_response><|im_end|>\n<|im_start|>assistant\n"
+VERL_TOOL_TURN = r"(?:user\n)?<tool_response>\n?(?P<tool>.*?)\n?</tool_response>(?:\nassistant\n)?"
 
 
-def _strip_blocks(text: str, blocks: list[tuple[str, str]]) -> tuple[str, int]:
-    n = 0
-    for open_, close in blocks:
-        pattern = re.compile(re.escape(open_) + r".*?" + re.escape(close), re.DOTALL)
-        text, k = pattern.subn("", text)
-        n += k
-    return text, n
+@dataclass(frozen=True)
+class Exported:
+    """How a method's verl job is built: its rollout config (None for a method that does not
+    retrieve and answers in one completion) and the protocol its rollouts use."""
+
+    method: TrainableMethod
+    rollout: Any
+    protocol: Any
 
 
 @functools.cache
-def _trainable(method_name: str) -> tuple[TrainableMethod, Any]:
+def _trainable(method_name: str) -> Exported:
     """The method and its rollout config, built once per process: verl calls the reward once per
     trajectory, and building a method costs milliseconds."""
     from harness.methods_registry import get_method
@@ -53,30 +74,138 @@ def _trainable(method_name: str) -> tuple[TrainableMethod, Any]:
     method = get_method(method_name)
     if not isinstance(method, TrainableMethod):
         raise ConfigError(f"{method_name!r} is not a trainable method")
-    return method, method.rollout_config(mini())  # type: ignore[attr-defined]
+    protocol = mini()
+    if not method.uses_retrieval:
+        return Exported(method, None, protocol)
+    if not hasattr(method, "rollout_config"):
+        raise ConfigError(
+            f"method {method_name!r} retrieves but has no rollout_config(protocol) with a tag dialect: "
+            "its verl responses cannot be split into model text and observations"
+        )
+    return Exported(method, method.rollout_config(protocol), protocol)  # type: ignore[attr-defined]
+
+
+def tool_text(content: str) -> str:
+    """The text of a verl tool response: verl's ``SearchTool`` returns ``{"result": text}`` JSON."""
+    try:
+        data = json.loads(content)
+    except ValueError:
+        return content
+    if isinstance(data, dict) and isinstance(data.get("result"), str):
+        return data["result"]
+    return content
+
+
+def response_parts(solution_str: str, dialect: Any) -> list[tuple[str, bool, str | None]]:
+    """``(text, written by the model, observation body or None)`` parts of a decoded multi-turn
+    response: the method's observation blocks and verl's tool turns (rewritten into the method's
+    wrapper) are observations, the method's correction message is environment text, the rest is
+    the model's."""
+    alts = [
+        re.escape(dialect.obs_prefix) + r"(?P<obs>.*?)" + re.escape(dialect.obs_suffix),
+        VERL_TOOL_TURN,
+    ]
+    if dialect.invalid_message.strip():
+        alts.append(r"(?P<invalid>" + re.escape(dialect.invalid_message) + ")")
+    pattern = re.compile("|".join(f"(?:{a})" for a in alts), re.DOTALL)
+    parts: list[tuple[str, bool, str | None]] = []
+    pos = 0
+    for m in pattern.finditer(solution_str):
+        if m.start() > pos:
+            parts.append((solution_str[pos : m.start()], True, None))
+        if m.group("obs") is not None:
+            parts.append((m.group(0), False, m.group("obs")))
+        elif m.group("tool") is not None:
+            body = tool_text(m.group("tool"))
+            parts.append((dialect.obs_prefix + body + dialect.obs_suffix, False, body))
+        else:
+            parts.append((m.group(0), False, None))
+        pos = m.end()
+    if pos < len(solution_str):
+        parts.append((solution_str[pos:], True, None))
+    return parts
+
+
+class _ReplayBackend:
+    """A backend whose one completion is a given response (a one-completion method's ``solve`` is
+    replayed on a verl response); training-mode calls return no token ids."""
+
+    name = "verl-replay"
+
+    def __init__(self, text: str):
+        self.text = text
+
+    def chat_prompt(self, messages: list[dict[str, str]], add_generation_prompt: bool = True) -> str:
+        return "".join(m["content"] for m in messages)
+
+    def prompt_ids(self, text: str) -> list[int]:
+        return []
+
+    def _completions(self, n: int) -> list[Completion]:
+        return [Completion(text=self.text, prompt_tokens=0, completion_tokens=0, finish_reason="stop")] * n
+
+    def generate(self, prompts: list[str], **_kw: Any) -> list[Completion]:
+        return self._completions(len(prompts))
+
+    def generate_ids(self, prompt_ids: list[list[int]], **_kw: Any) -> list[Completion]:
+        return self._completions(len(prompt_ids))
 
 
 def trajectory_from_text(method_name: str, solution_str: str, example: QAExample) -> Trajectory:
     """The trajectory a decoded verl response stands for, as our engine would have recorded it
-    (model text = the response without observation blocks or correction messages)."""
-    _method, cfg = _trainable(method_name)
-    d = cfg.dialect
-    blocks = [(d.obs_prefix.strip(), d.obs_suffix.strip()), *VERL_OBS_BLOCKS]
-    model_text, n_obs = _strip_blocks(solution_str, blocks)
-    if d.invalid_message.strip():
-        model_text = model_text.replace(d.invalid_message, "")
-    ex = cfg.extract(model_text)
-    turns = [Turn(index=0, kind="generate", text=model_text)]
-    turns += [Turn(index=i + 1, kind="retrieve") for i in range(n_obs)]
+    (see the module docstring)."""
+    ex = _trainable(method_name)
+    if ex.rollout is None:
+        ctx = RunContext(
+            backend=_ReplayBackend(solution_str),  # type: ignore[arg-type]
+            protocol=ex.protocol,
+            sampling=SamplingParams(),
+            training=True,
+        )
+        (traj,) = ex.method.solve([example], ctx)
+        return traj
+    d = ex.rollout.dialect
+    parts = response_parts(solution_str, d)
+    turns: list[Turn] = []
+    for text, own, body in parts:
+        if own:
+            turns.append(Turn(index=len(turns), kind="generate", text=text))
+        elif body is not None:
+            prev = turns[-1].text if turns and turns[-1].kind == "generate" else ""
+            action, query = d.parse_action(prev)
+            turns.append(
+                Turn(
+                    index=len(turns), kind="retrieve", text=body, query=query if action == "search" else None
+                )
+            )
+    model_text = "".join(text for text, own, _ in parts if own)
+    extraction = ex.rollout.extract(model_text)
     return Trajectory(
         example_id=example.id,
         dataset=example.dataset,
         question=example.question,
         answers=list(example.answers),
         turns=turns,
-        prediction=ex.prediction,
-        extraction_status=ex.status,
-        response=solution_str,
+        prediction=extraction.prediction,
+        extraction_status=extraction.status,
+        response="".join(text for text, _, _ in parts),
+    )
+
+
+def example_from_verl(data_source: str, ground_truth: Any, extra_info: dict[str, Any] | None) -> QAExample:
+    """The question a verl row stands for: ``extra_info.example`` (JSON, written by the export),
+    else the row's id / question and the ground truth."""
+    info = extra_info or {}
+    if info.get("example"):
+        return QAExample.from_dict(json.loads(info["example"]))
+    target = ground_truth["target"] if isinstance(ground_truth, dict) else ground_truth
+    answers = tuple(str(a) for a in (target if isinstance(target, list | tuple) else list(target)))
+    return QAExample(
+        id=str(info.get("id", "")),
+        dataset=data_source,
+        split=str(info.get("split", "")),
+        question=str(info.get("question", "")),
+        answers=answers,
     )
 
 
@@ -88,28 +217,24 @@ def verl_compute_score(
     ground_truth: Any,
     extra_info: dict[str, Any] | None = None,
     models: dict[str, Any] | None = None,
+    *,
+    step: int = 0,
+    total_steps: int | None = None,
 ) -> dict[str, float]:
     """verl's reward signature -> our reward. Returns ``{"score": total, **components}`` (verl
-    logs the extra keys)."""
-    method, _cfg = _trainable(method_name)
-    info = extra_info or {}
-    target = ground_truth["target"] if isinstance(ground_truth, dict) else ground_truth
-    answers = tuple(str(a) for a in (target if isinstance(target, list | tuple) else list(target)))
-    example = QAExample(
-        id=str(info.get("id", "")),
-        dataset=data_source,
-        split=str(info.get("split", "")),
-        question=str(info.get("question", "")),
-        answers=answers,
-    )
+    logs the extra keys). ``total_steps``: the run's length, for rewards that anneal (TIRESRAG-R1)."""
+    ex = _trainable(method_name)
+    example = example_from_verl(data_source, ground_truth, extra_info)
     traj = trajectory_from_text(method_name, solution_str, example)
-    r = method.reward(traj, name=reward_name, ctx=RewardContext(step=0, models=models or {}))
+    ctx = RewardContext(step=step, models=models or {}, total_steps=total_steps)
+    r = ex.method.reward(traj, name=reward_name, ctx=ctx)
     return {"score": float(r.total), **{k: float(v) for k, v in r.components.items()}}
 
 
 def aux_models_from_job(job_json: Path) -> dict[str, Any]:
     """Build the recipe's auxiliary models (role -> backend) recorded in an exported ``job.json``.
-    At scale these are OpenAI-compatible servers (``vllm serve``); edit job.json to point at yours."""
+    At scale these are OpenAI-compatible servers (``vllm serve``); edit job.json to point at yours.
+    (When-to-Search's embedder is not a backend: its reward loads the packaged MiniLM itself.)"""
     from harness.llm.base import BackendSpec, make_backend
 
     job = json.loads(Path(job_json).read_text())
@@ -121,6 +246,7 @@ REWARD_PY = '''"""verl custom reward for {method} (generated by `harness export-
 
 verl config: custom_reward_function.path=<this file> custom_reward_function.name=compute_score
 Needs the harness installed in verl's environment (pip install rar-harness).
+run.sh passes the reward of each stage as custom_reward_function.reward_kwargs.reward.
 """
 
 from pathlib import Path
@@ -129,14 +255,17 @@ from harness.export_verl import aux_models_from_job, verl_compute_score
 
 METHOD = {method!r}
 REWARD = {reward!r}
+TOTAL_STEPS = {total_steps!r}  # the recipe's steps (rewards that anneal with t/T read it)
 _MODELS = None  # auxiliary models of the reward (e.g. R-Search's reader), from job.json's recipe
 
 
-def compute_score(data_source, solution_str, ground_truth, extra_info=None, **kwargs):
+def compute_score(data_source, solution_str, ground_truth, extra_info=None, reward=REWARD, **kwargs):
     global _MODELS
     if _MODELS is None:
         _MODELS = aux_models_from_job(Path(__file__).with_name("job.json"))
-    return verl_compute_score(METHOD, REWARD, data_source, solution_str, ground_truth, extra_info, models=_MODELS)
+    return verl_compute_score(
+        METHOD, reward, data_source, solution_str, ground_truth, extra_info, models=_MODELS, total_steps=TOTAL_STEPS
+    )
 '''
 
 TOOL_CONFIG = """# verl SearchTool -> `harness serve-retriever` (Search-R1's /retrieve dialect)
@@ -167,7 +296,85 @@ tools:
 """
 
 
-def verl_overrides(recipe: Any, out: Path, *, n_gpus: int, model_path: str) -> list[str]:
+def split_prefill(messages: list[dict[str, str]]) -> tuple[list[dict[str, str]], str]:
+    """``prompt_messages`` -> (the chat messages, the assistant pre-fill or "")."""
+    if messages and messages[-1]["role"] == "assistant":
+        return messages[:-1], messages[-1]["content"]
+    return messages, ""
+
+
+def model_chat_template(model_path: str, chat_template: Path | None) -> str:
+    """The chat template verl will apply: ``chat_template`` (a Jinja file), else the template of
+    the model directory ``model_path`` (``chat_template.jinja`` or ``tokenizer_config.json``)."""
+    if chat_template is not None:
+        return Path(chat_template).read_text()
+    d = Path(model_path)
+    if (d / "chat_template.jinja").is_file():
+        return (d / "chat_template.jinja").read_text()
+    cfg = d / "tokenizer_config.json"
+    if cfg.is_file():
+        tpl = json.loads(cfg.read_text()).get("chat_template")
+        if isinstance(tpl, str):
+            return tpl
+    raise ConfigError(
+        f"the method pre-fills the assistant turn, so the export writes the model's chat template with the "
+        f"pre-fill appended; {model_path!r} is not a local model directory with a chat template "
+        "(chat_template.jinja or tokenizer_config.json 'chat_template'): pass --model DIR or --chat-template FILE"
+    )
+
+
+def prefill_template(base: str, prefill: str) -> str:
+    """``base`` followed by ``prefill`` after the generation prompt; not after a tool turn (verl
+    renders tool responses with ``add_generation_prompt=True`` too, and the model continues its own
+    turn there)."""
+    return (
+        base
+        + "{%- if add_generation_prompt and messages[-1]['role'] != 'tool' %}{{ "
+        + json.dumps(prefill)
+        + " }}{%- endif %}"
+    )
+
+
+def job_config_yaml(custom_chat_template: str) -> str:
+    """A verl config (verl's examples' layout: ``ppo_trainer`` defaults + our settings)."""
+    return (
+        "# verl config written by `harness export-verl` (run.sh: --config-path <dir> --config-name verl_job)\n"
+        "hydra:\n  searchpath:\n    - pkg://verl.trainer.config\n\n"
+        "defaults:\n  - ppo_trainer\n  - _self_\n\n"
+        "actor_rollout_ref:\n  model:\n"
+        f"    custom_chat_template: {json.dumps(custom_chat_template)}\n"
+    )
+
+
+def limitations(method: TrainableMethod, recipe: Any) -> list[str]:
+    """What of the recipe verl's ``main_ppo`` does not run as the harness trainer does."""
+    a = recipe.algo
+    out = []
+    if a.dynamic_sampling.enabled:
+        out.append(
+            "algo.dynamic_sampling (group filters) is not exported: verl's main_ppo has none (recipe/dapo does)"
+        )
+    if a.overlong is not None and (a.overlong.soft_penalty or a.overlong.filter_truncated):
+        out.append("algo.overlong is not exported: verl's main_ppo has no overlong shaping or filter")
+    if type(method).advantage_adjust is not TrainableMethod.advantage_adjust:
+        out.append(
+            f"{method.name}'s advantage hook (advantage_adjust) is not applied: verl computes plain advantages"
+        )
+    out.append(
+        "verl does not pass the training step to compute_score: the reward sees step 0 within each reward "
+        "stage (a reward that anneals with t/T, TIRESRAG-R1's a_t, keeps its step-0 value)"
+    )
+    if method.uses_retrieval:
+        out.append(
+            "verl's multi-turn tool loop calls the search tool on <tool_call> JSON (hermes format) and does not "
+            "stop generation at the method's query tag; the method's prompt asks for its own tags"
+        )
+    return out
+
+
+def verl_overrides(
+    recipe: Any, out: Path, *, n_gpus: int, model_path: str, uses_retrieval: bool = True
+) -> list[str]:
     """The recipe's hyperparameters as verl Hydra overrides (``verl.trainer.main_ppo``)."""
     a = recipe.algo
     adv = {
@@ -177,13 +384,14 @@ def verl_overrides(recipe: Any, out: Path, *, n_gpus: int, model_path: str) -> l
         "reinforce_pp_baseline": "reinforce_plus_plus_baseline",
         "rloo": "rloo",
     }[a.adv_estimator]
+    turns = recipe.max_turns if uses_retrieval else 0
     ov = [
         f"algorithm.adv_estimator={adv}",
         f"algorithm.norm_adv_by_std_in_grpo={str(a.norm_adv_by_std).lower()}",
         f"data.train_files={out / 'data' / 'train.parquet'}",
         f"data.val_files={out / 'data' / 'test.parquet'}",
         f"data.train_batch_size={a.train_batch_size}",
-        f"data.max_response_length={recipe.max_new_tokens * (recipe.max_turns + 1) + recipe.max_obs_tokens * recipe.max_turns}",
+        f"data.max_response_length={recipe.max_new_tokens * (turns + 1) + recipe.max_obs_tokens * turns}",
         "data.return_raw_chat=true",
         f"actor_rollout_ref.model.path={model_path}",
         f"actor_rollout_ref.actor.optim.lr={a.lr}",
@@ -203,9 +411,14 @@ def verl_overrides(recipe: Any, out: Path, *, n_gpus: int, model_path: str) -> l
         f"actor_rollout_ref.rollout.temperature={a.temperature}",
         f"actor_rollout_ref.rollout.top_p={a.top_p}",
         "actor_rollout_ref.rollout.name=sglang",
-        "actor_rollout_ref.rollout.multi_turn.enable=true",
-        f"actor_rollout_ref.rollout.multi_turn.max_assistant_turns={recipe.max_turns + 1}",
-        f"actor_rollout_ref.rollout.multi_turn.tool_config_path={out / 'search_tool_config.yaml'}",
+    ]
+    if uses_retrieval:
+        ov += [
+            "actor_rollout_ref.rollout.multi_turn.enable=true",
+            f"actor_rollout_ref.rollout.multi_turn.max_assistant_turns={recipe.max_turns + 1}",
+            f"actor_rollout_ref.rollout.multi_turn.tool_config_path={out / 'search_tool_config.yaml'}",
+        ]
+    ov += [
         f"custom_reward_function.path={out / 'reward.py'}",
         "custom_reward_function.name=compute_score",
         f"trainer.total_training_steps={recipe.steps}",
@@ -220,13 +433,18 @@ def verl_overrides(recipe: Any, out: Path, *, n_gpus: int, model_path: str) -> l
 
 def _rows(
     method: TrainableMethod, examples: list[QAExample], split: str, reward: str
-) -> list[dict[str, Any]]:
+) -> tuple[list[dict[str, Any]], set[str]]:
+    """The parquet rows and the assistant pre-fills of the method's prompts ("" = none)."""
     rows = []
+    prefills: set[str] = set()
+    agent = "tool_agent" if method.uses_retrieval else "single_turn_agent"
     for i, e in enumerate(examples):
+        messages, prefill = split_prefill(method.prompt_messages(e, training=True))
+        prefills.add(prefill)
         rows.append(
             {
                 "data_source": e.dataset,
-                "prompt": method.prompt_messages(e.question, training=True),
+                "prompt": messages,
                 "ability": "fact-reasoning",
                 "reward_model": {"style": "rule", "ground_truth": {"target": list(e.answers)}},
                 "extra_info": {
@@ -236,11 +454,21 @@ def _rows(
                     "question": e.question,
                     "method": method.name,
                     "reward": reward,
+                    "example": json.dumps(e.to_dict(), ensure_ascii=False),
                 },
-                "agent_name": "tool_agent",
+                "agent_name": agent,
             }
         )
-    return rows
+    return rows, prefills
+
+
+def stage_runs(recipe: Any) -> list[tuple[str, int]]:
+    """``(reward, last step + 1)`` of each reward stage that starts before the end of the run."""
+    stages = [s for s in recipe.reward_stages if s.start_step < recipe.steps]
+    return [
+        (s.reward, stages[i + 1].start_step if i + 1 < len(stages) else recipe.steps)
+        for i, s in enumerate(stages)
+    ]
 
 
 def export_verl(
@@ -254,57 +482,119 @@ def export_verl(
     n_gpus: int,
     model_path: str,
     data_dir: Path | None = None,
+    chat_template: Path | None = None,
 ) -> list[Path]:
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
+    """Load the recipe's training questions and the validation bench, then :func:`write_verl_job`."""
     from harness.data.benches import Selection, get_bench, load_bench
 
-    out = Path(out).resolve()
-    (out / "data").mkdir(parents=True, exist_ok=True)
-    reward = recipe.reward_at(0)
     train = [
         e for _, exs in load_bench(get_bench(recipe.bench), recipe.selection, data_dir=data_dir) for e in exs
     ]
     sel = Selection(mode="first", n=test_limit) if test_limit else Selection()
     test = [e for _, exs in load_bench(get_bench(test_bench), sel) for e in exs]
+    return write_verl_job(
+        method,
+        recipe,
+        out,
+        train,
+        test,
+        retriever_url=retriever_url,
+        n_gpus=n_gpus,
+        model_path=model_path,
+        chat_template=chat_template,
+    )
+
+
+def write_verl_job(
+    method: TrainableMethod,
+    recipe: Any,
+    out: Path,
+    train: list[QAExample],
+    test: list[QAExample],
+    *,
+    retriever_url: str,
+    n_gpus: int,
+    model_path: str,
+    chat_template: Path | None = None,
+) -> list[Path]:
+    """Write the job's files (module docstring) for these training and validation questions."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    out = Path(out).resolve()
+    (out / "data").mkdir(parents=True, exist_ok=True)
+    reward = recipe.reward_at(0)
+    prefills: set[str] = set()
     for name, examples, split in (("train", train, "train"), ("test", test, "test")):
-        pq.write_table(
-            pa.Table.from_pylist(_rows(method, examples, split, reward)), out / "data" / f"{name}.parquet"
+        rows, seen = _rows(method, examples, split, reward)
+        prefills |= seen
+        pq.write_table(pa.Table.from_pylist(rows), out / "data" / f"{name}.parquet")
+    if len(prefills) > 1:
+        raise ConfigError(
+            f"method {method.name!r} pre-fills the assistant turn differently per question "
+            f"({sorted(prefills)!r}); a verl chat template holds one pre-fill"
         )
-    (out / "reward.py").write_text(REWARD_PY.format(method=method.name, reward=reward))
-    (out / "search_tool_config.yaml").write_text(TOOL_CONFIG.format(url=retriever_url, top_k=recipe.top_k))
-    overrides = verl_overrides(recipe, out, n_gpus=n_gpus, model_path=model_path)
+    prefill = next(iter(prefills), "")
+    files = [out / "data" / "train.parquet", out / "data" / "test.parquet"]
+    (out / "reward.py").write_text(
+        REWARD_PY.format(method=method.name, reward=reward, total_steps=recipe.steps)
+    )
+    files.append(out / "reward.py")
+    if method.uses_retrieval:
+        (out / "search_tool_config.yaml").write_text(
+            TOOL_CONFIG.format(url=retriever_url, top_k=recipe.top_k)
+        )
+        files.append(out / "search_tool_config.yaml")
+    launch = ["python3 -m verl.trainer.main_ppo \\"]
+    if prefill:
+        template = prefill_template(model_chat_template(model_path, chat_template), prefill)
+        (out / "verl_job.yaml").write_text(job_config_yaml(template))
+        files.append(out / "verl_job.yaml")
+        launch.append(f"    --config-path={shlex.quote(str(out))} --config-name=verl_job \\")
+    overrides = verl_overrides(
+        recipe, out, n_gpus=n_gpus, model_path=model_path, uses_retrieval=method.uses_retrieval
+    )
+    stages = stage_runs(recipe)
+    lims = limitations(method, recipe)
     script = [
         "#!/usr/bin/env bash",
         f"# verl job for {method.name} (recipe {recipe.name}); generated by `harness export-verl`.",
-        "# 1) start the retriever on the node(s) that run rollouts:",
-        "#      harness serve-retriever --host 127.0.0.1 --port 8000 --protocol searchr1 --corpus wiki-18.jsonl &",
-        "# 2) then:",
-        "set -euo pipefail",
-        "python3 -m verl.trainer.main_ppo \\",
-        *[f"    {shlex.quote(o)} \\" for o in overrides],
-        '    "$@"',
     ]
+    if method.uses_retrieval:
+        script += [
+            "# 1) start the retriever on the node(s) that run rollouts:",
+            "#      harness serve-retriever --host 127.0.0.1 --port 8000 --protocol searchr1 --corpus wiki-18.jsonl &",
+            "# 2) then:",
+        ]
+    script += [f"# not exported (job.json 'limitations'): {x}" for x in lims]
+    script.append("set -euo pipefail")
+    for i, (stage_reward, end) in enumerate(stages):
+        stage_ov = [o for o in overrides if not o.startswith("trainer.total_training_steps=")]
+        stage_ov += [
+            f"trainer.total_training_steps={end}",
+            f"+custom_reward_function.reward_kwargs.reward={stage_reward}",
+        ]
+        if len(stages) > 1:
+            script.append(f"# stage {i + 1}/{len(stages)}: reward {stage_reward!r} until step {end}")
+            stage_ov.append("trainer.resume_mode=auto")
+        script += [*launch, *[f"    {shlex.quote(o)} \\" for o in stage_ov], '    "$@"']
     (out / "run.sh").write_text("\n".join(script) + "\n")
     (out / "run.sh").chmod(0o755)
+    files.append(out / "run.sh")
     (out / "job.json").write_text(
         json.dumps(
             {
                 "method": method.name,
                 "recipe": recipe.model_dump(mode="json"),
-                "retriever_url": retriever_url,
+                "retriever_url": retriever_url if method.uses_retrieval else None,
+                "assistant_prefill": prefill or None,
+                "reward_stages": [{"reward": r, "until_step": end} for r, end in stages],
+                "limitations": lims,
                 "n_train": len(train),
                 "n_test": len(test),
             },
             indent=2,
         )
     )
-    return [
-        out / "data" / "train.parquet",
-        out / "data" / "test.parquet",
-        out / "reward.py",
-        out / "search_tool_config.yaml",
-        out / "run.sh",
-        out / "job.json",
-    ]
+    files.append(out / "job.json")
+    return files

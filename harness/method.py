@@ -159,9 +159,11 @@ class TrainableMethod(Method):
         TIRESRAG-R1's difficulty-aware reweighting and consistency penalty use it."""
         return None
 
-    def prompt_messages(self, question: str, *, training: bool) -> list[dict[str, str]]:
-        """The chat messages of the method's prompt for ``question`` (what ``solve`` feeds the chat
-        template); used to export training data to other trainers (verl)."""
+    def prompt_messages(self, example: QAExample, *, training: bool) -> list[dict[str, str]]:
+        """The chat messages of the method's prompt for ``example`` (what ``solve`` feeds the chat
+        template; ``training`` picks the training prompt where it differs); used to export training
+        data to other trainers (verl). A final ``assistant`` message is a pre-fill: ``solve`` opens
+        the assistant turn with that text and the model continues it (TIRESRAG-R1's ``<think>``)."""
         from harness.errors import ConfigError
 
         raise ConfigError(f"method {self.name!r} does not expose its prompt messages")

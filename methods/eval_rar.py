@@ -200,8 +200,8 @@ class EvalRAR(TrainableMethod):
 
     # -- training ---------------------------------------------------------------------------------
 
-    def prompt_messages(self, question: str, *, training: bool) -> list[dict[str, str]]:
-        return make_prompt(question)
+    def prompt_messages(self, example: QAExample, *, training: bool) -> list[dict[str, str]]:
+        return make_prompt(example.question)
 
     def reward_names(self) -> tuple[str, ...]:
         # eval_rar: paper Eq. 5; outcome_em: the ablation "w/o evaluation reward" (Table 2);

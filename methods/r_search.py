@@ -280,8 +280,8 @@ class RSearch(TrainableMethod):
 
     # -- training ---------------------------------------------------------------------------------
 
-    def prompt_messages(self, question: str, *, training: bool) -> list[dict[str, str]]:
-        return make_prompt(question, training=training)
+    def prompt_messages(self, example: QAExample, *, training: bool) -> list[dict[str, str]]:
+        return make_prompt(example.question, training=training)
 
     def reward_names(self) -> tuple[str, ...]:
         # r_search: spec §3.1; no_evidence: the "w/o Evidence" ablation reward (spec §3.7)

@@ -393,8 +393,8 @@ class SearchR1(TrainableMethod):
 
     # -- training ---------------------------------------------------------------------------------
 
-    def prompt_messages(self, question: str, *, training: bool) -> list[dict[str, str]]:
-        return make_prompt(question)
+    def prompt_messages(self, example: QAExample, *, training: bool) -> list[dict[str, str]]:
+        return make_prompt(example.question)
 
     def reward_names(self) -> tuple[str, ...]:
         return ("em", "em_format")

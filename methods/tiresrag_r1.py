@@ -590,8 +590,9 @@ class TiresRAG(TrainableMethod):
 
     # -- training ---------------------------------------------------------------------------------
 
-    def prompt_messages(self, question: str, *, training: bool) -> list[dict[str, str]]:
-        return make_prompt(question)
+    def prompt_messages(self, example: QAExample, *, training: bool) -> list[dict[str, str]]:
+        """The instruct layout with the assistant turn pre-filled with ``<think>`` (as ``solve``)."""
+        return [*make_prompt(example.question), {"role": "assistant", "content": THINK_PREFILL}]
 
     def reward_names(self) -> tuple[str, ...]:
         return tuple(VARIANTS)

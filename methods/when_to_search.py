@@ -454,8 +454,8 @@ class WhenToSearch(TrainableMethod):
 
     # -- training ---------------------------------------------------------------------------------
 
-    def prompt_messages(self, question: str, *, training: bool) -> list[dict[str, str]]:
-        return make_prompt(question)
+    def prompt_messages(self, example: QAExample, *, training: bool) -> list[dict[str, str]]:
+        return make_prompt(example.question)
 
     def reward_names(self) -> tuple[str, ...]:
         return tuple(REWARDS)

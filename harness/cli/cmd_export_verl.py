@@ -11,6 +11,8 @@ EXAMPLES = """\
   harness export-verl --method search_r1 --out verl-jobs/search_r1
   harness export-verl --method eval_rar --recipe paper --model Qwen/Qwen2.5-3B --n-gpus 8 --out verl-jobs/eval_rar
   harness export-verl --method r_search --retriever-url http://10.0.0.5:8000/retrieve --out verl-jobs/r_search
+  harness export-verl --method tiresrag_r1 --model /models/Qwen2.5-3B-Instruct --out verl-jobs/tiresrag_r1
+  harness export-verl --method arena --test-bench mini-multihop --out verl-jobs/arena
   # then, on the GPU cluster: harness serve-retriever ... &  bash verl-jobs/search_r1/run.sh
 """
 
@@ -28,6 +30,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--recipe-override", nargs="*", default=[], metavar="KEY=VALUE")
     p.add_argument("--out", type=Path, required=True, help="output directory")
     p.add_argument("--model", default="Qwen/Qwen2.5-3B", help="model path or hub id as verl will load it")
+    p.add_argument(
+        "--chat-template",
+        type=Path,
+        default=None,
+        help="the model's chat template (Jinja file), for a method that pre-fills the assistant turn "
+        "(TIRESRAG-R1) when --model is not a local directory",
+    )
     p.add_argument("--n-gpus", type=int, default=8, help="GPUs per node (trainer.n_gpus_per_node)")
     p.add_argument(
         "--retriever-url", default="http://127.0.0.1:8000/retrieve", help="harness serve-retriever URL"
@@ -51,6 +60,8 @@ def handle(args: argparse.Namespace) -> int:
         test_limit=args.test_limit,
         n_gpus=args.n_gpus,
         model_path=args.model,
+        data_dir=args.data_dir,
+        chat_template=args.chat_template,
     )
     for f in files:
         print(f)

@@ -1,74 +1,294 @@
-"""verl export: the exported reward gives the in-harness reward on the same trajectories, and the
-exported files parse."""
+"""verl export, for every trainable method of the registry: the exported reward gives the in-harness
+reward on trajectories our engine produced (their response as our engine records it, and as verl
+renders it, with ``<tool_response>`` turns), and the exported files parse and say what verl must run."""
 
 from __future__ import annotations
 
 import importlib.util
 import json
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pyarrow.parquet as pq
 import pytest
+import yaml
 
-from harness.export_verl import verl_compute_score
-from harness.method import RewardContext
-from harness.methods_registry import get_method
-from tests.methods.helpers import ScriptedReader, context, example
+from harness.errors import ConfigError
+from harness.export_verl import (
+    response_parts,
+    split_prefill,
+    trajectory_from_text,
+    verl_compute_score,
+    write_verl_job,
+)
+from harness.methods_registry import METHODS, get_method
+from harness.protocol import Protocol
+from harness.types import Evidence, QAExample, Trajectory
+from tests.methods.helpers import PROTO, ScriptedReader
+from tests.methods2.helpers import ScriptedEmbedder, ScriptedJudge, context, reward_ctx
 
-SCRIPTS = {
-    "search_r1": {
-        "capital of France": [
-            "<think>look</think><search>capital of France</search>",
-            "<answer> Paris </answer>",
-        ],
-        "capital of Italy": ["<answer>Milan</answer>"],
-        "tallest mountain": ["no tags at all"] * 6,
-    },
-    "eval_rar": {
-        "capital of France": [
-            "<search>capital of France</search>",
-            "<evaluate>the docs say Paris</evaluate><answer>Lyon</answer>",
-        ],
-        "capital of Italy": ["<search>Italy</search>", "<evaluate>fine</evaluate><answer>Rome</answer>"],
-        "tallest mountain": ["<answer>K2</answer>"],
-    },
-    "r_search": {
-        "capital of France": [
-            "<search>capital of France</search>",
-            "<original_evidence>Paris is the capital</original_evidence><answer>Paris</answer>",
-        ],
-        "capital of Italy": ["<answer>Rome city</answer>"],
-        "tallest mountain": ["<search>mountain</search>", "<answer>Everest</answer>"],
-    },
-}
+TRAINABLE = sorted(n for n in METHODS.names() if METHODS.get(n).trained)
+TOTAL_STEPS = 10  # TIRESRAG-R1's a_t needs the run's length; both sides get the same
+N = 60  # scripted replies per prompt: enough for every reward call of a test
+
 QUESTIONS = [
     ("capital of France", "Paris"),
     ("capital of Italy", "Rome"),
     ("tallest mountain", "Mount Everest"),
 ]
+CONTEXT = [  # ARENA answers from each question's own paragraphs
+    {"title": "Rome", "text": "Rome is Italy's capital city."},
+    {"title": "Paris", "text": "Paris is France's capital city."},
+    {"title": "Everest", "text": "Everest is the highest peak."},
+]
 
 
-@pytest.mark.parametrize("name", sorted(SCRIPTS))
-def test_exported_reward_equals_in_harness_reward(name):
-    method = get_method(name)
-    ctx, _backend, _ret = context(SCRIPTS[name])
-    examples = [example(i, q, a) for i, (q, a) in enumerate(QUESTIONS)]
-    trajs = method.solve(examples, ctx)
-    models = {"reader": ScriptedReader({"Paris is the capital": ["Paris"] * 4})}
-    reward = method.reward_names()[0]
-    ours = method.rewards(trajs, name=reward, ctx=RewardContext(models=models))
-    for e, t, r in zip(examples, trajs, ours, strict=True):
-        out = verl_compute_score(
-            name,
-            reward,
-            e.dataset,
-            t.response,
-            {"target": list(e.answers)},
-            {"id": e.id, "question": e.question},
-            models=models,
+def examples() -> list[QAExample]:
+    out = []
+    for i, (q, a) in enumerate(QUESTIONS):
+        gold = CONTEXT[[1, 0, 2][i]]
+        out.append(
+            QAExample(
+                id=str(i),
+                dataset="toy",
+                split="test",
+                question=q,
+                answers=(a,),
+                supporting=(Evidence(title=gold["title"], text=gold["text"]),),
+                meta={"context": CONTEXT},
+            )
         )
-        assert out["score"] == pytest.approx(r.total), (name, t.response)
+    return out
+
+
+@dataclass
+class Case:
+    """A scripted run of one method: the model's outputs per question, the reward, the auxiliary
+    models, and the protocol of the run."""
+
+    script: dict[str, list[str]]
+    reward: str
+    models: Callable[[], dict[str, Any]]
+    protocol: Callable[[], Protocol] = lambda: PROTO
+
+
+def _no_models() -> dict[str, Any]:
+    return {}
+
+
+def _reader() -> dict[str, Any]:
+    return {"reader": ScriptedReader({"Paris is the capital": ["Paris"] * N})}
+
+
+def _tiresrag_judge() -> dict[str, Any]:
+    suff = '{"sufficient context to the given answer": 1}'
+    return {"judge": ScriptedJudge({"### ANSWER": [suff] * N, "### MODEL THINKING PROCESS": ["0.7"] * N})}
+
+
+def _w2s_models() -> dict[str, Any]:
+    judged = {
+        "Prediction: paris\n": ["YES"] * N,
+        "Prediction: milan\n": ["NO"] * N,
+        "Prediction: everest\n": ["YES"] * N,
+    }
+    return {
+        "judge": ScriptedJudge(judged),
+        "embedder": ScriptedEmbedder({"tallest mountain": [1.0, 0.0], "Everest height": [0.6, 0.8]}),
+    }
+
+
+def _arena_protocol() -> Protocol:
+    from methods.arena import eval_protocol
+
+    return eval_protocol()
+
+
+CASES: dict[str, Case] = {
+    "search_r1": Case(
+        {
+            "capital of France": [
+                "<think>look</think><search>capital of France</search>",
+                "<answer> Paris </answer>",
+            ],
+            "capital of Italy": ["<answer>Milan</answer>"],
+            "tallest mountain": ["no tags at all"] * 6,
+        },
+        "em",
+        _no_models,
+    ),
+    "eval_rar": Case(
+        {
+            "capital of France": [
+                "<search>capital of France</search>",
+                "<evaluate>the docs say Paris</evaluate><answer>Lyon</answer>",
+            ],
+            "capital of Italy": ["<search>Italy</search>", "<evaluate>fine</evaluate><answer>Rome</answer>"],
+            "tallest mountain": ["<answer>K2</answer>"],
+        },
+        "eval_rar",
+        _no_models,
+    ),
+    "r_search": Case(
+        {
+            "capital of France": [
+                "<search>capital of France</search>",
+                "<original_evidence>Paris is the capital</original_evidence><answer>Paris</answer>",
+            ],
+            "capital of Italy": ["<answer>Rome city</answer>"],
+            "tallest mountain": ["<search>mountain</search>", "<answer>Everest</answer>"],
+        },
+        "r_search",
+        _reader,
+    ),
+    "tiresrag_r1": Case(
+        {
+            "capital of France": [
+                "look</think><search>capital of France</search>",
+                "<think>so Lyon</think><answer>Lyon</answer><think>check</think><answer>Paris</answer>",
+            ],
+            "capital of Italy": ["known</think><answer>Rome</answer>"],
+            "tallest mountain": [
+                "x</think><search>tallest mountain</search>",
+                "<think>k</think><answer>K2</answer>",
+            ],
+        },
+        "recommended",
+        _tiresrag_judge,
+    ),
+    "when_to_search": Case(
+        {
+            "capital of France": [
+                "<think>?</think><search>France capital</search>",
+                "<reflect>ok</reflect><answer>Paris</answer>",
+            ],
+            "capital of Italy": ["<think>known</think><reflect>Rome</reflect><answer>Milan</answer>"],
+            "tallest mountain": [
+                "<think>?</think><search>tallest mountain</search>",
+                "<reflect>more</reflect><search>Everest height</search>",
+                "<reflect>ok</reflect><answer>Everest</answer>",
+            ],
+        },
+        "stage1",
+        _w2s_models,
+    ),
+    "arena": Case(
+        {
+            "capital of France": [
+                "<relevance>[2]</relevance>\n<analysis>[2] says so</analysis>\n<answer>Paris</answer>"
+            ],
+            "capital of Italy": ["<relevance>[1,2]</relevance><analysis>x</analysis><answer>Milan</answer>"],
+            "tallest mountain": ["Everest"],
+        },
+        "arena",
+        _no_models,
+        _arena_protocol,  # its own gold-context protocol
+    ),
+}
+
+
+def run_case(name: str) -> tuple[Any, list[QAExample], list[Trajectory], dict[str, Any]]:
+    case = CASES[name]
+    method = get_method(name)
+    ctx, _backend, _retriever = context(case.script, protocol=case.protocol())
+    exs = examples()
+    return method, exs, method.solve(exs, ctx), case.models()
+
+
+def extra_info(e: QAExample) -> dict[str, Any]:
+    """The row's ``extra_info`` as the export writes it (the fields the reward reads)."""
+    return {"id": e.id, "question": e.question, "example": json.dumps(e.to_dict())}
+
+
+def verl_rendered(method: Any, t: Trajectory) -> str:
+    """The response as verl's tool loop renders it under a ChatML template and decodes it without
+    special tokens: each observation becomes a tool turn holding the SearchTool's JSON result."""
+    if not method.uses_retrieval:
+        return t.response
+    d = method.rollout_config(PROTO).dialect
+    out, pos = [], 0
+    for turn in t.turns:
+        if turn.kind != "retrieve":
+            continue
+        block = d.obs_prefix + turn.text + d.obs_suffix
+        at = t.response.index(block, pos)
+        tool = json.dumps({"result": turn.text})
+        out += [t.response[pos:at], f"user\n<tool_response>\n{tool}\n</tool_response>\nassistant\n"]
+        pos = at + len(block)
+    return "".join(out) + t.response[pos:]
+
+
+def test_every_trainable_method_has_a_case():
+    assert set(CASES) == set(TRAINABLE)
+
+
+@pytest.mark.parametrize("name", TRAINABLE)
+def test_exported_reward_equals_in_harness_reward(name):
+    method, exs, trajs, models = run_case(name)
+    reward = CASES[name].reward
+    ours = method.rewards(trajs, name=reward, ctx=reward_ctx(0, TOTAL_STEPS, **models))
     assert any(r.total > 0 for r in ours)  # the scripts exercise a rewarded branch
+    n_rendered = 0
+    for e, t, r in zip(exs, trajs, ours, strict=True):
+        for response in (t.response, verl_rendered(method, t)):
+            n_rendered += response != t.response
+            out = verl_compute_score(
+                name,
+                reward,
+                e.dataset,
+                response,
+                {"target": list(e.answers)},
+                extra_info(e),
+                models,
+                total_steps=TOTAL_STEPS,
+            )
+            assert out["score"] == pytest.approx(r.total), (name, response)
+            assert out == pytest.approx({"score": r.total, **r.components}), (name, response)
+    # every trajectory that searched was also scored as verl renders it
+    assert n_rendered == sum(t.n_retrievals > 0 for t in trajs) >= int(method.uses_retrieval)
+
+
+@pytest.mark.parametrize("name", [n for n in TRAINABLE if get_method(n).uses_retrieval])
+def test_rebuilt_trajectory_is_what_the_engine_recorded(name):
+    method, exs, trajs, _models = run_case(name)
+    for e, t in zip(exs, trajs, strict=True):
+        got = trajectory_from_text(name, verl_rendered(method, t), e)
+        assert got.response == t.response
+        assert got.prediction == t.prediction
+        assert [(x.kind, x.text) for x in got.turns] == [
+            (x.kind, x.text) for x in t.turns if x.kind in ("generate", "retrieve")
+        ]
+        assert [x.query for x in got.turns if x.kind == "retrieve"] == [
+            x.query for x in t.turns if x.kind == "retrieve"
+        ]
+
+
+def test_one_completion_methods_replay_their_own_solve():
+    # ARENA's reward reads the gold reference numbers its rollout records from the question
+    method, exs, trajs, _ = run_case("arena")
+    got = trajectory_from_text("arena", trajs[0].response, exs[0])
+    assert got.meta["arena_gold_ids"] == trajs[0].meta["arena_gold_ids"] == [2]
+    assert (got.prediction, got.extraction_status) == ("Paris", "ok")
+
+
+def test_tool_turns_become_the_methods_observations():
+    from methods.when_to_search import W2S_DIALECT, format_reward
+
+    text = (
+        "<think>?</think><search>q</search>user\n<tool_response>\n"
+        + json.dumps({"result": "Doc 1 (Title: A) b"})
+        + "\n</tool_response>\nassistant\n<reflect>ok</reflect><answer>b</answer>"
+    )
+    parts = response_parts(text, W2S_DIALECT)
+    assert parts == [
+        ("<think>?</think><search>q</search>", True, None),
+        ("\n\n<information>Doc 1 (Title: A) b</information>\n\n", False, "Doc 1 (Title: A) b"),
+        ("<reflect>ok</reflect><answer>b</answer>", True, None),
+    ]
+    rebuilt = "".join(p for p, _, _ in parts)
+    assert format_reward(rebuilt) == 1.0  # T S I R A
+    assert format_reward(text) == -1.0  # verl's rendering breaks the grammar as such
 
 
 def test_verl_tool_response_blocks_are_not_model_text():
@@ -78,41 +298,178 @@ def test_verl_tool_response_blocks_are_not_model_text():
     assert out["score"] == 0.0
 
 
-def test_export_files_parse(tmp_path: Path):
+def _load_reward(path: Path) -> Any:
+    spec = importlib.util.spec_from_file_location(f"exported_reward_{path.parent.name}", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+@pytest.mark.parametrize("name", TRAINABLE)
+def test_export_files_parse(name, tmp_path: Path, smollm2_dir: Path):
+    method = get_method(name)
+    recipe = method.recipes()["cpu-smoke"]
+    out = tmp_path / name
+    files = write_verl_job(
+        method,
+        recipe,
+        out,
+        examples()[:2],
+        examples()[2:],
+        retriever_url="http://10.0.0.5:8000/retrieve",
+        n_gpus=8,
+        model_path=str(smollm2_dir),
+    )
+    assert all(f.is_file() for f in files)
+    train = pq.read_table(out / "data" / "train.parquet").to_pylist()
+    test = pq.read_table(out / "data" / "test.parquet").to_pylist()
+    assert (len(train), len(test)) == (2, 1)
+    row = train[0]
+    messages, prefill = split_prefill(method.prompt_messages(examples()[0], training=True))
+    assert row["prompt"] == messages and all(m["role"] != "assistant" for m in row["prompt"])
+    assert row["reward_model"]["ground_truth"]["target"] == ["Paris"] and row["ability"] == "fact-reasoning"
+    assert json.loads(row["extra_info"]["example"]) == examples()[0].to_dict()
+    retrieves = method.uses_retrieval
+    assert row["agent_name"] == ("tool_agent" if retrieves else "single_turn_agent")
+    script = (out / "run.sh").read_text()
+    assert "verl.trainer.main_ppo" in script and "custom_reward_function.name=compute_score" in script
+    assert f"actor_rollout_ref.rollout.n={recipe.algo.group_size}" in script
+    assert ("actor_rollout_ref.rollout.multi_turn.enable=true" in script) == retrieves
+    assert (out / "search_tool_config.yaml").is_file() == retrieves
+    if retrieves:
+        tools = yaml.safe_load((out / "search_tool_config.yaml").read_text())["tools"]
+        assert tools[0]["class_name"] == "verl.tools.search_tool.SearchTool"
+        assert tools[0]["config"]["retrieval_service_url"] == "http://10.0.0.5:8000/retrieve"
+    assert (out / "verl_job.yaml").is_file() == bool(prefill)
+    job = json.loads((out / "job.json").read_text())
+    assert (
+        job["method"] == name and job["recipe"]["aux_models"] == recipe.model_dump(mode="json")["aux_models"]
+    )
+    stages = [(s["reward"], s["until_step"]) for s in job["reward_stages"]]
+    rewards = [
+        line.split("reward_kwargs.reward=")[1].rstrip(" \\'")
+        for line in script.splitlines()
+        if "reward_kwargs.reward=" in line
+    ]
+    assert rewards == [r for r, _ in stages]
+    assert script.count("verl.trainer.main_ppo") == len(stages)
+    mod = _load_reward(out / "reward.py")
+    mod._MODELS = CASES[name].models()  # the recipe's aux models are servers / the packaged model
+    answer = row["reward_model"]["ground_truth"]["target"][0]
+    got = mod.compute_score(
+        row["data_source"],
+        f"<answer>{answer}</answer>",
+        row["reward_model"]["ground_truth"],
+        row["extra_info"],
+    )
+    want = verl_compute_score(
+        name,
+        stages[0][0],
+        row["data_source"],
+        f"<answer>{answer}</answer>",
+        row["reward_model"]["ground_truth"],
+        row["extra_info"],
+        mod._MODELS,
+        total_steps=recipe.steps,
+    )
+    assert got == want
+
+
+def test_multi_stage_recipe_runs_one_verl_invocation_per_stage(tmp_path: Path):
+    method = get_method("when_to_search")
+    recipe = method.recipes()["paper"]
+    write_verl_job(
+        method,
+        recipe,
+        tmp_path,
+        examples(),
+        examples(),
+        retriever_url="http://x/retrieve",
+        n_gpus=8,
+        model_path="m",
+    )
+    script = (tmp_path / "run.sh").read_text()
+    assert "trainer.total_training_steps=180" in script and "trainer.total_training_steps=500" in script
+    assert script.index("reward_kwargs.reward=stage1") < script.index("reward_kwargs.reward=stage2")
+    assert script.count("trainer.resume_mode=auto") == 2
+    job = json.loads((tmp_path / "job.json").read_text())
+    assert job["reward_stages"] == [
+        {"reward": "stage1", "until_step": 180},
+        {"reward": "stage2", "until_step": 500},
+    ]
+    assert any("dynamic_sampling" in x for x in job["limitations"])
+
+
+def test_prefill_goes_into_the_chat_template(tmp_path: Path, smollm2_dir: Path):
+    from transformers import AutoTokenizer
+
+    from methods.tiresrag_r1 import THINK_PREFILL, make_prompt
+
+    method = get_method("tiresrag_r1")
+    write_verl_job(
+        method,
+        method.recipes()["paper"],
+        tmp_path,
+        examples(),
+        examples(),
+        retriever_url="http://x/retrieve",
+        n_gpus=8,
+        model_path=str(smollm2_dir),
+    )
+    cfg = yaml.safe_load((tmp_path / "verl_job.yaml").read_text())
+    assert cfg["defaults"] == ["ppo_trainer", "_self_"]
+    tok = AutoTokenizer.from_pretrained(smollm2_dir)
+    engine_prompt = tok.apply_chat_template(
+        make_prompt("capital of France"), tokenize=False, add_generation_prompt=True
+    )
+    tok.chat_template = cfg["actor_rollout_ref"]["model"]["custom_chat_template"]
+    row = pq.read_table(tmp_path / "data" / "train.parquet").to_pylist()[0]
+    verl_prompt = tok.apply_chat_template(row["prompt"], tokenize=False, add_generation_prompt=True)
+    assert verl_prompt == engine_prompt + THINK_PREFILL  # what TiresRAG.solve feeds the model
+    tool_turn = tok.apply_chat_template(
+        [{"role": "tool", "content": "docs"}], tokenize=False, add_generation_prompt=True
+    )
+    assert not tool_turn.endswith(THINK_PREFILL)  # the model continues its own turn after a tool turn
+    script = (tmp_path / "run.sh").read_text()
+    assert f"--config-path={tmp_path.resolve()} --config-name=verl_job" in script
+
+
+def test_prefill_needs_the_models_chat_template(tmp_path: Path):
+    method = get_method("tiresrag_r1")
+    with pytest.raises(ConfigError, match="--chat-template"):
+        write_verl_job(
+            method,
+            method.recipes()["paper"],
+            tmp_path,
+            examples(),
+            examples(),
+            retriever_url="http://x/retrieve",
+            n_gpus=8,
+            model_path="Qwen/Qwen2.5-3B-Instruct",
+        )
+
+
+def test_cli_export_files_parse(tmp_path: Path):
     from harness.cli import main
 
     out = tmp_path / "job"
-    assert (
-        main(
-            [
-                "export-verl",
-                "--method",
-                "search_r1",
-                "--recipe",
-                "cpu-smoke",
-                "--out",
-                str(out),
-                "--test-limit",
-                "2",
-            ]
-        )
-        == 0
-    )
-    train = pq.read_table(out / "data" / "train.parquet").to_pylist()
+    args = [
+        "export-verl",
+        "--method",
+        "search_r1",
+        "--recipe",
+        "cpu-smoke",
+        "--out",
+        str(out),
+        "--test-limit",
+        "2",
+    ]
+    assert main(args) == 0
     test = pq.read_table(out / "data" / "test.parquet").to_pylist()
-    assert len(test) == 6 and train
+    assert len(test) == 6
     row = test[0]
     assert row["prompt"][0]["role"] == "user" and "<search> query </search>" in row["prompt"][0]["content"]
-    assert row["reward_model"]["ground_truth"]["target"] and row["ability"] == "fact-reasoning"
-    script = (out / "run.sh").read_text()
-    assert "verl.trainer.main_ppo" in script and "custom_reward_function.name=compute_score" in script
-    assert "actor_rollout_ref.rollout.n=" in script
-    assert "verl.tools.search_tool.SearchTool" in (out / "search_tool_config.yaml").read_text()
-    job = json.loads((out / "job.json").read_text())
-    assert job["method"] == "search_r1"
-    spec = importlib.util.spec_from_file_location("exported_reward", out / "reward.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+    mod = _load_reward(out / "reward.py")
     got = mod.compute_score(
         row["data_source"],
         f"<answer>{row['reward_model']['ground_truth']['target'][0]}</answer>",
