@@ -366,8 +366,10 @@ def limitations(method: TrainableMethod, recipe: Any) -> list[str]:
     )
     if method.uses_retrieval:
         out.append(
-            "verl's multi-turn tool loop calls the search tool on <tool_call> JSON (hermes format) and does not "
-            "stop generation at the method's query tag; the method's prompt asks for its own tags"
+            "verl's tool_agent loop (verl HEAD b178a3c) calls the search tool on <tool_call> JSON (hermes format), "
+            "does not stop generation at the method's query tag, renders the tool schema into the prompt and cuts "
+            "tool responses to multi_turn.max_tool_response_length characters; the method's prompt asks for its "
+            "own tags: a verl agent loop that runs the method's dialect is needed for faithful rollouts"
         )
     return out
 
