@@ -3,6 +3,13 @@
 For each method: resolve (or resume) its run, load the bench under the protocol's selection, skip
 finished samples, solve in batches, score, and write every batch to the store in one transaction
 as soon as it is done. Ctrl-C or a crash loses at most the batch in flight; ``--resume`` continues.
+
+Protocols a method is bound to (``Method.own_protocols``: ARENA's gold-context reader setting)
+are never mixed with the open-retrieval ones: a bound method runs only under its own protocol
+(:func:`own_protocol` derives it from the user's, same selection and seed) and every other method
+is refused there (:func:`check_protocol`). Before any run is recorded, the questions a method
+cannot answer at all (``Method.cannot_answer``) are refused, or left out and counted when
+``RunConfig.leave_out_unanswerable`` is set (``harness run --method all``).
 """
 
 from __future__ import annotations
@@ -13,8 +20,10 @@ import subprocess
 import sys
 import time
 import uuid
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import cache
 from pathlib import Path
 
 from harness.errors import ConfigError
@@ -41,6 +50,9 @@ class RunConfig:
     batch_size: int = 8
     label: str = ""
     command: str = ""
+    # questions a method cannot answer at all (Method.cannot_answer): left out of its run with a
+    # note (True, `--method all`) or refused before the run starts (False)
+    leave_out_unanswerable: bool = False
 
 
 @dataclass
@@ -104,13 +116,61 @@ def _batches(items: list, n: int) -> list[list]:
     return [items[i : i + n] for i in range(0, len(items), n)]
 
 
+# -- protocols bound to a method -----------------------------------------------------------------
+
+
+@cache
+def bound_protocols() -> dict[str, tuple[str, ...]]:
+    """Protocol name -> the registered methods bound to it (``Method.own_protocols``)."""
+    from harness.methods_registry import METHODS
+
+    out: dict[str, list[str]] = {}
+    for name in METHODS.names():
+        for proto in METHODS.get(name).own_protocols:
+            out.setdefault(proto, []).append(name)
+    return {k: tuple(v) for k, v in out.items()}
+
+
+def check_protocol(method: Method, protocol: Protocol) -> None:
+    """ConfigError unless ``method`` may be scored under ``protocol``: a bound method only under
+    its own protocols, any other method under none of them."""
+    if method.own_protocols:
+        if protocol.name not in method.own_protocols:
+            own = " or ".join(method.own_protocols)
+            raise ConfigError(
+                f"method {method.name!r} is scored only under its own protocol {own}, never mixed with "
+                f"protocol {protocol.name!r} rows; `harness run` runs it there as a separate run"
+            )
+        return
+    owners = bound_protocols().get(protocol.name)
+    if owners:
+        raise ConfigError(
+            f"protocol {protocol.name!r} is the own setting of method {', '.join(owners)}; method "
+            f"{method.name!r} is not scored under it (use an open-retrieval protocol, e.g. --protocol mini)"
+        )
+
+
+def own_protocol(method: Method, protocol: Protocol, corpus_path: Path | None = None) -> Protocol:
+    """The protocol ``method`` runs under when the user asked for ``protocol``: ``protocol`` itself
+    unless the method is bound to others; then its first own protocol with the user's selection
+    and decoding seed (its other settings are the method's setting, pinned by its own id)."""
+    if not method.own_protocols or protocol.name in method.own_protocols:
+        return protocol
+    from harness.protocol import preset, resolve_corpus
+
+    own = preset(method.own_protocols[0])
+    decoding = own.decoding.model_copy(update={"seed": protocol.decoding.seed})
+    own = own.with_(selection=protocol.selection.model_dump(), decoding=decoding.model_dump())
+    return own if own.resolved else resolve_corpus(own, corpus_path)
+
+
 class Runner:
     def __init__(self, cfg: RunConfig, *, progress: bool = True):
         self.cfg = cfg
         self.store = Store(cfg.db)
         self.progress = progress
         self._backend = None
-        self._retriever = None
+        self._retrievers: dict[str, object] = {}  # protocol id -> retriever
 
     # lazily built so `--method direct` needs no index and a resumed finished run needs no model
     def backend(self):
@@ -121,40 +181,90 @@ class Runner:
             self._backend = make_backend(spec)
         return self._backend
 
-    def retriever(self):
-        if self._retriever is None:
+    def retriever(self, protocol: Protocol | None = None):
+        proto = protocol or self.cfg.protocol
+        if proto.protocol_id not in self._retrievers:
             from harness.retrieval.cache import CachedRetriever, ResultCache
             from harness.retrieval.factory import make_protocol_retriever
 
             # results are cached by (index id, query, k): a rerun or a resumed run never re-searches
-            inner = make_protocol_retriever(self.cfg.protocol, self.cfg.corpus_path)
-            self._retriever = CachedRetriever(inner, ResultCache.default())
-        return self._retriever
+            inner = make_protocol_retriever(proto, self.cfg.corpus_path)
+            self._retrievers[proto.protocol_id] = CachedRetriever(inner, ResultCache.default())
+        return self._retrievers[proto.protocol_id]
 
-    def load_examples(self) -> list[tuple[QAExample, list[str]]]:
+    def load_examples(self, protocol: Protocol | None = None) -> list[tuple[QAExample, list[str]]]:
         from harness.data.benches import get_bench, load_bench
 
+        proto = protocol or self.cfg.protocol
         bench = get_bench(self.cfg.bench)
         out = []
-        for _entry, examples in load_bench(bench, self.cfg.protocol.selection, data_dir=self.cfg.data_dir):
+        for _entry, examples in load_bench(bench, proto.selection, data_dir=self.cfg.data_dir):
             for e in examples:
                 out.append((e, e.gold_passage_ids))
         return out
 
-    def run(
-        self, methods: Sequence[Method], on_batch: Callable[[str, int, int], None] | None = None
-    ) -> list[MethodRun]:
-        examples = self.load_examples()
+    def answerable(
+        self, method: Method, examples: list[tuple[QAExample, list[str]]]
+    ) -> list[tuple[QAExample, list[str]]]:
+        """The examples ``method`` can answer; the others are refused (ConfigError) or, with
+        ``leave_out_unanswerable``, left out with a note on stderr."""
+        bad = [(e, why) for e, _ in examples if (why := method.cannot_answer(e)) is not None]
+        if not bad:
+            return examples
+        per = ", ".join(f"{ds} {n}" for ds, n in Counter(e.dataset for e, _ in bad).items())
+        first, why = bad[0]
+        what = (
+            f"method {method.name!r} cannot answer {len(bad)} of the {len(examples)} selected questions "
+            f"({per}; e.g. {first.dataset} {first.id!r}: {why})"
+        )
+        if not self.cfg.leave_out_unanswerable:
+            raise ConfigError(f"{what}; choose a bench whose questions it can answer (e.g. mini-multihop)")
+        print(f"{what}: left out of its run", file=sys.stderr)
+        drop = {(e.dataset, e.id) for e, _ in bad}
+        return [(e, g) for e, g in examples if (e.dataset, e.id) not in drop]
+
+    def _plan(self, methods: Sequence[Method], proto: Protocol) -> list[tuple[Method, list, Protocol]]:
+        examples = self.load_examples(proto)
         if not examples:
             raise ConfigError(f"bench {self.cfg.bench!r} selected no examples")
-        results = []
+        plan = []
         for method in methods:
-            results.append(self._run_method(method, examples, on_batch))
-        return results
+            check_protocol(method, proto)
+            method.spec(proto)  # a method refusing the protocol fails here, before any run
+            mine = self.answerable(method, examples)
+            if not mine:
+                print(
+                    f"skipping {method.name}: no question of bench {self.cfg.bench!r} it can answer",
+                    file=sys.stderr,
+                )
+                continue
+            plan.append((method, mine, proto))
+        return plan
 
-    def _run_method(self, method: Method, examples, on_batch) -> MethodRun:
+    def run(
+        self,
+        methods: Sequence[Method],
+        on_batch: Callable[[str, int, int], None] | None = None,
+        *,
+        protocol: Protocol | None = None,
+    ) -> list[MethodRun]:
+        """Score ``methods`` under ``protocol`` (default: the config's), one run each."""
+        return self.run_groups([(protocol or self.cfg.protocol, list(methods))], on_batch)[0]
+
+    def run_groups(
+        self,
+        groups: Sequence[tuple[Protocol, Sequence[Method]]],
+        on_batch: Callable[[str, int, int], None] | None = None,
+    ) -> list[list[MethodRun]]:
+        """Score each group's methods under its protocol (one run per method; the runs of a group
+        in order). Every method of every group is checked (protocol, spec, answerable questions)
+        before the first run is recorded; a method left with no answerable question is skipped
+        with a note."""
+        plans = [self._plan(methods, proto) for proto, methods in groups]
+        return [[self._run_method(m, ex, on_batch, p) for m, ex, p in plan] for plan in plans]
+
+    def _run_method(self, method: Method, examples, on_batch, proto: Protocol) -> MethodRun:
         cfg = self.cfg
-        proto = cfg.protocol
         spec = method.spec(proto)
         run_id = None
         if cfg.resume:
@@ -198,7 +308,7 @@ class Runner:
         ctx = RunContext(
             backend=self.backend() if todo else None,  # type: ignore[arg-type]
             protocol=proto,
-            retriever=self.retriever() if (todo and method.uses_retrieval) else None,
+            retriever=self.retriever(proto) if (todo and method.uses_retrieval) else None,
             sampling=SamplingParams(
                 temperature=proto.decoding.temperature, top_p=proto.decoding.top_p, seed=proto.decoding.seed
             ),
@@ -284,3 +394,25 @@ def summary(store: Store, run_ids: Sequence[str]):
     df = store.query(SUMMARY_SQL.format(ids=ids))
     costs = cost_summary(store, run_ids)[["method", "dataset", "cost_usd_per_q", "usd_per_correct"]]
     return df.merge(costs, on=["method", "dataset"], how="left")
+
+
+# The trajectory meta key under which a reader method records where its references came from
+# (ARENA: "dataset" = the question's own paragraphs, "gold+bm25" = the labelled substitute).
+REFERENCE_SOURCE_KEY = "arena_context"
+
+REFERENCES_SQL = """
+SELECT r.method, s.dataset,
+       count(*) FILTER (WHERE json_extract_string(s.meta_json, '$.{key}') = 'dataset') AS own_refs,
+       count(*) FILTER (WHERE json_extract_string(s.meta_json, '$.{key}') <> 'dataset') AS substitute_refs
+FROM samples s JOIN runs r USING (run_id)
+WHERE s.run_id IN ({ids})
+GROUP BY ALL ORDER BY r.method, s.dataset
+"""
+
+
+def reference_sources(store: Store, run_ids: Sequence[str]):
+    """Per method x dataset: how many questions were answered from their own paragraphs
+    (``own_refs``) and how many from a substitute (``substitute_refs``), from the trajectories'
+    ``meta["arena_context"]``; methods that record none count 0 and 0."""
+    ids = ", ".join(f"'{r}'" for r in run_ids)
+    return store.query(REFERENCES_SQL.format(ids=ids, key=REFERENCE_SOURCE_KEY))

@@ -11,19 +11,28 @@ KL estimator ("KL stabilisation", §4.2). No retrieval call, one turn, no observ
 
 Evaluation is a **gold-context** setting: the gold paragraphs are always among the references, so
 its scores are not comparable with open-retrieval rows. It has its own protocol,
-``arena-gold-context`` (:func:`eval_protocol`), and :meth:`Arena.solve` refuses any other protocol
-outside training. The agent never calls the retriever (``uses_retrieval = False``).
+``arena-gold-context`` (:func:`eval_protocol`; ``Arena.own_protocols``): :meth:`Arena.spec` and
+:meth:`Arena.solve` refuse any other protocol outside training, the runner refuses other methods
+under it, and ``harness run --method all`` runs ARENA under it as a separate run with its own
+summary table. The agent never calls the retriever (``uses_retrieval = False``).
 
-The references (§2.4). The packaged data does **not** keep each question's own context list: the
-build pools every paragraph into the closed corpus, de-duplicated, and records only the gold
-passage ids per question (``corpus/gold.jsonl.gz``; DATA.md), and the loaders drop a row's
-``context`` when reading a user's full files (``harness.data.loaders.load_file`` keeps
-``Record.example`` only). So :class:`ClosedCorpusContexts` builds a documented substitute: the
-question's gold paragraphs plus the top BM25 paragraphs of the closed corpus for the question
-(gold excluded) up to the paper's count, in a fixed pseudo-random order keyed by the question id.
-An example whose ``meta["context"]`` holds its own paragraphs (``[{"title", "text"}, ...]`` in the
-dataset's order) is served those instead, the paper's setting. Every trajectory records which
-(``meta["arena_context"]``: ``"dataset"`` or ``"gold+bm25"``).
+The references (§2.4) are the question's **own paragraphs in the dataset's order**
+(``example.meta["context"]``, read with :func:`harness.data.example_context`): the packaged
+data keeps them for every HotpotQA (1,405), 2Wiki (166) and MuSiQue (292) question whose
+source ships its context (``corpus/contexts.jsonl.gz``, DATA.md), which is every question of
+``mini-multihop``; a user's full files keep theirs (``load_file``). Gold reference numbers follow
+the code's rule (§3.3): the first reference that is each gold paragraph (same closed-corpus
+passage, or same title and text), -1 when none is.
+
+A question without its own context but with gold paragraphs (PopQA's closed subset, files
+without ``context``) gets a documented **substitute** (:class:`ClosedCorpusContexts`): its gold
+paragraphs plus the top BM25 paragraphs of the closed corpus for the question (gold excluded) up
+to the paper's count, in a fixed pseudo-random order keyed by the question id. Every trajectory
+records which (``meta["arena_context"]``: ``"dataset"`` or ``"gold+bm25"``) and the run summary
+counts the substitutes. A question with neither cannot be answered (:meth:`Arena.cannot_answer`):
+an explicit run refuses it before starting, ``--method all`` leaves it out of ARENA's run and
+says how many. The training export (:meth:`Arena.prompt_messages`) never substitutes: a
+question without its own context is refused there.
 """
 
 from __future__ import annotations
@@ -39,6 +48,7 @@ from typing import Any, ClassVar, Literal
 from typing import Protocol as TypingProtocol
 
 from harness.data.benches import Selection
+from harness.data.context import ContextParagraph, example_context, has_context
 from harness.errors import ConfigError
 from harness.llm.base import BackendSpec
 from harness.method import MethodSpec, RewardBreakdown, RewardContext, RunContext, TrainableMethod
@@ -291,19 +301,26 @@ def _require_gold(e: QAExample) -> tuple[Reference, ...]:
     return tuple(Reference(s.passage_id, s.title, s.text or "") for s in e.supporting)
 
 
+def _same_paragraph(ref: ContextParagraph, gold: Reference) -> bool:
+    if ref.passage_id is not None and gold.passage_id is not None:
+        return ref.passage_id == gold.passage_id
+    return ref.title == gold.title and _norm_ws(ref.text) == _norm_ws(gold.text)
+
+
 def dataset_context(e: QAExample) -> ArenaContext:
-    """The paper's setting (§2.4): the example's own paragraphs in their order
-    (``meta["context"]``); gold ids = the first paragraph matching each gold paragraph (§3.3;
-    -1 when a gold paragraph is not found, which makes a full match impossible, as in the code)."""
-    refs = tuple(Reference(None, p["title"], p["text"]) for p in e.meta["context"])
-    gold = _require_gold(e)
-    ids = []
-    for g in gold:
-        pos = next(
-            (i for i, r in enumerate(refs, 1) if r.title == g.title and _norm_ws(r.text) == _norm_ws(g.text)),
-            -1,
+    """The paper's setting (§2.4): the example's own paragraphs in the dataset's order
+    (``meta["context"]``, repeats kept); gold ids = the first reference that is each gold
+    paragraph (§3.3; -1 when one is not found, which makes a full match impossible, as in the
+    code). ConfigError when the example has no own context or no gold paragraphs."""
+    paragraphs = example_context(e)
+    if paragraphs is None:
+        raise ConfigError(
+            f"ARENA: {e.dataset} question {e.id!r} has no paragraphs of its own (meta['context']); the "
+            f"packaged HotpotQA, 2Wiki and MuSiQue questions of the mini-multihop bench have them"
         )
-        ids.append(pos)
+    gold = _require_gold(e)
+    ids = [next((i for i, p in enumerate(paragraphs, 1) if _same_paragraph(p, g)), -1) for g in gold]
+    refs = tuple(Reference(p.passage_id, p.title, p.text) for p in paragraphs)
     return ArenaContext(refs, tuple(sorted(set(ids))), "dataset")
 
 
@@ -317,8 +334,9 @@ def substitute_order(example_id: str, n: int) -> list[int]:
 
 
 class ClosedCorpusContexts:
-    """The references of each question (see the module docstring): ``meta["context"]`` when the
-    example has it, else gold + BM25 distractors from the protocol's closed corpus.
+    """The references of each question (see the module docstring): its own paragraphs
+    (``meta["context"]``) when it has them, else the substitute, gold + BM25 distractors from the
+    protocol's closed corpus.
 
     ``retriever``: what ranks distractors (default: the protocol's retriever over the packaged
     closed corpus, with the persistent result cache). It is the *harness's* context provider, not
@@ -344,7 +362,7 @@ class ClosedCorpusContexts:
         out: list[ArenaContext | None] = [None] * len(examples)
         todo: list[int] = []
         for i, e in enumerate(examples):
-            if e.meta.get("context"):
+            if has_context(e):
                 out[i] = dataset_context(e)
             else:
                 _require_gold(e)
@@ -384,15 +402,18 @@ def make_prompt(question: str, refs: Sequence[Reference], *, template: str = "co
 
 
 def eval_protocol() -> Protocol:
-    """ARENA's own evaluation (§5): each question's references (on the packaged data: gold + BM25
-    distractors of the closed corpus, see the module docstring), no agent retrieval
+    """ARENA's own evaluation (§5): each question's own paragraphs in the dataset's order (10 for
+    HotpotQA / 2Wiki, 20 for MuSiQue; the labelled gold + BM25 substitute over the closed corpus
+    for a question without them, see the module docstring), no agent retrieval
     (``max_turns=0``), sampled at T=0.9 with 1024 new tokens and a fixed seed (§2.5, §8 #5).
-    ``top_k=10`` records the reference count of HotpotQA / 2Wiki (MuSiQue: 20)."""
+    ``top_k=10`` records the reference count of HotpotQA / 2Wiki (MuSiQue: 20). The corpus and
+    retriever are the substitute's."""
     return mini().with_(
         name=PROTOCOL_NAME,
         description=(
-            "ARENA gold-context reader setting (gold + BM25 distractors of the closed corpus, 10/20 refs, "
-            "no agent retrieval, T 0.9, 1024 tokens); not comparable with open-retrieval rows"
+            "ARENA gold-context reader setting (each question's own 10/20 paragraphs; gold + BM25 "
+            "substitute where a question has none, counted), no agent retrieval, T 0.9, 1024 tokens; "
+            "not comparable with open-retrieval rows"
         ),
         top_k=DEFAULT_N_REFERENCES,
         max_turns=0,
@@ -424,6 +445,7 @@ class Arena(TrainableMethod):
     )
     source = "Ren et al. 2025, ARENA, arXiv 2505.13258 (ren258/ARENA)"
     uses_retrieval: ClassVar[bool] = False
+    own_protocols: ClassVar[tuple[str, ...]] = (PROTOCOL_NAME,)
 
     def __init__(self, contexts: ContextProvider | None = None, *, template: str = "code"):
         if template not in PROMPTS:
@@ -451,8 +473,9 @@ class Arena(TrainableMethod):
                 "template": self.template,
                 "references": dict(N_REFERENCES),
                 "references_default": DEFAULT_N_REFERENCES,
-                "references_source": "example meta['context'] if present, else gold + BM25 distractors "
-                "of the closed corpus in a fixed order keyed by the question id",
+                "references_source": "the example's own paragraphs in the dataset's order "
+                "(meta['context']); without them, gold + BM25 distractors of the closed corpus in a "
+                "fixed order keyed by the question id (labelled per trajectory)",
                 "substitute_order_salt": SUBSTITUTE_SEED,
                 "max_new_tokens": protocol.decoding.max_new_tokens,
                 "stop": [],
@@ -460,6 +483,28 @@ class Arena(TrainableMethod):
                 "weights": list(WEIGHTS),
             },
         )
+
+    def cannot_answer(self, example: QAExample) -> str | None:
+        """ARENA reads paragraphs: a question needs its own context, or gold paragraphs with text
+        for the substitute (and gold paragraphs for the reference numbers in either case)."""
+        if not example.supporting or any(s.text is None for s in example.supporting):
+            return (
+                "no gold supporting paragraphs (ARENA reads each question's own paragraphs, gold among them)"
+            )
+        return None
+
+    def prompt_messages(self, example: QAExample, *, training: bool) -> list[dict[str, str]]:
+        """ARENA's prompt (§2.3, one user message) with the example's own numbered paragraphs; the
+        same for training and evaluation. An export never uses the BM25 substitute: a question
+        without its own context (``meta["context"]``) is a ConfigError naming it."""
+        if not has_context(example):
+            raise ConfigError(
+                f"ARENA's prompt needs the question's own paragraphs; {example.dataset} question "
+                f"{example.id!r} has none (meta['context']). Export questions loaded with their context: "
+                f"the packaged HotpotQA / 2Wiki / MuSiQue questions of mini-multihop, or your own files "
+                f"with 'context' / 'paragraphs' (--data-dir)"
+            )
+        return make_prompt(example.question, dataset_context(example).references, template=self.template)
 
     def solve(self, examples: list[QAExample], ctx: RunContext) -> list[Trajectory]:
         if not ctx.training and ctx.protocol.name != PROTOCOL_NAME:
@@ -693,7 +738,7 @@ class Arena(TrainableMethod):
                     "algo.lr": "ours: 1e-5 so that three steps move the weights",
                     "algo.lr_warmup_ratio": "ours: no warm-up in a 3-step run",
                     "steps": "ours: 3 steps",
-                    "bench": "ours: packaged multi-hop questions with gold paragraphs (references: gold + BM25)",
+                    "bench": "ours: packaged multi-hop questions with their own paragraphs (the paper's references)",
                     "selection": "ours: the first 8 questions of each dataset",
                     "max_new_tokens": "ours: 48 tokens (CPU budget)",
                     "micro_batch_size": "ours: 4 trajectories per forward/backward",

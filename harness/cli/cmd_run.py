@@ -13,6 +13,7 @@ from harness.judge.cli_options import add_judge_args
 EXAMPLES = """\
   harness run --method direct,naive_rag,search_r1 --bench mini-multihop --limit 5
   harness run --method all --bench multihop --limit 20            # every registered method
+  harness run --method arena --protocol arena-gold-context --bench mini-multihop --limit 20
   harness run --method search_r1 --bench mini --limit 50 --resume  # continue an interrupted run
   harness run --method naive_rag --bench hotpotqa --sample 200 --seed 1
   harness run --method search_r1 --model ./checkpoints/step-100 --bench mini-multihop
@@ -74,7 +75,7 @@ def handle(args: argparse.Namespace) -> int:
     from harness.judge.stored import judge_runs
     from harness.methods_registry import get_method, resolve_methods
     from harness.protocol import preset
-    from harness.runner import RunConfig, Runner, summary
+    from harness.runner import RunConfig, Runner, check_protocol, own_protocol, reference_sources, summary
 
     if args.limit is not None and args.sample is not None:
         raise ConfigError("give --limit (first N) or --sample (random N), not both")
@@ -94,25 +95,40 @@ def handle(args: argparse.Namespace) -> int:
 
     names = resolve_methods(args.method)
     methods = [get_method(n) for n in names]
-    if args.method.strip() == "all":
-        # `all` = every method that runs under this protocol; a method bound to its own protocol
-        # (ARENA's gold-context setting) is skipped with the reason, never silently
-        kept = []
-        for m in methods:
-            try:
-                m.spec(proto)
-            except ConfigError as e:
-                print(f"skipping {m.name}: {e}", file=sys.stderr)
-                continue
-            kept.append(m)
-        methods, names = kept, [m.name for m in kept]
+    everything = args.method.strip() == "all"
+    # Methods bound to their own protocol (ARENA's gold-context setting) run under it, as separate
+    # runs with their own table; the others run under the user's protocol. `all` skips, with the
+    # reason, a method that refuses the protocol; an explicit list lets the error stop the command.
+    groups: dict[str, list] = {}  # protocol name -> methods, the user's protocol first
+    protocols = {proto.name: proto}
+    groups[proto.name] = []
+    for m in methods:
+        p = own_protocol(m, proto, args.corpus)
+        try:
+            check_protocol(m, p)
+            m.spec(p)
+        except ConfigError as e:
+            if not everything:
+                raise
+            print(f"skipping {m.name}: {e}", file=sys.stderr)
+            continue
+        if p.name != proto.name:
+            print(
+                f"{m.name} runs under its own protocol {p.name} ({p.protocol_id}), as a separate run",
+                file=sys.stderr,
+            )
+        protocols[p.name] = p
+        groups.setdefault(p.name, []).append(m)
+    groups = {k: v for k, v in groups.items() if v}
+    if not groups:
+        raise ConfigError(f"no method runs under protocol {proto.name!r}")
     opts: dict[str, object] = {}
     if args.base_url:
         opts["base_urls"] = args.base_url
     if args.tokenizer:
         opts["tokenizer"] = args.tokenizer
     cfg = RunConfig(
-        methods=names,
+        methods=[m.name for ms in groups.values() for m in ms],
         bench=args.bench,
         protocol=proto,
         model=args.model,
@@ -125,6 +141,7 @@ def handle(args: argparse.Namespace) -> int:
         batch_size=args.batch_size,
         label=args.label,
         command=" ".join(shlex.quote(a) for a in sys.argv),
+        leave_out_unanswerable=everything,
     )
     print(
         f"protocol {proto.name} ({proto.protocol_id}); bench {args.bench}; model {args.model}",
@@ -135,9 +152,18 @@ def handle(args: argparse.Namespace) -> int:
     judge_spec = judge_spec_from_args(args)
     if judge_spec is not None:  # built (and its server probed) before the run, not after it
         judge = make_judge(judge_spec, runner.store, progress=not args.no_progress)
-    runs = runner.run(methods)
-    df = summary(runner.store, [r.run_id for r in runs])
-    print_summary(df, title=f"{args.bench} · protocol {proto.name} ({proto.protocol_id}) · {args.model}")
+    runs = []
+    per_group = runner.run_groups([(protocols[name], group) for name, group in groups.items()])
+    for (name, group), done in zip(groups.items(), per_group, strict=True):
+        p = protocols[name]
+        runs += done
+        if not done:
+            continue
+        ids = [r.run_id for r in done]
+        df = summary(runner.store, ids)
+        if any(m.own_protocols for m in group):
+            df = df.merge(reference_sources(runner.store, ids), on=["method", "dataset"], how="left")
+        print_summary(df, title=f"{args.bench} · protocol {p.name} ({p.protocol_id}) · {args.model}")
     if judge is not None:
         report = judge_runs(runner.store, [r.run_id for r in runs], judge)
         print_report(report, price_table=load_prices(prices_path(runner.store)))
@@ -167,6 +193,8 @@ def print_summary(df, title: str) -> None:
         ("cost_usd_per_q", "$/q", format_usd),
         ("usd_per_correct", "$/correct", format_usd),
     ]
+    if "own_refs" in df.columns:  # a reader's references: its own paragraphs vs the labelled substitute
+        cols += [("own_refs", "own refs", "{:.0f}"), ("substitute_refs", "substitute refs", "{:.0f}")]
     for _, header, _ in cols:
         table.add_column(header, justify="left" if header in ("method", "dataset") else "right")
     for row in df.itertuples(index=False):

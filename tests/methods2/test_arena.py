@@ -21,6 +21,7 @@ from methods.arena import (
     arena_f1,
     arena_norm,
     combine,
+    dataset_context,
     eval_protocol,
     extract_answer,
     format_references,
@@ -304,3 +305,85 @@ def test_protocol_is_separate_from_open_retrieval():
     assert p.name == PROTOCOL_NAME and p.max_turns == 0
     assert (p.decoding.temperature, p.decoding.max_new_tokens) == (0.9, 1024)
     assert p.protocol_id not in {preset(n).protocol_id for n in ("mini", "r_search-eval", "eval_rar-eval")}
+
+
+# -- each question's own paragraphs (the packaged contexts) -----------------------------------------
+
+
+def _packaged(dataset: str, qid: str | None = None) -> QAExample:
+    from harness.data import load_dataset
+
+    exs = load_dataset(dataset)
+    return exs[0] if qid is None else next(e for e in exs if e.id == qid)
+
+
+def test_packaged_context_gives_the_papers_references_and_gold_numbers():
+    hp = _packaged("hotpotqa")  # Scott Derrickson / Ed Wood: paragraphs 2 and 5 of the dev file's 10
+    c = dataset_context(hp)
+    assert c.source == "dataset" and len(c.references) == 10
+    assert [r.passage_id for r in c.references] == [f"closed-{i:06d}" for i in range(1, 11)]
+    assert c.gold_ids == (2, 5)
+    assert [c.references[i - 1].title for i in c.gold_ids] == ["Scott Derrickson", "Ed Wood"]
+    mu = _packaged("musique", "3hop1__654651_55349_651302")
+    m = dataset_context(mu)
+    assert len(m.references) == 20 and m.gold_ids == (2, 3, 12)  # MuSiQue's own order, gold not first
+
+
+def test_repeated_paragraph_gold_number_is_its_first_occurrence():
+    from harness.data import example_context, packaged
+
+    cmap = packaged.context_map()["2wikimultihopqa"]
+    for qid, ids in cmap.items():
+        if len(set(ids)) == len(ids):
+            continue
+        e = _packaged("2wikimultihopqa", qid)
+        c = dataset_context(e)
+        assert len(c.references) == len(example_context(e)) == 10  # repeats kept, as the dataset has them
+        assert list(c.gold_ids) == sorted({ids.index(pid) + 1 for pid in e.gold_passage_ids})
+
+
+def test_gold_paragraph_missing_from_the_context_is_minus_one():
+    e = QAExample(
+        id="x",
+        dataset="hotpotqa",
+        split="dev",
+        question="q",
+        answers=("a",),
+        supporting=(Evidence("A", "alpha"), Evidence("B", "beta")),
+        meta={"context": ({"title": "A", "text": "alpha "}, {"title": "C", "text": "gamma"})},
+    )
+    assert dataset_context(e).gold_ids == (-1, 1)  # matched on title + whitespace-normalised text
+
+
+def test_provider_serves_packaged_questions_their_own_context_without_retrieval():
+    ret = FakeRetriever()
+    hp, mu = _packaged("hotpotqa"), _packaged("musique", "3hop1__654651_55349_651302")
+    a, b = ClosedCorpusContexts(retriever=ret).contexts([hp, mu], eval_protocol())
+    assert ret.calls == [] and (a.source, b.source) == ("dataset", "dataset")
+    assert a == dataset_context(hp) and b == dataset_context(mu)
+
+
+def test_prompt_messages_use_the_examples_own_paragraphs():
+    hp = _packaged("hotpotqa")
+    msgs = Arena().prompt_messages(hp, training=True)
+    assert msgs == make_prompt(hp.question, dataset_context(hp).references)
+    assert msgs == Arena().prompt_messages(hp, training=False)
+    assert msgs[0]["content"].count("\n10. ") == 1 and "\n11. " not in msgs[0]["content"]
+    assert (
+        Arena(template="paper")
+        .prompt_messages(hp, training=True)[0]["content"]
+        .startswith(
+            "A conversation between User and Assistant. The user asks a question and gives some references."
+        )
+    )
+    with pytest.raises(ConfigError, match=r"popqa question '4222362' has none"):  # never the substitute
+        Arena().prompt_messages(_packaged("popqa"), training=True)
+
+
+def test_cannot_answer_questions_without_paragraphs():
+    m = Arena()
+    assert m.cannot_answer(_packaged("hotpotqa")) is None
+    assert m.cannot_answer(_example(1)) is None  # gold paragraphs: the labelled substitute
+    nq = QAExample(id="n", dataset="nq", split="test", question="q", answers=("a",))
+    assert "no gold supporting paragraphs" in m.cannot_answer(nq)
+    assert Arena.own_protocols == (PROTOCOL_NAME,)
