@@ -194,7 +194,10 @@ def print_summary(df, title: str) -> None:
         ("usd_per_correct", "$/correct", format_usd),
     ]
     if "own_refs" in df.columns:  # a reader's references: its own paragraphs vs the labelled substitute
-        cols += [("own_refs", "own refs", "{:.0f}"), ("substitute_refs", "substitute refs", "{:.0f}")]
+        cols += [("own_refs", "own", "{:.0f}"), ("substitute_refs", "subst.", "{:.0f}")]
+        table.caption = (
+            "own / subst.: questions answered from their own paragraphs / from the gold + BM25 substitute"
+        )
     for _, header, _ in cols:
         table.add_column(header, justify="left" if header in ("method", "dataset") else "right")
     for row in df.itertuples(index=False):

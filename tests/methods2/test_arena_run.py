@@ -86,7 +86,11 @@ def test_run_all_runs_arena_under_its_own_protocol(scripted, tmp_path: Path, cap
     )
     first, second = out.out.split(titles[1])
     assert _table_methods(first) == set(METHODS.names()) - {"arena"}
-    assert _table_methods(second) == {"arena"} and "own refs" in second and "own refs" not in first
+    assert _table_methods(second) == {"arena"} and "subst." in second and "subst." not in first
+    # the ARENA row counts its references: 1 question each from its own paragraphs, no substitute
+    rows = [line.split("│")[1:-1] for line in second.splitlines() if line.startswith("│ arena")]
+    assert [[c.strip() for c in r][-2:] for r in rows] == [["1", "0"]] * 3
+    assert {r[1].strip() for r in rows} == {"hotpotqa", "2wikimultihopqa", "musique"}  # not cut
 
     # ARENA was served each question's own paragraphs, numbered in the dataset's order
     with duckdb.connect(str(db), read_only=True) as con:
@@ -155,3 +159,19 @@ def test_retrieval_methods_are_refused_under_arena_protocol(scripted, tmp_path: 
     assert main(["run", "--method", "all", "--protocol", PROTOCOL_NAME, *args]) == 0
     assert [r[0] for r in _runs(db)] == ["arena"]
     assert "skipping naive_rag: protocol 'arena-gold-context' is the own setting" in capsys.readouterr().err
+
+
+def test_substitutes_are_counted_per_dataset(scripted, tmp_path: Path) -> None:
+    from harness.runner import reference_sources
+    from methods.arena import ClosedCorpusContexts
+    from tests.methods2.test_arena import FakeRetriever
+
+    arena = preset(PROTOCOL_NAME).with_(selection=Selection(mode="first", n=2))
+    runner = Runner(RunConfig(methods=["arena"], bench="mini", protocol=arena, db=tmp_path / "r.duckdb"))
+    ret = FakeRetriever()
+    (run,) = runner.run([Arena(contexts=ClosedCorpusContexts(retriever=ret))])
+    df = reference_sources(runner.store, [run.run_id])
+    got = {r.dataset: (r.own_refs, r.substitute_refs) for r in df.itertuples()}
+    # PopQA has no context of its own: its 2 questions get the labelled gold + BM25 substitute
+    assert got == {"2wikimultihopqa": (2, 0), "hotpotqa": (2, 0), "musique": (2, 0), "popqa": (0, 2)}
+    assert len(ret.calls) == 1 and len(ret.calls[0][0]) == 2  # only the PopQA questions were ranked
