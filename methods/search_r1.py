@@ -32,7 +32,7 @@ from harness.method import (
     format_question,
 )
 from harness.protocol import Protocol
-from harness.rl.config import AlgoConfig, grpo
+from harness.rl.config import AlgoConfig, DynamicSamplingConfig, GroupFilterConfig, grpo
 from harness.rl.recipe import Recipe, RewardStage
 from harness.rollout.dialect import SEARCH_R1_DIALECT
 from harness.rollout.engine import ObservationFn, TagRolloutConfig, run_tag_rollouts
@@ -324,31 +324,49 @@ def cpu_smoke_recipe(
 def cpu_learn_recipe(method: str) -> Recipe:
     """A CPU run long enough to *learn* something (the slow learning test, README numbers):
     Search-R1's format-aware reward (``em_format``, the released v0.3 ``train_grpo_format.sh``)
-    on PopQA questions whose gold paragraphs are in the closed corpus. The untrained 135M model
-    almost never closes an ``<answer>`` by itself, so outcome EM alone gives GRPO no signal; the
-    format terms do (an answer span is worth 0.1, a valid format 0.2), and GRPO's group
-    normalisation turns the few early successes into a full-size advantage."""
+    on PopQA questions whose gold paragraphs are in the closed corpus.
+
+    The untrained 135M model closes an ``<answer>`` span in about 3% of its rollouts, so outcome
+    EM alone gives GRPO no signal; the format terms do (an answer span is worth 0.1, a valid format
+    0.2). With so few rewarded rollouts most groups are all zeros, so DAPO's dynamic sampling keeps
+    only groups with a spread of rewards (up to 4 rounds of 2 questions) and the update is spent on
+    them; learning is read from ``sampled/*`` (every rollout generated, kept or not)."""
     base = cpu_smoke_recipe(method, reward="em_format", max_turns=1)
-    algo = base.algo.replace(group_size=8, train_batch_size=4, mini_batch_size=4, lr=2e-5)
+    algo = base.algo.replace(
+        group_size=8,
+        train_batch_size=2,
+        mini_batch_size=2,
+        lr=5e-5,
+        kl_placement="none",
+        kl_coef=0.0,
+        dynamic_sampling=DynamicSamplingConfig(
+            enabled=True,
+            max_rounds=4,
+            filters=(GroupFilterConfig(kind="zero_variance", metric="total", lower=None, upper=None),),
+        ),
+    )
     return base.model_copy(
         update={
             "name": "cpu-learn",
             "algo": algo,
-            "steps": 24,
+            "steps": 30,
             "bench": "mini-singlehop",
-            "selection": Selection(mode="first", n=200),
-            "max_new_tokens": 64,
+            "selection": Selection(),
+            "max_new_tokens": 40,
             "micro_batch_size": 8,
             "sources": {
                 **base.sources,
-                "algo.group_size": "ours: 8 rollouts per question, so a group rarely has all-equal rewards",
-                "algo.train_batch_size": "ours: 4 questions (32 trajectories) per step",
+                "algo.group_size": "ours: 8 rollouts per question, so a rare success lands in some group",
+                "algo.train_batch_size": "ours: 2 groups with a spread of rewards per update",
                 "algo.mini_batch_size": "ours: one update per step",
-                "algo.lr": "ours: 2e-5, enough for 24 steps to move a 135M model",
-                "steps": "ours: 24 steps (the slow learning test compares the first and last 6)",
+                "algo.lr": "ours: 5e-5, enough for 30 steps to move a 135M model",
+                "algo.kl_placement": "ours: no KL (and no reference model forward) on the CPU learning run",
+                "algo.kl_coef": "ours: no KL",
+                "algo.dynamic_sampling": "DAPO §3.3: drop all-equal groups, up to 4 rounds (ours: cap)",
+                "steps": "ours: 30 steps (the slow learning test compares the first and last 8)",
                 "bench": "ours: PopQA questions whose gold paragraphs are in the closed corpus",
-                "selection": "ours: the first 200 questions, shuffled by the trainer",
-                "max_new_tokens": "ours: 64 tokens per turn",
+                "selection": "ours: all 1,000 questions, shuffled by the trainer",
+                "max_new_tokens": "ours: 40 tokens per turn (a PopQA answer is a few words)",
                 "micro_batch_size": "ours: 8 trajectories per forward/backward",
                 "reward_stages": "code: v0.3 train_grpo_format.sh (qa_em_format: 0.2 structure, 0.1 final format)",
             },

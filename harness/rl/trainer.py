@@ -300,6 +300,13 @@ class Trainer:
             t0 = time.perf_counter()
             ds = a.dynamic_sampling
             rounds, dropped_frac, capped = 1, 0.0, False
+            generated: list[Group] = []  # every group rolled out this step, kept or not
+
+            def roll(r: int, step: int = step, sink: list[Group] = generated) -> list[Group]:
+                out = self._rollout_groups(ctx, next_examples(a.train_batch_size), step, r)
+                sink.extend(out)
+                return out
+
             if ds.enabled:
                 sampler: DynamicSampler[Group] = DynamicSampler(
                     group_filter=ds.build_filter(),
@@ -307,25 +314,25 @@ class Trainer:
                     max_rounds=ds.max_rounds,
                     rewards_of=lambda grp: grp.group_rewards,
                 )
-                res = sampler.sample(
-                    lambda r, step=step: self._rollout_groups(ctx, next_examples(a.train_batch_size), step, r)
-                )
+                res = sampler.sample(roll)
                 groups, rounds, dropped_frac, capped = (
                     res.groups,
                     res.rounds,
                     res.dropped_fraction,
                     res.capped,
                 )
-                if not groups:
-                    self.log(
-                        f"step {step}: dynamic sampling kept no group in {rounds} rounds; skipping the update"
-                    )
-                    continue
             else:
-                groups = self._rollout_groups(ctx, next_examples(a.train_batch_size), step, 0)
+                groups = roll(0)
             t_roll = time.perf_counter() - t0
-            metrics = self._update(policy, ref, pad_id, groups, opt, sched, params, step)
-            metrics.update(self._rollout_metrics(groups))
+            metrics: dict[str, float] = {}
+            if groups:
+                metrics.update(self._update(policy, ref, pad_id, groups, opt, sched, params, step))
+                metrics.update(self._rollout_metrics(groups))
+            else:
+                self.log(f"step {step + 1}: dynamic sampling kept no group in {rounds} rounds; no update")
+            # what the policy did on everything it generated: under dynamic sampling the kept groups
+            # are a biased sample (filtered on their rewards), so learning curves read these
+            metrics.update({f"sampled/{k}": v for k, v in self._rollout_metrics(generated).items()})
             metrics.update(
                 {
                     "seconds": time.perf_counter() - t0,
@@ -338,10 +345,11 @@ class Trainer:
             )
             result.steps.append(StepResult(step, metrics))
             self.log(
-                f"step {step + 1}/{self.recipe.steps} reward {metrics['reward/total_mean']:.3f} "
-                f"(std {metrics['reward/total_std']:.3f}) searches {metrics['searches_mean']:.2f} "
-                f"len {metrics['response_len_mean']:.0f} kl {metrics.get('kl', 0.0):.4f} "
-                f"clip {metrics['clip_frac']:.3f} {metrics['seconds']:.1f}s"
+                f"step {step + 1}/{self.recipe.steps} reward {metrics['sampled/reward/total_mean']:.3f} "
+                f"(std {metrics['sampled/reward/total_std']:.3f}; trained on {len(groups)}/{len(generated)} "
+                f"groups) searches {metrics['sampled/searches_mean']:.2f} "
+                f"len {metrics['sampled/response_len_mean']:.0f} kl {metrics.get('kl', 0.0):.4f} "
+                f"clip {metrics.get('clip_frac', 0.0):.3f} {metrics['seconds']:.1f}s"
             )
             if self.store is not None and result.run_id:
                 self.store.add_train_steps(result.run_id, step, metrics)

@@ -132,3 +132,72 @@ def test_sequence_logprobs_match_full_forward(tiny_dir: Path):
         for j, tok in enumerate(responses[b]):
             pos = len(prompts[b]) + j - 1
             assert logp[b, j].item() == pytest.approx(full[pos, tok].item(), abs=1e-4)
+
+
+class OddTopicsOnly(FavouriteWords):
+    """Reward 0 on even topics (an all-equal group, which dynamic sampling drops), the target
+    share on odd ones."""
+
+    def score(self, trajectory):
+        if int(trajectory.example_id) % 2 == 0:
+            return RewardBreakdown(total=0.0, components={"target_share": 0.0})
+        return super().score(trajectory)
+
+
+def test_dynamic_sampling_trains_on_kept_groups_and_logs_everything_sampled(
+    toy_model_dir: Path, tmp_path: Path
+):
+    from harness.rl.config import DynamicSamplingConfig, GroupFilterConfig
+
+    ds = DynamicSamplingConfig(
+        enabled=True,
+        max_rounds=3,
+        filters=(GroupFilterConfig(kind="zero_variance", metric="total", lower=None, upper=None),),
+    )
+    recipe = toy_recipe(4)
+    recipe = recipe.model_copy(
+        update={"algo": recipe.algo.replace(train_batch_size=1, mini_batch_size=1, dynamic_sampling=ds)}
+    )
+    seen: list[str] = []
+    method = OddTopicsOnly()
+    solve = method.solve
+
+    def recording_solve(exs, ctx):
+        seen.extend(e.id for e in exs[:: recipe.algo.group_size])
+        return solve(exs, ctx)
+
+    method.solve = recording_solve  # type: ignore[method-assign]
+    res = Trainer(
+        method,
+        recipe,
+        model=str(toy_model_dir),
+        out_dir=tmp_path / "out",
+        protocol=PROTO,
+        retriever=None,
+        examples=examples(6),
+        log=lambda s: None,
+    ).train()
+    assert len(res.steps) == 4  # a step that kept nothing is still logged
+    rounds = [int(s.metrics["ds_rounds"]) for s in res.steps]
+    assert sum(rounds) == len(seen)  # one question per round
+    for s in res.steps:
+        m = s.metrics
+        n_generated = int(m["ds_rounds"])
+        n_dropped = round(m["ds_dropped_frac"] * n_generated)
+        kept = n_generated - n_dropped
+        assert kept in (0, 1)
+        if kept:  # trained on the odd topic only; the even ones count in sampled/* as zeros
+            assert m["reward/total_mean"] > 0
+            assert m["sampled/reward/total_mean"] == pytest.approx(
+                m["reward/total_mean"] * kept / n_generated
+            )
+            assert "loss" in m
+        else:
+            assert "loss" not in m and m["sampled/reward/total_mean"] == 0.0
+    # the questions asked for, in order: rounds stop at the first odd topic
+    pos = 0
+    for r in rounds:
+        chunk = seen[pos : pos + r]
+        pos += r
+        assert all(int(i) % 2 == 0 for i in chunk[:-1])
+        assert r == 3 or int(chunk[-1]) % 2 == 1
