@@ -9,9 +9,11 @@
 - ``reward.py``: a verl custom reward function with verl's ``compute_score(data_source,
   solution_str, ground_truth, extra_info)`` signature that calls **our** reward code, so the same
   reward is optimised at scale as here (tests check the values agree for every trainable method);
-- for methods that retrieve, ``search_tool_config.yaml``: verl's ``SearchTool`` pointed at
-  ``harness serve-retriever`` (Search-R1's ``/retrieve`` dialect, which verl's tool speaks) and the
-  multi-turn rollout switched on; a method that does not retrieve (ARENA) gets neither;
+- for methods that retrieve, ``agent_loop.yaml``: verl's ``agent_loop_config_path`` file that
+  registers :mod:`harness.verl_agent_loop` (``harness_tag_agent``, the rows' ``agent_name``): the
+  method's own tag dialect rolled out by our engine against verl's inference servers and
+  ``harness serve-retriever`` (job.json's ``retriever_url``), so verl trains on the rollouts the
+  harness trainer makes; a method that does not retrieve (ARENA) runs verl's ``single_turn_agent``;
 - for a method whose prompt pre-fills the assistant turn (TIRESRAG-R1's ``<think>``: a final
   ``assistant`` message of ``prompt_messages``), ``verl_job.yaml``, a verl config whose
   ``actor_rollout_ref.model.custom_chat_template`` is the model's own chat template followed by the
@@ -28,9 +30,9 @@ The reward reconstructs the trajectory our engine would have recorded from the d
 ``solve`` is replayed on the response (same extraction, same trajectory meta, e.g. ARENA's gold
 reference numbers). A multi-turn response is split into the model's segments and observations:
 the method's own observation blocks (``dialect.obs_prefix`` … ``obs_suffix``), the method's
-correction message, and verl's tool turns (``<tool_response>`` blocks, with the ChatML role lines
-that survive decoding without special tokens) which become observations in the **method's own
-wrapper** with the tool's text, so a reward that reads the structure of the response (When-to-Search's
+correction message, and (in a response of verl's own ``tool_agent``) verl's tool turns
+(``<tool_response>`` blocks, with the ChatML role lines that survive decoding without special
+tokens) which become observations in the **method's own wrapper** with the tool's text, so a reward that reads the structure of the response (When-to-Search's
 format grammar, R-Search's ``<observation>`` check, TIRESRAG-R1's judge context) sees what it sees
 in-harness; the answer is read from the model's own text only.
 """
@@ -47,7 +49,9 @@ from typing import Any
 
 from harness.errors import ConfigError
 from harness.method import RewardContext, RunContext, TrainableMethod
+from harness.rollout.engine import TagRolloutConfig
 from harness.types import Completion, QAExample, SamplingParams, Trajectory, Turn
+from harness.verl_agent_loop import AGENT_NAME, agent_loop_yaml
 
 # verl's tool turn as decoded for the reward (``skip_special_tokens=True``) under a ChatML template
 # (Qwen2.5): "<|im_start|>user\n<tool_response>\n{text}\n</tool_response><|im_end|>\n<|im_start|>assistant\n"
@@ -268,33 +272,6 @@ def compute_score(data_source, solution_str, ground_truth, extra_info=None, rewa
     )
 '''
 
-TOOL_CONFIG = """# verl SearchTool -> `harness serve-retriever` (Search-R1's /retrieve dialect)
-tools:
-  - class_name: verl.tools.search_tool.SearchTool
-    config:
-      retrieval_service_url: {url}
-      topk: {top_k}
-      num_workers: 120
-      rate_limit: 120
-      timeout: 30
-      type: native
-    tool_schema:
-      type: function
-      function:
-        name: search
-        description: Searches the corpus for relevant passages for the given queries.
-        parameters:
-          type: object
-          properties:
-            query_list:
-              type: array
-              item:
-                type: string
-              description: A list of fully-formed semantic queries.
-          required:
-            - query_list
-"""
-
 
 def split_prefill(messages: list[dict[str, str]]) -> tuple[list[dict[str, str]], str]:
     """``prompt_messages`` -> (the chat messages, the assistant pre-fill or "")."""
@@ -346,6 +323,19 @@ def job_config_yaml(custom_chat_template: str) -> str:
     )
 
 
+def env_tokens(method_name: str) -> int:
+    """An upper bound on the tokens an observation's wrapper tags or a correction message add to a
+    turn (characters bound tokens), for the response budget."""
+    ex = _trainable(method_name)
+    if ex.rollout is None:
+        return 0
+    d = ex.rollout.dialect
+    wrap = len(d.obs_prefix) + len(d.obs_suffix)
+    if isinstance(ex.rollout, TagRolloutConfig):
+        return max(wrap, len(d.invalid_message) - ex.rollout.max_obs_tokens, 0)
+    return wrap
+
+
 def limitations(method: TrainableMethod, recipe: Any) -> list[str]:
     """What of the recipe verl's ``main_ppo`` does not run as the harness trainer does."""
     a = recipe.algo
@@ -366,18 +356,24 @@ def limitations(method: TrainableMethod, recipe: Any) -> list[str]:
     )
     if method.uses_retrieval:
         out.append(
-            "verl's tool_agent loop (verl HEAD b178a3c) calls the search tool on <tool_call> JSON (hermes format), "
-            "does not stop generation at the method's query tag, renders the tool schema into the prompt and cuts "
-            "tool responses to multi_turn.max_tool_response_length characters; the method's prompt asks for its "
-            "own tags: a verl agent loop that runs the method's dialect is needed for faithful rollouts"
+            "the harness_tag_agent loop returns no rollout log-probs: keep "
+            "actor_rollout_ref.rollout.calculate_log_probs=false (no rollout importance-sampling correction)"
         )
     return out
 
 
 def verl_overrides(
-    recipe: Any, out: Path, *, n_gpus: int, model_path: str, uses_retrieval: bool = True
+    recipe: Any,
+    out: Path,
+    *,
+    n_gpus: int,
+    model_path: str,
+    uses_retrieval: bool = True,
+    env_tokens: int = 0,
 ) -> list[str]:
-    """The recipe's hyperparameters as verl Hydra overrides (``verl.trainer.main_ppo``)."""
+    """The recipe's hyperparameters as verl Hydra overrides (``verl.trainer.main_ppo``).
+    ``env_tokens``: the most tokens an observation or correction adds on top of ``max_obs_tokens``
+    (its wrapper tags; the budget of the response holds every turn's)."""
     a = recipe.algo
     adv = {
         "grpo": "grpo",
@@ -387,13 +383,14 @@ def verl_overrides(
         "rloo": "rloo",
     }[a.adv_estimator]
     turns = recipe.max_turns if uses_retrieval else 0
+    max_response = recipe.max_new_tokens * (turns + 1) + (recipe.max_obs_tokens + env_tokens) * turns
     ov = [
         f"algorithm.adv_estimator={adv}",
         f"algorithm.norm_adv_by_std_in_grpo={str(a.norm_adv_by_std).lower()}",
         f"data.train_files={out / 'data' / 'train.parquet'}",
         f"data.val_files={out / 'data' / 'test.parquet'}",
         f"data.train_batch_size={a.train_batch_size}",
-        f"data.max_response_length={recipe.max_new_tokens * (turns + 1) + recipe.max_obs_tokens * turns}",
+        f"data.max_response_length={max_response}",
         "data.return_raw_chat=true",
         f"actor_rollout_ref.model.path={model_path}",
         f"actor_rollout_ref.actor.optim.lr={a.lr}",
@@ -417,8 +414,7 @@ def verl_overrides(
     if uses_retrieval:
         ov += [
             "actor_rollout_ref.rollout.multi_turn.enable=true",
-            f"actor_rollout_ref.rollout.multi_turn.max_assistant_turns={recipe.max_turns + 1}",
-            f"actor_rollout_ref.rollout.multi_turn.tool_config_path={out / 'search_tool_config.yaml'}",
+            f"actor_rollout_ref.rollout.agent.agent_loop_config_path={out / 'agent_loop.yaml'}",
         ]
     ov += [
         f"custom_reward_function.path={out / 'reward.py'}",
@@ -439,7 +435,7 @@ def _rows(
     """The parquet rows and the assistant pre-fills of the method's prompts ("" = none)."""
     rows = []
     prefills: set[str] = set()
-    agent = "tool_agent" if method.uses_retrieval else "single_turn_agent"
+    agent = AGENT_NAME if method.uses_retrieval else "single_turn_agent"
     for i, e in enumerate(examples):
         messages, prefill = split_prefill(method.prompt_messages(e, training=True))
         prefills.add(prefill)
@@ -543,10 +539,8 @@ def write_verl_job(
     )
     files.append(out / "reward.py")
     if method.uses_retrieval:
-        (out / "search_tool_config.yaml").write_text(
-            TOOL_CONFIG.format(url=retriever_url, top_k=recipe.top_k)
-        )
-        files.append(out / "search_tool_config.yaml")
+        (out / "agent_loop.yaml").write_text(agent_loop_yaml(out / "job.json"))
+        files.append(out / "agent_loop.yaml")
     launch = ["python3 -m verl.trainer.main_ppo \\"]
     if prefill:
         template = prefill_template(model_chat_template(model_path, chat_template), prefill)
@@ -554,7 +548,12 @@ def write_verl_job(
         files.append(out / "verl_job.yaml")
         launch.append(f"    --config-path={shlex.quote(str(out))} --config-name=verl_job \\")
     overrides = verl_overrides(
-        recipe, out, n_gpus=n_gpus, model_path=model_path, uses_retrieval=method.uses_retrieval
+        recipe,
+        out,
+        n_gpus=n_gpus,
+        model_path=model_path,
+        uses_retrieval=method.uses_retrieval,
+        env_tokens=env_tokens(method.name),
     )
     stages = stage_runs(recipe)
     lims = limitations(method, recipe)
@@ -566,6 +565,8 @@ def write_verl_job(
         script += [
             "# 1) start the retriever on the node(s) that run rollouts:",
             "#      harness serve-retriever --host 127.0.0.1 --port 8000 --protocol searchr1 --corpus wiki-18.jsonl &",
+            "#    (job.json 'retriever_url' is where the harness_tag_agent loop sends the method's queries;",
+            "#     the harness must be installed where verl's agent loop workers run)",
             "# 2) then:",
         ]
     script += [f"# not exported (job.json 'limitations'): {x}" for x in lims]

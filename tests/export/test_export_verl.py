@@ -338,16 +338,16 @@ def test_export_files_parse(name, tmp_path: Path, smollm2_dir: Path):
     assert row["reward_model"]["ground_truth"]["target"] == ["Paris"] and row["ability"] == "fact-reasoning"
     assert json.loads(row["extra_info"]["example"]) == examples()[0].to_dict()
     retrieves = method.uses_retrieval
-    assert row["agent_name"] == ("tool_agent" if retrieves else "single_turn_agent")
+    assert row["agent_name"] == ("harness_tag_agent" if retrieves else "single_turn_agent")
     script = (out / "run.sh").read_text()
     assert "verl.trainer.main_ppo" in script and "custom_reward_function.name=compute_score" in script
     assert f"actor_rollout_ref.rollout.n={recipe.algo.group_size}" in script
     assert ("actor_rollout_ref.rollout.multi_turn.enable=true" in script) == retrieves
-    assert (out / "search_tool_config.yaml").is_file() == retrieves
-    if retrieves:
-        tools = yaml.safe_load((out / "search_tool_config.yaml").read_text())["tools"]
-        assert tools[0]["class_name"] == "verl.tools.search_tool.SearchTool"
-        assert tools[0]["config"]["retrieval_service_url"] == "http://10.0.0.5:8000/retrieve"
+    assert (out / "agent_loop.yaml").is_file() == retrieves
+    if retrieves:  # the method's own dialect, through harness.verl_agent_loop (test_verl_agent_loop.py)
+        (loop,) = yaml.safe_load((out / "agent_loop.yaml").read_text())
+        assert loop["name"] == row["agent_name"] and loop["job"] == str(out / "job.json")
+        assert json.loads((out / "job.json").read_text())["retriever_url"] == "http://10.0.0.5:8000/retrieve"
     assert (out / "verl_job.yaml").is_file() == bool(prefill)
     job = json.loads((out / "job.json").read_text())
     assert (
