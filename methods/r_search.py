@@ -13,17 +13,19 @@ top-p 0.9), tokens per generation (500 vs 1024), observation cap (1800 vs none) 
 (4 vs none). ``solve`` picks the template and question form from ``ctx.training``; the numeric
 settings come from the protocol (``r_search-eval``) or the recipe.
 
-Engine gaps (described, not papered over): the released evaluation ends a trajectory on a turn
-that neither searches nor answers (training appends the invalid-action message, which is what the
-engine does in both phases), falls back to the whole final turn when there is no ``<answer>`` (we
-extract strictly and count the failure), and wraps observations as ``\\n\\n{turn}<observation>…``
-(we use the training wrapper in both phases, the spec's canonical choice, §8 #12).
+Evaluation under R-Search's own protocol (``r_search-eval``) follows the released evaluation loop
+(:func:`authors_evaluation`): a turn that neither searches nor answers is the final turn (the
+engine's ``on_invalid="end"``) and a trajectory without an ``<answer>`` is scored on its whole
+final turn (status ``final_turn_fallback``, counted as not answered). Under shared protocols R-Search
+runs the canonical way (correction message, strict extraction), like every other method. One gap
+remains: the released evaluation wraps observations as ``\\n\\n{turn}<observation>…`` (we use the
+training wrapper in both phases, the spec's canonical choice, §8 #12).
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from harness.data.benches import Selection
@@ -214,13 +216,16 @@ def combine(
     )
 
 
+EVAL_PROTOCOL_NAME = "r_search-eval"
+
+
 def eval_protocol() -> Protocol:
     """R-Search's evaluation settings (spec §2.7, §5.4) on the packaged closed corpus: top-5,
     temperature 0.1 / top-p 0.9, 1024 tokens per generation, no observation truncation, and a cap
     of 10 searches where the code has none (spec §8 #10). The paper's corpora (wiki-18, IRCoT
     per-dataset corpora) and E5 retriever are not packaged."""
     return mini().with_(
-        name="r_search-eval",
+        name=EVAL_PROTOCOL_NAME,
         description=(
             "R-Search eval settings (top-5, T 0.1, top-p 0.9, 1024 tokens/turn, <=10 searches, "
             "no obs cap) on the closed corpus"
@@ -234,6 +239,25 @@ def eval_protocol() -> Protocol:
     )
 
 
+def authors_evaluation(ctx: RunContext) -> bool:
+    """Evaluation under R-Search's own protocol (``r_search-eval``) follows the released
+    ``src/eval/main.py`` (spec §2.7, §8 #11 and #14): a turn with neither a search nor an answer is
+    the final turn, and a trajectory without an ``<answer>`` is scored on its whole final turn.
+    Under shared protocols every method is run the canonical way (correction message, strict
+    extraction), so rows stay comparable."""
+    return not ctx.training and ctx.protocol.name == EVAL_PROTOCOL_NAME
+
+
+def final_turn_fallback(t: Trajectory) -> Trajectory:
+    """The released evaluation's answer fallback: no complete ``<answer>`` -> the whole final
+    generated turn, stripped. Its status ``final_turn_fallback`` keeps it out of the answered rate
+    (the spec's "no-answer" flag) while it is scored."""
+    if t.extraction_status in ("ok", "multiple_answers"):
+        return t
+    last = next((x.text for x in reversed(t.turns) if x.kind == "generate"), "")
+    return replace(t, prediction=last.strip(), extraction_status="final_turn_fallback")
+
+
 class RSearch(TrainableMethod):
     name = "r_search"
     description = "free reasoning + <search>/<observation>, an <original_evidence> box, answer-F1 + evidence-F1 + format rewards"
@@ -245,7 +269,10 @@ class RSearch(TrainableMethod):
             prompts={"system_train": SYSTEM_TRAIN, "system_eval": SYSTEM_EVAL, "reader": READER_PROMPT},
             dialect=asdict(R_SEARCH_DIALECT),
             renderer=RENDERER,
-            extractor="last <answer> of the model's own response (no final-turn fallback)",
+            extractor=(
+                "last <answer> of the model's own response; under r_search-eval, the whole final turn "
+                "when there is none (status final_turn_fallback)"
+            ),
             params={
                 "top_k": protocol.top_k,
                 "max_turns": protocol.max_turns,
@@ -276,7 +303,12 @@ class RSearch(TrainableMethod):
 
     def solve(self, examples: list[QAExample], ctx: RunContext) -> list[Trajectory]:
         prompts = [ctx.backend.chat_prompt(make_prompt(e.question, training=ctx.training)) for e in examples]
-        return run_tag_rollouts(prompts, examples, ctx, self.rollout_config(ctx.protocol))
+        cfg = self.rollout_config(ctx.protocol)
+        authors_eval = authors_evaluation(ctx)
+        if authors_eval:
+            cfg = replace(cfg, on_invalid="end")
+        trajectories = run_tag_rollouts(prompts, examples, ctx, cfg)
+        return [final_turn_fallback(t) for t in trajectories] if authors_eval else trajectories
 
     # -- training ---------------------------------------------------------------------------------
 

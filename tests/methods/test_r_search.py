@@ -184,6 +184,25 @@ def test_eval_protocol():
     assert ret.calls[0][1] == 5
 
 
+def test_authors_evaluation_under_own_protocol_only():
+    script = {"FleetBoston": [SEARCH, "  It was Bank of America.  ", "<answer>x</answer>"]}
+    # r_search-eval: a turn with neither a search nor an answer is final; its whole text is the answer
+    ctx, be, ret = context(script, eval_protocol())
+    (t,) = M.solve([example(1, Q, *GOLD)], ctx)
+    assert len(be.calls) == 2 and ret.n_queries == 1 and SEARCH_R1_INVALID_MESSAGE not in t.response
+    assert (t.prediction, t.extraction_status) == ("It was Bank of America.", "final_turn_fallback")
+    # a complete <answer> is taken as usual
+    ctx, _be, _ret = context({"FleetBoston": [SEARCH, EVID + ANSWER]}, eval_protocol())
+    (t,) = M.solve([example(1, Q, *GOLD)], ctx)
+    assert t.extraction_status == "ok"
+    # shared protocols and training: correction message, strict extraction
+    for proto, training in ((PROTO, False), (eval_protocol(), True)):
+        ctx, be, _ret = context(script, proto, training=training)
+        (t,) = M.solve([example(1, Q, *GOLD)], ctx)
+        assert len(be.calls) == 3 and SEARCH_R1_INVALID_MESSAGE in t.response
+        assert (t.prediction, t.extraction_status) == ("x", "ok")
+
+
 def test_recipes():
     r = M.recipes()
     paper, smoke = r["paper"], r["cpu-smoke"]

@@ -81,5 +81,7 @@ def test_format_reward_branches(parts, total, valid, answered):
 def test_cpu_learn_recipe_uses_the_format_reward_on_closed_corpus_questions():
     r = M.recipes()["cpu-learn"]
     assert r.reward_at(0) == "em_format" and r.bench == "mini-singlehop"
-    assert r.algo.group_size * r.algo.train_batch_size == 32
+    assert (r.algo.group_size, r.algo.train_batch_size, r.algo.kl_placement) == (8, 2, "none")
+    ds = r.algo.dynamic_sampling  # only groups with a spread of rewards are trained on
+    assert ds.enabled and [(f.kind, f.metric) for f in ds.filters] == [("zero_variance", "total")]
     assert "train_grpo_format.sh" in r.sources["reward_stages"]

@@ -121,6 +121,16 @@ def test_max_turns_and_final_turn_without_search():
     assert t.turns[-1].status == "search_after_budget"
 
 
+def test_on_invalid_end_makes_a_turn_without_action_final():
+    script = {"qq": ["<search>a</search>", "I think it is Paris.", "<answer>Paris</answer>"]}
+    (t,), be, ret = run(script, [ex(1, "qq")], on_invalid="end")
+    assert ret.n_queries == 1 and len(be.calls) == 2  # no third generation, no correction message
+    assert SEARCH_R1_INVALID_MESSAGE not in t.response
+    assert t.turns[-1].status == "invalid_action" and t.extraction_status == "no_answer"
+    (t,), be, _ret = run(script, [ex(1, "qq")])  # default: correct and go on
+    assert len(be.calls) == 3 and SEARCH_R1_INVALID_MESSAGE in t.response and t.prediction == "Paris"
+
+
 def test_truncated_generation_status():
     trajs, _be, _ret = run({"qq": ["<answer>" + "y" * 100]}, [ex(1, "qq")], max_new_tokens=30, max_turns=0)
     assert trajs[0].extraction_status == "truncated"
