@@ -261,6 +261,7 @@ class SampleRollout:
     response_mask: list[int]
     num_turns: int  # verl's count: the prompt, every generated segment and every observation
     trajectory: Trajectory
+    unaligned: int = 0  # segments whose ids could not be made to decode to their text (engine: no ids kept)
 
 
 def rollout_sample(
@@ -273,14 +274,13 @@ def rollout_sample(
     (traj,) = p.rollout([prompt], [example], ctx, p.config)
     if traj.response_ids is None or traj.loss_mask is None or traj.prompt_ids is None:
         raise ServerError(f"{job.method}: the rollout returned no token ids (not run in training mode)")
-    if None in traj.response_ids:
-        raise ServerError(f"{job.method}: a generated segment has no token ids")
     return SampleRollout(
         prompt_ids=list(traj.prompt_ids),
         response_ids=list(traj.response_ids),
         response_mask=list(traj.loss_mask),
         num_turns=1 + len(traj.turns),
         trajectory=traj,
+        unaligned=backend.unaligned,
     )
 
 
@@ -411,7 +411,7 @@ def agent_loop_class() -> type:
                 response_mask=r.response_mask[:n],
                 num_turns=r.num_turns,
                 metrics=metrics,
-                extra_fields={"harness_truncated": len(r.response_ids) > n},
+                extra_fields={"harness_truncated": len(r.response_ids) > n, "harness_unaligned": r.unaligned},
             )
 
     # verl's registry records module.qualname, which must resolve to the module attribute
