@@ -323,16 +323,17 @@ def job_config_yaml(custom_chat_template: str) -> str:
     )
 
 
-def env_tokens(method_name: str) -> int:
-    """An upper bound on the tokens an observation's wrapper tags or a correction message add to a
-    turn (characters bound tokens), for the response budget."""
+def env_tokens(method_name: str, max_obs_tokens: int) -> int:
+    """An upper bound on the tokens a turn's environment text adds beyond ``max_obs_tokens``: the
+    observation's wrapper tags, or a correction message (characters bound tokens), for the
+    response budget."""
     ex = _trainable(method_name)
     if ex.rollout is None:
         return 0
     d = ex.rollout.dialect
     wrap = len(d.obs_prefix) + len(d.obs_suffix)
     if isinstance(ex.rollout, TagRolloutConfig):
-        return max(wrap, len(d.invalid_message) - ex.rollout.max_obs_tokens, 0)
+        return max(wrap, len(d.invalid_message) - max_obs_tokens)
     return wrap
 
 
@@ -553,7 +554,7 @@ def write_verl_job(
         n_gpus=n_gpus,
         model_path=model_path,
         uses_retrieval=method.uses_retrieval,
-        env_tokens=env_tokens(method.name),
+        env_tokens=env_tokens(method.name, recipe.max_obs_tokens),
     )
     stages = stage_runs(recipe)
     lims = limitations(method, recipe)

@@ -564,3 +564,24 @@ def test_verl_class_with_a_live_retriever(tmp_path: Path, smollm2_dir: Path, tok
     assert obs.doc_ids[:2] == ["d5", "d1"] and obs.text.startswith('Doc 1(Title: "France") France is')
     assert obs.status == "obs_truncated" and len(hf_encode(tok, obs.text)) == recipe.max_obs_tokens
     assert tok.decode(got[0].response_ids, skip_special_tokens=True) == france.response
+
+
+def test_response_budget_holds_every_turn_of_environment_text(tmp_path: Path, smollm2_dir: Path):
+    from harness.rollout.dialect import SEARCH_R1_INVALID_MESSAGE
+
+    out = tmp_path / "job"
+    recipe = export("search_r1", out, smollm2_dir).model_copy(update={"max_obs_tokens": 10})
+    write_verl_job(
+        get_method("search_r1"),
+        recipe,
+        out,
+        examples(),
+        examples(),
+        retriever_url="http://x/retrieve",
+        n_gpus=8,
+        model_path=str(smollm2_dir),
+    )
+    script = (out / "run.sh").read_text()
+    # 3 action turns + the final turn of 64 tokens; each action turn may add a correction message
+    want = 64 * 4 + 3 * len(SEARCH_R1_INVALID_MESSAGE)
+    assert f"data.max_response_length={want}" in script
