@@ -173,25 +173,22 @@ class OpenAITransport:
     ) -> list[JudgeReply]:
         import openai
 
-        from harness.llm.openai_backend import _RequestFailed
+        from harness.llm.openai_backend import RequestFailed
 
-        b = self.backend
-        kw = b._sampling_kwargs(SamplingParams(temperature=0.0))
+        extra: dict[str, Any] = {}
         if logprobs:
-            kw.update(logprobs=True, top_logprobs=TOP_LOGPROBS)
+            extra.update(logprobs=True, top_logprobs=TOP_LOGPROBS)
         if json_mode:
-            kw["response_format"] = {"type": "json_object"}
+            extra["response_format"] = {"type": "json_object"}
 
         def one(messages: list[dict[str, str]]) -> JudgeReply:
             self.limiter.wait()
             t0 = time.perf_counter()
             try:
-                resp = b._call(
-                    lambda c: c.chat.completions.create(
-                        model=self.model, messages=messages, max_tokens=max_tokens, **kw
-                    )
+                resp = self.backend.chat_completion(
+                    messages, max_tokens=max_tokens, sampling=SamplingParams(temperature=0.0), **extra
                 )
-            except _RequestFailed as e:
+            except RequestFailed as e:
                 timed_out = isinstance(e.__cause__, openai.APITimeoutError)
                 return JudgeReply(
                     "", "timeout" if timed_out else "error", latency_s=time.perf_counter() - t0, error=str(e)

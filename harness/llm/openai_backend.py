@@ -127,7 +127,7 @@ class OpenAIBackend(Backend):
                     if isinstance(
                         e, openai.APITimeoutError | openai.RateLimitError | openai.InternalServerError
                     ):
-                        raise _RequestFailed(f"{url}: {type(e).__name__}: {e}") from e
+                        raise RequestFailed(f"{url}: {type(e).__name__}: {e}") from e
                     raise ServerError(
                         f"cannot reach the OpenAI-compatible server at {url} ({e}) after "
                         f"{attempt + 1} attempt(s): start it (e.g. `harness serve-model`) or fix the base URL"
@@ -138,14 +138,14 @@ class OpenAIBackend(Backend):
                 if fixed is None and len(self.clients) > 1:
                     i = (i + 1) % len(self.clients)  # try another server
             except openai.BadRequestError as e:
-                raise _RequestFailed(f"{url}: rejected the request: {e.message}") from e
+                raise RequestFailed(f"{url}: rejected the request: {e.message}") from e
 
     def _map(self, fn: Callable[[T], Completion], items: Sequence[T]) -> list[Completion]:
         def one(item: T) -> Completion:
             t0 = time.perf_counter()
             try:
                 c = fn(item)
-            except _RequestFailed as e:
+            except RequestFailed as e:
                 self._count("errors")
                 self.last_error = str(e)
                 return Completion(
@@ -261,7 +261,7 @@ class OpenAIBackend(Backend):
                             break
                         finish = ch.finish_reason or finish
                 except httpx.HTTPError as e:
-                    raise _RequestFailed(f"{c.base_url}: the stream broke: {type(e).__name__}: {e}") from e
+                    raise RequestFailed(f"{c.base_url}: the stream broke: {type(e).__name__}: {e}") from e
                 finally:
                     stream.close()
                 return text, finish, m
@@ -275,7 +275,7 @@ class OpenAIBackend(Backend):
             elif finish == "stop":  # no stop strings were sent: the end-of-sequence token
                 reason = "eos"
             else:
-                raise _RequestFailed(
+                raise RequestFailed(
                     f"the stream for a completion ended without a finish reason (finish={finish!r}); "
                     "a llama.cpp server must run with --interrupt_requests False"
                 )
@@ -292,6 +292,28 @@ class OpenAIBackend(Backend):
             )
 
         return self._map(streamed if (self.client_stops and stops) else one, list(prompts))
+
+    def chat_completion(
+        self,
+        messages: list[dict[str, str]],
+        *,
+        max_tokens: int,
+        sampling: SamplingParams = GREEDY,
+        **extra: Any,
+    ) -> Any:
+        """One raw chat completion (the server's response object), with this backend's retries,
+        round-robin and sampling fields; ``extra`` passes OpenAI fields the batch API does not
+        (``logprobs``, ``top_logprobs``, ``response_format``). A request that failed for good
+        raises :class:`RequestFailed`; an unreachable server raises ``ServerError``."""
+        kw = {**self._sampling_kwargs(sampling), **extra}
+        return self._call(
+            lambda c: c.chat.completions.create(
+                model=self.model_name,
+                messages=messages,  # type: ignore[arg-type]
+                max_tokens=max_tokens,
+                **kw,
+            )
+        )
 
     def chat_batch(
         self,
@@ -385,5 +407,5 @@ class OpenAIBackend(Backend):
         )
 
 
-class _RequestFailed(Exception):
+class RequestFailed(Exception):
     """One request failed for good (timeout, 5xx, rejected); recorded as finish_reason='error'."""
