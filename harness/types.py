@@ -181,6 +181,7 @@ ExtractionStatus = Literal[
     "empty_answer",  # the answer span is empty
     "max_turns",  # the turn budget ran out before an answer
     "truncated",  # generation hit the token limit before an answer
+    "final_turn_fallback",  # no answer span; a method's documented fallback (the final turn) is scored
     "error",  # the sample failed; see Trajectory.error
 ]
 
@@ -203,6 +204,12 @@ class Trajectory:
     response_ids: list[int] | None = None
     loss_mask: list[int] | None = None
     meta: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def model_text(self) -> str:
+        """The model's own text: every generated segment in order, without observations or
+        correction messages (the engines' ``generate`` turns hold exactly the generated text)."""
+        return "".join(t.text for t in self.turns if t.kind == "generate")
 
     @property
     def n_retrievals(self) -> int:

@@ -113,7 +113,7 @@ def rollout_function(config: Any) -> Callable[..., list[Trajectory]]:
 
     if isinstance(config, TagRolloutConfig):
         return run_tag_rollouts
-    from methods.tiresrag_r1 import SegmentLoopConfig, run_segment_rollouts
+    from harness.rollout.segments import SegmentLoopConfig, run_segment_rollouts
 
     if isinstance(config, SegmentLoopConfig):
         return run_segment_rollouts

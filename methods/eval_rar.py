@@ -48,7 +48,6 @@ from methods.search_r1 import (
     SEARCH_R1_TRAIN_BENCH,
     _unknown_reward,
     cpu_smoke_recipe,
-    generated_text,
     searchr1_grpo,
     stripped_observations,
 )
@@ -209,7 +208,7 @@ class EvalRAR(TrainableMethod):
         return ("eval_rar", "outcome_em", "eval_rar_requires_answer")
 
     def reward(self, trajectory: Trajectory, *, name: str, ctx: RewardContext) -> RewardBreakdown:
-        gen = generated_text(trajectory)
+        gen = trajectory.model_text
         golds = list(trajectory.answers)
         if name in ("default", "eval_rar"):
             return eval_rar_reward(gen, golds)

@@ -49,7 +49,6 @@ from methods.search_r1 import (
     SEARCH_R1_GRPO_SOURCES,
     _unknown_reward,
     cpu_smoke_recipe,
-    generated_text,
     searchr1_grpo,
     stripped_observations,
 )
@@ -329,7 +328,7 @@ class RSearch(TrainableMethod):
         if name not in ("default", "r_search", "no_evidence"):
             raise _unknown_reward(self, name)
         with_evidence = name != "no_evidence"
-        parsed = [parse_response(generated_text(t), t.response) for t in trajectories]
+        parsed = [parse_response(t.model_text, t.response) for t in trajectories]
         reader_answers: list[str | None] = [None] * len(trajectories)
         reader_errors = [0.0] * len(trajectories)
         todo = [i for i, p in enumerate(parsed) if with_evidence and p.evidence]

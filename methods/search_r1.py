@@ -10,7 +10,7 @@ nq_search.py`` for the prompt, ``search_r1/llm_agent/generation.py`` for the rol
 §1.2, §4.3, §5.2.
 
 Eval-RAR and R-Search are built on this code base (the same verl fork); they reuse the helpers
-here: :func:`stripped_observations`, :func:`generated_text`, :func:`searchr1_grpo` with
+here: :func:`stripped_observations`, :func:`searchr1_grpo` with
 :data:`SEARCH_R1_GRPO_SOURCES`, and :func:`cpu_smoke_recipe`.
 """
 
@@ -77,12 +77,6 @@ def stripped_observations(renderer: str) -> ObservationFn:
     return observe
 
 
-def generated_text(trajectory: Trajectory) -> str:
-    """The model's own text: every generated segment in order, without observations or correction
-    messages (the engine's ``generate`` turns hold exactly the generated text)."""
-    return "".join(t.text for t in trajectory.turns if t.kind == "generate")
-
-
 def reward(trajectory: Trajectory) -> float:
     """Outcome reward: exact match of the **last** ``<answer>`` in the model's own response
     (``qa_em.compute_score_em``; we read the response only, so the prompt's example answer can
@@ -90,7 +84,7 @@ def reward(trajectory: Trajectory) -> float:
     No answer -> 0."""
     from harness.metrics.answer import exact_match
 
-    pred = extract_tagged(generated_text(trajectory), "<answer>", "</answer>").prediction
+    pred = extract_tagged(trajectory.model_text, "<answer>", "</answer>").prediction
     if not pred:
         return 0.0
     return exact_match(pred, trajectory.answers)
@@ -168,7 +162,7 @@ def format_reward(trajectory: Trajectory) -> tuple[float, dict[str, float]]:
     from harness.metrics.answer import exact_match
 
     valid = valid_format(trajectory.response)
-    ex = extract_tagged(generated_text(trajectory), "<answer>", "</answer>")
+    ex = extract_tagged(trajectory.model_text, "<answer>", "</answer>")
     answered = ex.status in ("ok", "multiple_answers", "empty_answer")  # a complete span, even blank
     em = exact_match(ex.prediction, trajectory.answers) if ex.prediction else 0.0
     if em:

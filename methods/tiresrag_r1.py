@@ -37,18 +37,15 @@ A judge reply that cannot be parsed scores 0 (the code's rule) and is counted in
 ``judge_unparsed`` (0, 1 or 2 per trajectory); a failed judge request scores 0 and is counted in
 ``judge_error``.
 
-This module also holds :func:`run_segment_rollouts`, the free-running multi-turn loop both
-TIRESRAG-R1 and When-to-Search need: the shared engine (``harness.rollout.engine``) always stops at
-the answer tag, ends a trajectory only on an answer, and appends a correction message after a
-segment with no action, where these papers continue after an answer (TIRESRAG-R1's reflection)
-or end on EOS, and count an empty query (When-to-Search).
+The rollout is :func:`harness.rollout.segments.run_segment_rollouts`, the free-running multi-turn
+loop TIRESRAG-R1 and When-to-Search need (they continue after an answer, end on EOS, count an
+empty query).
 """
 
 from __future__ import annotations
 
 import math
 import re
-import time
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
@@ -66,150 +63,9 @@ from harness.rl.advantages import SeqAdjust
 from harness.rl.config import DynamicSamplingConfig, GroupFilterConfig, grpo
 from harness.rl.recipe import Recipe, RewardStage
 from harness.rollout.dialect import TagDialect
-from harness.rollout.engine import RolloutState, append_env, finish_trajectory, generate_turn, truncate_tokens
-from harness.rollout.extract import Extraction, extract_tagged
+from harness.rollout.extract import extract_tagged
+from harness.rollout.segments import SegmentLoopConfig, run_segment_rollouts, stopped_at
 from harness.types import Completion, Hit, QAExample, SamplingParams, Trajectory
-
-# -- the free-running segment loop (TIRESRAG-R1 §2.3; When-to-Search §2.4) ----------------------------
-
-QueryOf = Callable[[Completion], "str | None"]
-
-
-@dataclass(frozen=True)
-class SegmentLoopConfig:
-    """A multi-turn loop that generates segments until a segment is not a search.
-
-    ``stops``: stop strings of every segment (kept in the text). ``query_of(completion)``: the
-    segment's search query, or None when the segment is not a search (the trajectory then ends:
-    EOS, length, or an answer stop). A search issued when ``max_searches`` searches have been run
-    ends the trajectory unexecuted (``max_turns``). An empty query ends the trajectory
-    (``empty_query="end"``) or is answered with ``no_results`` and counted as a retrieval
-    (``"no_results"``). ``observe(hits)`` renders the documents placed between the dialect's
-    ``obs_prefix`` and ``obs_suffix`` (cut to ``max_obs_tokens``). ``max_response_tokens``: budget of
-    generated plus observation tokens after the prompt (each segment gets at most what is left).
-    """
-
-    dialect: TagDialect
-    stops: tuple[str, ...]
-    max_new_tokens: int
-    max_searches: int
-    top_k: int
-    max_obs_tokens: int | None
-    query_of: QueryOf
-    observe: Callable[[Sequence[Hit]], str]
-    extractor: Callable[[str], Extraction]
-    empty_query: Literal["end", "no_results"] = "end"
-    no_results: str = ""
-    max_response_tokens: int | None = None
-
-    def extract(self, model_text: str) -> Extraction:
-        return self.extractor(model_text)
-
-
-def run_segment_rollouts(
-    prompts: Sequence[str], examples: Sequence[QAExample], ctx: RunContext, cfg: SegmentLoopConfig
-) -> list[Trajectory]:
-    """One trajectory per (prompt, example), batched across the list (states with the same token
-    budget generate together). Same records as the shared engine: ``generate`` and ``retrieve``
-    turns, the model's own text for extraction, token ids and a loss mask (0 on observations) in
-    training mode."""
-    if len(prompts) != len(examples):
-        raise ValueError("one prompt per example")
-    states = [RolloutState(example=e, prompt=p) for p, e in zip(prompts, examples, strict=True)]
-    used = [0] * len(states)  # response tokens so far (generated + observation)
-    searches = [0] * len(states)
-    if ctx.training:
-        for s in states:
-            s.prompt_ids = ctx.backend.prompt_ids(s.prompt)
-    for _seg in range(cfg.max_searches + 1):
-        active = [i for i, s in enumerate(states) if not s.done]
-        if not active:
-            break
-        by_budget: dict[int, list[int]] = {}
-        for i in active:
-            budget = cfg.max_new_tokens
-            if cfg.max_response_tokens is not None:
-                budget = min(budget, cfg.max_response_tokens - used[i])
-            if budget <= 0:
-                states[i].done, states[i].ended_by = True, "length"
-                continue
-            by_budget.setdefault(budget, []).append(i)
-        searching: list[int] = []
-        queries: list[str] = []
-        for budget, idx in by_budget.items():
-            t0 = time.perf_counter()
-            comps = generate_turn(ctx, [states[i] for i in idx], stop=cfg.stops, max_new_tokens=budget)
-            latency = (time.perf_counter() - t0) / len(idx)
-            for i, c in zip(idx, comps, strict=True):
-                s = states[i]
-                s.parts.append((c.text, True))
-                used[i] += c.completion_tokens
-                if ctx.training:
-                    ids = list(c.token_ids or [])
-                    s.response_ids.extend(ids)
-                    s.loss_mask.extend([1] * len(ids))
-                s.last_finish = c.finish_reason
-                q = cfg.query_of(c)
-                status = "ok"
-                if q is None:
-                    s.done = True
-                    s.ended_by = "answer" if stopped_at(c, cfg.dialect.answer_close) else c.finish_reason
-                    if c.finish_reason == "length":
-                        status = "truncated"
-                elif searches[i] >= cfg.max_searches:
-                    s.done, s.ended_by, status = True, "max_turns", "search_after_budget"
-                elif not q and cfg.empty_query == "end":
-                    s.done, s.ended_by, status = True, "empty_query", "empty_query"
-                else:
-                    if not q:
-                        status = "empty_query"
-                    searching.append(i)
-                    queries.append(q)
-                s.add_turn(
-                    kind="generate",
-                    text=c.text,
-                    prompt_tokens=c.prompt_tokens,
-                    completion_tokens=c.completion_tokens,
-                    latency_s=latency,
-                    stop_reason=c.stop or c.finish_reason,
-                    status=status,
-                )
-        if not searching:
-            continue
-        asked = [(i, q) for i, q in zip(searching, queries, strict=True) if q]
-        hits_of: dict[int, list[Hit]] = {}
-        latency = 0.0
-        if asked:
-            retriever = ctx.require_retriever(cfg.dialect.name)
-            t0 = time.perf_counter()
-            found = retriever.search([q for _, q in asked], cfg.top_k)
-            latency = (time.perf_counter() - t0) / len(asked)
-            hits_of = {i: h for (i, _), h in zip(asked, found, strict=True)}
-        for i, q in zip(searching, queries, strict=True):
-            s = states[i]
-            hits = hits_of.get(i, [])
-            body = cfg.observe(hits) if q else cfg.no_results
-            body, _, cut = truncate_tokens(ctx, body, cfg.max_obs_tokens)
-            n_obs = append_env(ctx, s, cfg.dialect.obs_prefix + body + cfg.dialect.obs_suffix)
-            used[i] += n_obs
-            searches[i] += 1
-            s.add_turn(
-                kind="retrieve",
-                text=body,
-                query=q,
-                doc_ids=[h.doc_id for h in hits],
-                doc_scores=[h.score for h in hits],
-                observation_tokens=n_obs,
-                latency_s=latency if q else 0.0,
-                status="obs_truncated" if cut else ("ok" if q else "empty_query"),
-            )
-    return [finish_trajectory(s, cfg.extract(s.model_text), ended_by=s.ended_by) for s in states]
-
-
-def model_text(trajectory: Trajectory) -> str:
-    """The model's own text: every generated segment, without observations."""
-    return "".join(t.text for t in trajectory.turns if t.kind == "generate")
-
 
 # -- protocol (spec §2) --------------------------------------------------------------------------------
 
@@ -285,11 +141,6 @@ def render_docs(hits: Sequence[Hit]) -> str:
         doc = _NUM_PREFIX.sub("", f"{h.title}\n{h.text}")
         out.append(f"({j}){doc}\n")
     return "".join(out)
-
-
-def stopped_at(c: Completion, tag: str) -> bool:
-    """The segment ended at stop string ``tag`` (kept in the text: ``include_stop``)."""
-    return c.finish_reason == "stop" and c.text.endswith(tag)
 
 
 def search_query(c: Completion) -> str | None:
@@ -583,7 +434,7 @@ class TiresRAG(TrainableMethod):
         prompts = [ctx.backend.chat_prompt(make_prompt(e.question)) + THINK_PREFILL for e in examples]
         trajs = run_segment_rollouts(prompts, examples, ctx, self.rollout_config(ctx.protocol))
         for t in trajs:
-            answers = all_answers(model_text(t))
+            answers = all_answers(t.model_text)
             t.meta["n_answers"] = len(answers)
             t.meta["first_answer"] = answers[0] if answers else None  # the released eval's prediction (§2.4)
         return trajs
@@ -633,7 +484,7 @@ class TiresRAG(TrainableMethod):
             suff, think = self._judge(trajectories, v, ctx)
         out = []
         for t, s, th in zip(trajectories, suff, think, strict=True):
-            own = model_text(t)
+            own = t.model_text
             answers = all_answers(own)
             if answers:
                 pred = answers[-1]

@@ -22,7 +22,7 @@ one is given (anything with ``encode(list[str]) -> (n, d) array``) and otherwise
 :class:`MiniLMEmbedder`, the packaged all-MiniLM-L6-v2 loaded through
 ``harness.retrieval.encoder`` (the paper's Qwen3-Embedding is not packaged; §3.2).
 
-The rollout uses :func:`methods.tiresrag_r1.run_segment_rollouts` (the shared engine cannot end a
+The rollout uses :func:`harness.rollout.segments.run_segment_rollouts` (the shared engine cannot end a
 trajectory on EOS without an answer, nor count an empty query as a retrieval; §2.4).
 """
 
@@ -46,8 +46,8 @@ from harness.rl.config import DynamicSamplingConfig, GroupFilterConfig, Overlong
 from harness.rl.recipe import Recipe, RewardStage
 from harness.rollout.dialect import TagDialect
 from harness.rollout.extract import extract_tagged
+from harness.rollout.segments import SegmentLoopConfig, run_segment_rollouts, stopped_at
 from harness.types import Completion, Hit, QAExample, SamplingParams, Trajectory
-from methods.tiresrag_r1 import SegmentLoopConfig, model_text, run_segment_rollouts, stopped_at
 
 # -- protocol (spec §2) ---------------------------------------------------------------------------------
 
@@ -390,7 +390,7 @@ def executed_queries(t: Trajectory) -> list[str]:
     turns = [x for x in t.turns if x.kind == "retrieve"]
     if all(x.query is not None for x in turns):
         return [x.query or "" for x in turns]
-    return [q.strip() for q in _SEARCH.findall(model_text(t))][: len(turns)]
+    return [q.strip() for q in _SEARCH.findall(t.model_text)][: len(turns)]
 
 
 class WhenToSearch(TrainableMethod):
@@ -486,7 +486,7 @@ class WhenToSearch(TrainableMethod):
         v = REWARDS[name]
         preds = []
         for t in trajectories:
-            ex = extract_tagged(model_text(t), "<answer>", "</answer>")
+            ex = extract_tagged(t.model_text, "<answer>", "</answer>")
             preds.append(ex.prediction if ex.status in ("ok", "multiple_answers") else None)
         correct, unparsed, error = (
             self._judge(trajectories, preds, ctx)

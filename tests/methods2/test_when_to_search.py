@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 from harness.rl.dapo import DropZeroVariance
+from harness.rollout.segments import SegmentLoopConfig, run_segment_rollouts
 from harness.types import Trajectory, Turn
-from methods.tiresrag_r1 import SegmentLoopConfig, run_segment_rollouts
 from methods.when_to_search import (
     PROMPT_V1,
     W2S_DIALECT,
