@@ -41,9 +41,10 @@ from __future__ import annotations
 
 import functools
 import json
+import math
 import re
 import shlex
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -300,6 +301,43 @@ def model_chat_template(model_path: str, chat_template: Path | None) -> str:
     )
 
 
+PROMPT_MARGIN = 1.25  # head-room when prompt lengths are measured with another model's tokenizer
+
+
+@dataclass(frozen=True)
+class PromptBudget:
+    """``data.max_prompt_length`` for verl: the longest exported prompt in tokens, measured with
+    the model's own tokenizer when ``--model`` is a local directory (``exact``), else with the
+    packaged SmolLM2 tokenizer plus a 25% margin, rounded up to a multiple of 64. verl refuses a
+    longer prompt (``data.truncation=error``) instead of cutting it, so a short budget fails loudly."""
+
+    max_prompt_length: int
+    longest_measured: int
+    tokenizer: str
+    exact: bool
+
+
+def prompt_budget(prompts: list[list[dict[str, str]]], model_path: str, prefill: str = "") -> PromptBudget:
+    from transformers import AutoTokenizer
+
+    local = Path(model_path)
+    exact = (local / "tokenizer_config.json").is_file() or (local / "tokenizer.json").is_file()
+    if exact:
+        tok_dir = str(local)
+    else:
+        from harness.llm.model_files import ensure_hf_model
+
+        tok_dir = str(ensure_hf_model())
+    tok = AutoTokenizer.from_pretrained(tok_dir)
+    longest = 0
+    for messages in prompts:
+        text = tok.apply_chat_template(messages, tokenize=False, add_generation_prompt=True) + prefill
+        longest = max(longest, len(tok(text, add_special_tokens=False)["input_ids"]))
+    budget = longest if exact else math.ceil(longest * PROMPT_MARGIN)
+    budget = max(64, math.ceil(budget / 64) * 64)
+    return PromptBudget(budget, longest, model_path if exact else f"{tok_dir} (estimate)", exact)
+
+
 def prefill_template(base: str, prefill: str) -> str:
     """``base`` followed by ``prefill`` after the generation prompt; not after a tool turn (verl
     renders tool responses with ``add_generation_prompt=True`` too, and the model continues its own
@@ -371,6 +409,7 @@ def verl_overrides(
     model_path: str,
     uses_retrieval: bool = True,
     env_tokens: int = 0,
+    max_prompt_length: int | None = None,
 ) -> list[str]:
     """The recipe's hyperparameters as verl Hydra overrides (``verl.trainer.main_ppo``).
     ``env_tokens``: the most tokens an observation or correction adds on top of ``max_obs_tokens``
@@ -392,6 +431,11 @@ def verl_overrides(
         f"data.val_files={out / 'data' / 'test.parquet'}",
         f"data.train_batch_size={a.train_batch_size}",
         f"data.max_response_length={max_response}",
+        *(
+            [f"data.max_prompt_length={max_prompt_length}", "data.truncation=error"]
+            if max_prompt_length is not None
+            else []
+        ),
         "data.return_raw_chat=true",
         f"actor_rollout_ref.model.path={model_path}",
         f"actor_rollout_ref.actor.optim.lr={a.lr}",
@@ -524,9 +568,11 @@ def write_verl_job(
     (out / "data").mkdir(parents=True, exist_ok=True)
     reward = recipe.reward_at(0)
     prefills: set[str] = set()
+    prompts: list[list[dict[str, str]]] = []
     for name, examples, split in (("train", train, "train"), ("test", test, "test")):
         rows, seen = _rows(method, examples, split, reward)
         prefills |= seen
+        prompts += [r["prompt"] for r in rows]
         pq.write_table(pa.Table.from_pylist(rows), out / "data" / f"{name}.parquet")
     if len(prefills) > 1:
         raise ConfigError(
@@ -534,6 +580,7 @@ def write_verl_job(
             f"({sorted(prefills)!r}); a verl chat template holds one pre-fill"
         )
     prefill = next(iter(prefills), "")
+    budget = prompt_budget(prompts, model_path, prefill)
     files = [out / "data" / "train.parquet", out / "data" / "test.parquet"]
     (out / "reward.py").write_text(
         REWARD_PY.format(method=method.name, reward=reward, total_steps=recipe.steps)
@@ -555,6 +602,7 @@ def write_verl_job(
         model_path=model_path,
         uses_retrieval=method.uses_retrieval,
         env_tokens=env_tokens(method.name, recipe.max_obs_tokens),
+        max_prompt_length=budget.max_prompt_length,
     )
     stages = stage_runs(recipe)
     lims = limitations(method, recipe)
@@ -592,6 +640,7 @@ def write_verl_job(
                 "recipe": recipe.model_dump(mode="json"),
                 "retriever_url": retriever_url if method.uses_retrieval else None,
                 "assistant_prefill": prefill or None,
+                "prompt_budget": asdict(budget),
                 "reward_stages": [{"reward": r, "until_step": end} for r, end in stages],
                 "limitations": lims,
                 "n_train": len(train),

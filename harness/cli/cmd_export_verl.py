@@ -1,4 +1,4 @@
-"""``harness export-verl``: write a verl job (data, reward, tool config, launch script) for a method."""
+"""``harness export-verl``: write a verl job (data, reward, agent loop, launch script) for a method."""
 
 from __future__ import annotations
 

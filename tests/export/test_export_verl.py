@@ -350,6 +350,27 @@ def test_export_files_parse(name, tmp_path: Path, smollm2_dir: Path):
         assert json.loads((out / "job.json").read_text())["retriever_url"] == "http://10.0.0.5:8000/retrieve"
     assert (out / "verl_job.yaml").is_file() == bool(prefill)
     job = json.loads((out / "job.json").read_text())
+    # verl's data.max_prompt_length (default 512) covers the longest exported prompt, measured with
+    # the model's own tokenizer (a local dir here); a longer prompt is an error, never cut
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(str(smollm2_dir))
+    longest = max(
+        len(
+            tok(
+                tok.apply_chat_template(r["prompt"], tokenize=False, add_generation_prompt=True) + prefill,
+                add_special_tokens=False,
+            )["input_ids"]
+        )
+        for r in train + test
+    )
+    budget = job["prompt_budget"]
+    assert budget["exact"] and budget["longest_measured"] == longest
+    assert budget["max_prompt_length"] >= longest and budget["max_prompt_length"] % 64 == 0
+    assert (
+        f"data.max_prompt_length={budget['max_prompt_length']}" in script
+        and "data.truncation=error" in script
+    )
     assert (
         job["method"] == name and job["recipe"]["aux_models"] == recipe.model_dump(mode="json")["aux_models"]
     )
@@ -475,6 +496,8 @@ def test_cli_export_files_parse(tmp_path: Path):
     assert main(args) == 0
     test = pq.read_table(out / "data" / "test.parquet").to_pylist()
     assert len(test) == 6
+    budget = json.loads((out / "job.json").read_text())["prompt_budget"]  # a hub id: estimated, with margin
+    assert not budget["exact"] and budget["max_prompt_length"] >= 1.25 * budget["longest_measured"]
     row = test[0]
     assert row["prompt"][0]["role"] == "user" and "<search> query </search>" in row["prompt"][0]["content"]
     mod = _load_reward(out / "reward.py")
