@@ -22,14 +22,18 @@ Mapping onto the harness:
   Search-o1 states its ``MAX_SEARCH_LIMIT``; Search-o1's own defaults are 5 searches for NQ/TriviaQA
   and 10 for the multi-hop sets, top-10 web pages (run_search_o1.py ``main``). Under a protocol every
   agentic method gets the same budget and top-k (Search-R1 ran Search-o1 with its top-3 retriever).
-* After the cap the engine generates once more without executing a search (Search-R1's final
-  turn); a search there ends the trajectory (status ``max_turns``). Search-o1 instead answers an
-  over-cap search with "The maximum search limit is exceeded. You are not allowed to search." and
-  lets the model continue, up to 15 generation rounds; the engine has no such message.
-* A query the question already searched gets Search-o1's "You have searched this query. Please
-  refer to previous results." instead of a Reason-in-Documents call. The engine has already run
-  that retrieval (it is recorded and counted) and the repeat uses one turn of the budget; Search-o1
-  serves repeats from its cache and does not count them against the limit.
+* The cap counts executed searches, not turns (the engine's ``budget="searches"``), as Search-o1's
+  ``search_count`` does. A search over the cap is answered with Search-o1's
+  :data:`OVER_LIMIT_MESSAGE` ("The maximum search limit is exceeded. You are not allowed to
+  search.", inside the result tags with Search-o1's single newlines) and the model continues; the
+  loop stops after :data:`MAX_TURN` = 15 generation rounds (``--max_turn`` default; the multi-hop
+  sets set it to 15 too), whatever the protocol. A search in the 15th round is still executed and
+  read, as in Search-o1, and the trajectory ends there.
+* A query the trajectory already retrieved gets :data:`REPEATED_QUERY_MESSAGE` ("You have searched
+  this query. Please refer to previous results.") without retrieval or Reason-in-Documents and
+  without counting against the cap; over the cap, the over-limit message wins (Search-o1 checks the
+  cap first). Both messages are ``message`` turns (statuses ``over_budget`` / ``repeat_query``),
+  not retrievals, and are counted in ``meta`` (``over_limit_searches`` / ``repeated_queries``).
 * Passages are shown as Search-o1 shows web pages (``**Web Page {i}:**`` + the page's JSON), with
   the fields a corpus passage has: ``id``, ``title``, ``context`` (the passage text, cut at
   ``max_doc_len`` = 3000 characters).
@@ -140,8 +144,14 @@ REASON_IN_DOCUMENTS = (
     '"{search_query}" and previous reasoning steps.\n'
 )
 
-# run_search_o1.py: the message for a repeated query (placed inside the result tags).
-REPEATED_QUERY_MESSAGE = "\nYou have searched this query. Please refer to previous results.\n"
+# run_search_o1.py: the whole text appended for a search over MAX_SEARCH_LIMIT, and for a query
+# already executed (``limit_message``), verbatim.
+OVER_LIMIT_MESSAGE = (
+    f"\n{BEGIN_SEARCH_RESULT}\nThe maximum search limit is exceeded. You are not allowed to search.\n"
+    f"{END_SEARCH_RESULT}\n"
+)
+REPEATED_QUERY_MESSAGE = f"\n{BEGIN_SEARCH_RESULT}\nYou have searched this query. Please refer to previous results.\n{END_SEARCH_RESULT}\n"
+MAX_TURN = 15  # run_search_o1.py --max_turn default (and its value for the multi-hop sets): generation rounds
 NO_INFORMATION = "No helpful information found."  # evaluate.extract_answer(mode="infogen") default
 MAX_DOC_LEN = 3000  # run_search_o1.py: max_doc_len = 3000 characters per document for QA sets
 MULTIHOP_DATASETS = frozenset({"hotpotqa", "2wikimultihopqa", "musique", "bamboogle"})
@@ -227,27 +237,31 @@ def extract_information(output: str) -> tuple[str, bool]:
 def reason_in_documents(
     states: list[RolloutState], queries: list[str], hits: list[list[Hit]], ctx: RunContext
 ) -> list[str]:
-    """The engine's ``observation_fn``: one batched Reason-in-Documents call for every new query,
-    recorded as an ``llm_call`` turn of its trajectory; a repeated query gets Search-o1's message."""
-    bodies: list[str] = [REPEATED_QUERY_MESSAGE] * len(states)
-    prompts: list[str] = []
-    todo: list[int] = []
-    for i, (s, q, h) in enumerate(zip(states, queries, hits, strict=True)):
-        if q in {t.query for t in s.turns if t.kind == "retrieve"}:
-            continue
-        content = REASON_IN_DOCUMENTS.format(
-            prev_reasoning=previous_steps(s.response), search_query=q, document=format_documents(h)
+    """The engine's ``observation_fn``: one batched Reason-in-Documents call for every executed
+    search (the engine answers repeated and over-cap queries itself), recorded as an ``llm_call``
+    turn of its trajectory."""
+    prompts = [
+        ctx.backend.chat_prompt(
+            [
+                {
+                    "role": "user",
+                    "content": REASON_IN_DOCUMENTS.format(
+                        prev_reasoning=previous_steps(s.response),
+                        search_query=q,
+                        document=format_documents(h),
+                    ),
+                }
+            ]
         )
-        prompts.append(ctx.backend.chat_prompt([{"role": "user", "content": content}]))
-        todo.append(i)
-    if not prompts:
-        return bodies
+        for s, q, h in zip(states, queries, hits, strict=True)
+    ]
     t0 = time.perf_counter()
     comps = ctx.backend.generate(prompts, stop=[], max_new_tokens=ctx.max_new_tokens, sampling=ctx.sampling)
     latency = (time.perf_counter() - t0) / len(prompts)
-    for i, c in zip(todo, comps, strict=True):
+    bodies: list[str] = []
+    for s, c in zip(states, comps, strict=True):
         info, found = extract_information(c.text)
-        states[i].add_turn(
+        s.add_turn(
             kind="llm_call",
             text=c.text,
             prompt_tokens=c.prompt_tokens,
@@ -256,7 +270,7 @@ def reason_in_documents(
             stop_reason=c.stop or c.finish_reason,
             status="ok" if found else "no_final_information",
         )
-        bodies[i] = info
+        bodies.append(info)
     return bodies
 
 
@@ -286,6 +300,7 @@ class SearchO1(Method):
                 "task": TASK_INSTRUCTION,
                 "reason_in_documents": REASON_IN_DOCUMENTS,
                 "repeated_query": REPEATED_QUERY_MESSAGE,
+                "over_limit": OVER_LIMIT_MESSAGE,
             },
             dialect=asdict(DIALECT),
             renderer="search_o1: **Web Page {i}:** + JSON {id, title, context}, then Reason-in-Documents",
@@ -297,7 +312,8 @@ class SearchO1(Method):
                 "max_new_tokens": protocol.decoding.max_new_tokens,
                 "max_doc_len": MAX_DOC_LEN,
                 "multihop_datasets": sorted(MULTIHOP_DATASETS),
-                "final_turn": True,
+                "budget": "searches",
+                "max_generations": MAX_TURN,
                 "backoff": False,
             },
         )
@@ -309,7 +325,10 @@ class SearchO1(Method):
             RENDERERS.get("search_r1"),  # unused: the observation function renders
             extractor=extract_boxed,
             observation_fn=reason_in_documents,
-            final_turn=True,
+            budget="searches",
+            max_generations=MAX_TURN,
+            over_budget_message=OVER_LIMIT_MESSAGE,
+            repeat_query_message=REPEATED_QUERY_MESSAGE,
         )
 
     def solve(self, examples: list[QAExample], ctx: RunContext) -> list[Trajectory]:
@@ -321,7 +340,8 @@ class SearchO1(Method):
             _reading_after_retrieval(t.turns)
             t.meta["reason_in_documents_calls"] = sum(1 for x in t.turns if x.kind == "llm_call")
             t.meta["repeated_queries"] = sum(
-                1 for x in t.turns if x.kind == "retrieve" and x.text == REPEATED_QUERY_MESSAGE
+                1 for x in t.turns if x.status == "repeat_query" and x.kind == "message"
             )
+            t.meta["over_limit_searches"] = sum(1 for x in t.turns if x.status == "over_budget")
             t.meta["backoff"] = False
         return trajs

@@ -152,7 +152,9 @@ class Completion:
     latency_s: float = 0.0
 
 
-TurnKind = Literal["generate", "retrieve", "llm_call", "judge"]
+# "message": environment text the rollout engine inserted in place of a retrieval (a repeated query,
+# a search over the search cap); its ``query`` is the refused one, its status says why
+TurnKind = Literal["generate", "retrieve", "llm_call", "judge", "message"]
 
 
 @dataclass

@@ -8,6 +8,16 @@ trajectory; anything else gets the dialect's correction message. After ``max_tur
 final turn is generated in which a search is no longer executed (Search-R1's final rollout with
 ``do_search=False``).
 
+Two budget semantics (``TagRolloutConfig.budget``): ``"turns"`` (above, the default) counts action
+turns; ``"searches"`` counts executed searches against ``max_turns`` and generation rounds against
+``max_generations``: a search over the cap is answered with ``over_budget_message`` and the model
+goes on (Search-o1). With ``repeat_query_message`` set, a query the trajectory already retrieved is
+answered with that message instead of a retrieval (not counted as a search). Both messages are
+recorded as ``message`` turns (statuses ``over_budget`` / ``repeat_query``), never as retrievals.
+With ``after_observation_stop`` set, every retrieval's observation is followed by one extra
+generation that stops at that string (or at the dialect's action tags), a sub-step of the same
+turn (Eval-RAR's mode B evaluation step).
+
 The answer is extracted from the model's own text only (observations and correction messages
 excluded). In training mode the engine works in token space: each turn generates from the exact
 token ids of the context so far, and returns the response token ids with a loss mask that is 1 on
@@ -21,6 +31,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
+from harness.errors import ConfigError
 from harness.method import RunContext
 from harness.rollout.dialect import TagDialect
 from harness.rollout.extract import Extraction, extract_tagged
@@ -50,6 +61,28 @@ class TagRolloutConfig:
     # message and goes on (Search-R1, every training loop); "end" makes it the final turn
     # (R-Search's released evaluation loop, spec 001 §2.7 / §8 #14)
     on_invalid: Literal["correct", "end"] = "correct"
+    # what ``max_turns`` counts: "turns" = action turns, then the final turn (Search-R1); "searches"
+    # = executed searches, with at most ``max_generations`` generation rounds (``final_turn`` unused)
+    budget: Literal["turns", "searches"] = "turns"
+    max_generations: int | None = None  # budget="searches" only (required there)
+    # budget="searches": the environment text (observation tags included) for a search over the cap
+    over_budget_message: str = ""
+    # the environment text (observation tags included) for a query this trajectory already
+    # retrieved; None = retrieve it again
+    repeat_query_message: str | None = None
+    # one extra generation after every retrieval's observation, stopped at this string (also at
+    # the dialect's stops); None = none (Eval-RAR mode B's evaluate sub-step, spec 000 §2.5)
+    after_observation_stop: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.budget == "searches" and (self.max_generations is None or self.max_generations < 1):
+            raise ConfigError(
+                f"TagRolloutConfig(budget='searches') needs max_generations >= 1, got {self.max_generations!r}"
+            )
+        if self.budget == "turns" and (self.max_generations is not None or self.over_budget_message):
+            raise ConfigError(
+                "TagRolloutConfig: max_generations and over_budget_message apply to budget='searches' only"
+            )
 
     @classmethod
     def from_protocol(
@@ -147,12 +180,15 @@ def run_tag_rollouts(
         for s in states:
             s.prompt_ids = ctx.backend.prompt_ids(s.prompt)
 
-    n_turns = cfg.max_turns + (1 if cfg.final_turn else 0)
+    if cfg.budget == "searches":
+        n_turns = cfg.max_generations or 0
+    else:
+        n_turns = cfg.max_turns + (1 if cfg.final_turn else 0)
     for turn_no in range(n_turns):
         active = [s for s in states if not s.done]
         if not active:
             break
-        can_search = turn_no < cfg.max_turns
+        can_search = cfg.budget == "searches" or turn_no < cfg.max_turns
         t0 = time.perf_counter()
         completions = generate_turn(ctx, active, stop=cfg.dialect.stops, max_new_tokens=cfg.max_new_tokens)
         gen_latency = (time.perf_counter() - t0) / max(len(active), 1)
@@ -160,18 +196,18 @@ def run_tag_rollouts(
         searching: list[RolloutState] = []
         queries: list[str] = []
         for s, c in zip(active, completions, strict=True):
-            s.parts.append((c.text, True))
-            if ctx.training:
-                ids = list(c.token_ids or [])
-                s.response_ids.extend(ids)
-                s.loss_mask.extend([1] * len(ids))
-            s.last_finish = c.finish_reason
+            append_generated(ctx, s, c)
             action, content = cfg.dialect.parse_action(c.text)
             status = "ok"
             if action == "search" and not content:
                 action, status = "invalid", "empty_query"
             elif action == "invalid":
                 status = "invalid_action" if c.finish_reason != "length" else "truncated"
+            message: tuple[str, str] | None = None  # (turn status, environment text) instead of a search
+            if action == "search" and can_search:
+                message = search_refusal(cfg, s, content)
+            if message is not None:
+                status = "search_after_budget" if message[0] == "over_budget" else message[0]
             s.add_turn(
                 kind="generate",
                 text=c.text,
@@ -183,6 +219,15 @@ def run_tag_rollouts(
             )
             if action == "answer":
                 s.done, s.ended_by = True, "answer"
+            elif message is not None:
+                n_env = append_env(ctx, s, message[1])
+                s.add_turn(
+                    kind="message",
+                    text=message[1],
+                    query=content,
+                    observation_tokens=n_env,
+                    status=message[0],
+                )
             elif action == "search" and can_search:
                 searching.append(s)
                 queries.append(content)
@@ -215,8 +260,66 @@ def run_tag_rollouts(
                     latency_s=ret_latency,
                     status="obs_truncated" if cut else "ok",
                 )
+            if cfg.after_observation_stop is not None:
+                after_observation(ctx, cfg, searching, cfg.after_observation_stop)
 
     return [finish_trajectory(s, cfg.extract(s.model_text)) for s in states]
+
+
+def append_generated(ctx: RunContext, s: RolloutState, c: Completion) -> None:
+    """Append a generation (model text; its token ids with loss mask 1 in training mode)."""
+    s.parts.append((c.text, True))
+    if ctx.training:
+        ids = list(c.token_ids or [])
+        s.response_ids.extend(ids)
+        s.loss_mask.extend([1] * len(ids))
+    s.last_finish = c.finish_reason
+
+
+def search_refusal(cfg: TagRolloutConfig, s: RolloutState, query: str) -> tuple[str, str] | None:
+    """Why a search is answered by a message instead of a retrieval, with that message: over the
+    search cap (budget "searches"; checked first, as Search-o1 does) or a query this trajectory
+    already retrieved (``repeat_query_message``). None: run the search."""
+    retrieved = [t.query for t in s.turns if t.kind == "retrieve"]
+    if cfg.budget == "searches" and len(retrieved) >= cfg.max_turns:
+        return "over_budget", cfg.over_budget_message
+    if cfg.repeat_query_message is not None and query in retrieved:
+        return "repeat_query", cfg.repeat_query_message
+    return None
+
+
+def after_observation(ctx: RunContext, cfg: TagRolloutConfig, states: list[RolloutState], stop: str) -> None:
+    """One generation per state right after its observation, stopped at ``stop`` or at the
+    dialect's stops (spec 000 §2.5 mode B: ``</evaluate>``, with ``</search>``/``</answer>`` as
+    safety). A complete answer in it ends the trajectory; a search in it is not executed (the next
+    turn starts after it). Turn status: ``ok`` (stopped at ``stop`` or answered), ``truncated``,
+    ``unexecuted_search``, or ``missing_stop`` (ended without ``stop``)."""
+    t0 = time.perf_counter()
+    comps = generate_turn(ctx, states, stop=[stop, *cfg.dialect.stops], max_new_tokens=cfg.max_new_tokens)
+    latency = (time.perf_counter() - t0) / len(states)
+    for s, c in zip(states, comps, strict=True):
+        append_generated(ctx, s, c)
+        action, _ = cfg.dialect.parse_action(c.text)
+        if action == "answer":
+            status = "ok"
+            s.done, s.ended_by = True, "answer"
+        elif c.finish_reason == "length":
+            status = "truncated"
+        elif action == "search":
+            status = "unexecuted_search"
+        elif c.finish_reason == "stop" and c.text.endswith(stop):
+            status = "ok"
+        else:
+            status = "missing_stop"
+        s.add_turn(
+            kind="generate",
+            text=c.text,
+            prompt_tokens=c.prompt_tokens,
+            completion_tokens=c.completion_tokens,
+            latency_s=latency,
+            stop_reason=c.stop or c.finish_reason,
+            status=status,
+        )
 
 
 def finish_trajectory(s: RolloutState, ex: Extraction, **meta: object) -> Trajectory:

@@ -1,5 +1,6 @@
 """Search-o1 control flow with a scripted backend: search tags, one Reason-in-Documents call per
-executed search (batched), the search cap, repeated queries, \\boxed{} extraction."""
+executed search (batched), the search cap (searches, not turns), the over-limit and repeated-query
+messages, the generation-round cap, \\boxed{} extraction."""
 
 from __future__ import annotations
 
@@ -9,8 +10,10 @@ import pytest
 
 from baselines.search_o1 import (
     DIALECT,
+    MAX_TURN,
     MULTIQA_INSTRUCTION,
     NO_INFORMATION,
+    OVER_LIMIT_MESSAGE,
     REPEATED_QUERY_MESSAGE,
     SINGLEQA_INSTRUCTION,
     TASK_INSTRUCTION,
@@ -77,38 +80,95 @@ def test_search_reason_in_documents_and_boxed_answer():
     assert t2.prediction == "Röntgen" and (t2.n_retrievals, t2.n_llm_calls) == (0, 1)
 
 
-def test_reason_in_documents_runs_once_per_search_and_cap_is_respected():
+def test_search_cap_counts_searches_and_over_limit_search_gets_search_o1_message():
     be = ScriptedBackend(
         {
-            Q1: [search("first query"), search("second query"), search("third query")],
+            Q1: [search("first query"), search("second query"), search("third query"), "\\boxed{z}"],
             RID: ["**Final Information**\nA.", "**Final Information**\nB."],
         }
     )
     ctx, ret = context(be, protocol(max_turns=2))
     (t,) = SearchO1().solve([example(1, Q1)], ctx)
-    assert ret.n_queries == 2  # the third search came after the cap and was not executed
+    assert ret.n_queries == 2  # the third search is over the cap: not executed, not read
     assert sum(1 for c in be.calls for p in c if RID in p) == 2
-    assert [x.kind for x in t.turns] == [
-        "generate", "retrieve", "llm_call", "generate", "retrieve", "llm_call", "generate",
+    assert [(x.kind, x.status) for x in t.turns] == [
+        ("generate", "ok"), ("retrieve", "ok"), ("llm_call", "ok"),
+        ("generate", "ok"), ("retrieve", "ok"), ("llm_call", "ok"),
+        ("generate", "search_after_budget"), ("message", "over_budget"),
+        ("generate", "ok"),
     ]  # fmt: skip
-    assert t.turns[-1].status == "search_after_budget"
-    assert t.extraction_status == "max_turns" and t.prediction == ""
+    assert OVER_LIMIT_MESSAGE == (
+        "\n<|begin_search_result|>\nThe maximum search limit is exceeded. You are not allowed to search.\n"
+        "<|end_search_result|>\n"
+    )
+    # the model continued after Search-o1's message and answered
+    assert t.response.endswith(search("third query") + OVER_LIMIT_MESSAGE + "\\boxed{z}")
+    assert t.turns[7].query == "third query" and t.turns[7].text == OVER_LIMIT_MESSAGE
+    assert t.turns[7].observation_tokens == len(OVER_LIMIT_MESSAGE)
+    assert t.prediction == "z" and t.extraction_status == "ok"
+    assert (t.n_retrievals, t.meta["over_limit_searches"], t.meta["repeated_queries"]) == (2, 1, 0)
     assert "limited to 2." in be.calls[0][0]
+    assert SearchO1().spec(protocol()).params["max_generations"] == MAX_TURN == 15
 
 
-def test_repeated_query_gets_search_o1_message_without_reading():
+def test_generation_rounds_are_capped_and_the_last_round_search_is_read():
+    queries = [f"query {i}" for i in range(MAX_TURN + 1)]
+    be = ScriptedBackend({Q1: [search(q) for q in queries], RID: ["**Final Information**\nA."] * MAX_TURN})
+    ctx, ret = context(be, protocol(max_turns=20))
+    (t,) = SearchO1().solve([example(1, Q1)], ctx)
+    main_calls = [c for c in be.calls if RID not in c[0]]
+    assert len(main_calls) == MAX_TURN  # 15 generation rounds, then stop (no 16th)
+    assert ret.n_queries == MAX_TURN and t.meta["reason_in_documents_calls"] == MAX_TURN
+    assert [x.kind for x in t.turns[-3:]] == ["generate", "retrieve", "llm_call"]
+    assert t.extraction_status == "max_turns" and t.prediction == ""
+
+
+def test_over_limit_rounds_keep_going_until_the_round_cap():
+    be = ScriptedBackend({Q1: [search(f"q{i}") for i in range(MAX_TURN)], RID: ["**Final Information**\nA."]})
+    ctx, ret = context(be, protocol(max_turns=1))
+    (t,) = SearchO1().solve([example(1, Q1)], ctx)
+    assert ret.n_queries == 1 and len(be.calls) == 1 + 1 + (MAX_TURN - 1)
+    assert t.meta["over_limit_searches"] == MAX_TURN - 1 and t.n_retrievals == 1
+    assert t.response.count(OVER_LIMIT_MESSAGE) == MAX_TURN - 1
+
+
+def test_repeated_query_gets_search_o1_message_without_retrieval_or_reading():
     be = ScriptedBackend(
         {
-            Q1: [search("same"), search("same"), "\\boxed{x}"],
-            RID: ["**Final Information**\nfound it"],
+            Q1: [search("same"), search("same"), search("other"), "\\boxed{x}"],
+            RID: ["**Final Information**\nfound it", "**Final Information**\nmore"],
         }
     )
-    ctx, ret = context(be)
+    ctx, ret = context(be, protocol(max_turns=2))
     (t,) = SearchO1().solve([example(1, Q1)], ctx)
-    assert ret.n_queries == 2  # the engine retrieved both times; both are counted
-    assert t.meta == {**t.meta, "reason_in_documents_calls": 1, "repeated_queries": 1}
-    assert f"<|begin_search_result|>{REPEATED_QUERY_MESSAGE}<|end_search_result|>" in t.response
-    assert t.prediction == "x"
+    # the repeat is neither retrieved nor read nor counted: "other" is still within the cap of 2
+    assert [q for qs, _ in ret.calls for q in qs] == ["same", "other"]
+    assert t.meta == {
+        **t.meta,
+        "reason_in_documents_calls": 2,
+        "repeated_queries": 1,
+        "over_limit_searches": 0,
+    }
+    assert [(x.kind, x.status) for x in t.turns][3:5] == [
+        ("generate", "repeat_query"),
+        ("message", "repeat_query"),
+    ]
+    assert REPEATED_QUERY_MESSAGE == (
+        "\n<|begin_search_result|>\nYou have searched this query. Please refer to previous results.\n"
+        "<|end_search_result|>\n"
+    )
+    assert search("same") + REPEATED_QUERY_MESSAGE + search("other") in t.response
+    assert t.n_retrievals == 2 and t.prediction == "x"
+
+
+def test_over_limit_wins_over_repeat():
+    be = ScriptedBackend(
+        {Q1: [search("same"), search("same"), "\\boxed{x}"], RID: ["**Final Information**\nA"]}
+    )
+    ctx, _ret = context(be, protocol(max_turns=1))
+    (t,) = SearchO1().solve([example(1, Q1)], ctx)
+    assert [x.status for x in t.turns if x.kind == "message"] == ["over_budget"]
+    assert OVER_LIMIT_MESSAGE in t.response and REPEATED_QUERY_MESSAGE not in t.response
 
 
 def test_unreadable_reading_becomes_no_helpful_information_and_is_counted():
