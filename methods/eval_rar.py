@@ -12,8 +12,15 @@ Engine mapping:
 
 - one step of Algorithm 1 = one generation segment; the evaluation step is the *start of the next
   segment*, driven by the prompt, nothing force-prefixed (spec §2.5 mode A, the recommended
-  default). Mode B (a separate generation stopped at ``</evaluate>`` before the next step) needs
-  an engine sub-step the rollout engine does not have.
+  default: :class:`EvalRAR`, method ``eval_rar``).
+- mode B (spec §2.5, strict Algorithm 1: :class:`EvalRARModeB`, method ``eval_rar_b``): after each
+  search's ``<information>``, a separate generation stopped at ``</evaluate>`` (``</search>`` /
+  ``</answer>`` as safety stops) is appended as part of the same step (the engine's
+  ``after_observation_stop``), then the next step. It follows the last step's search too. A
+  complete answer in it ends the trajectory; a search in it is not executed (turn status
+  ``unexecuted_search``; the next step starts after it); other statuses: ``ok``, ``truncated``,
+  ``missing_stop`` (no ``</evaluate>``, no penalty: spec §2.5). Both modes give the same token
+  stream when the model complies; they differ in step counting and in a missing ``<evaluate>``.
 - at most N generation segments and no extra final turn (Algorithm 1: ``while n < N``; a search
   in the last step is executed and its documents appended, and the trajectory ends there).
 - the invalid-action message is the paper's short string (Algorithm 1 line 22).
@@ -23,7 +30,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import asdict
-from typing import Any
+from typing import Any, ClassVar, Literal
 
 from harness.data.benches import Selection
 from harness.method import (
@@ -82,6 +89,11 @@ TOP_K = 3  # paper §5.1: top-3 documents
 MAX_STEPS = 5  # N: not given; spec §2.7 / §8 #1 (AutoRefine train max_turns=5)
 MAX_NEW_TOKENS = 512  # per segment; spec §2.7 (AutoRefine)
 MAX_OBS_TOKENS = 512  # spec §2.7 (AutoRefine training)
+
+EVALUATE_STEP = {
+    "A": "mode A: opens the next generation segment, prompt-driven",
+    "B": "mode B: a separate generation stopped at </evaluate> after every observation, same step",
+}
 
 _EVAL_RE = re.compile(re.escape(EVALUATE_OPEN) + r"(.*?)" + re.escape(EVALUATE_CLOSE), re.DOTALL)
 
@@ -164,6 +176,10 @@ class EvalRAR(TrainableMethod):
     )
     source = "Yu et al., Eval-RAR, Findings of ACL 2026 (no code release; Search-R1/AutoRefine lineage)"
 
+    # spec §2.5: "A" = the evaluation opens the next segment; "B" = a separate generation stopped
+    # at </evaluate> right after every observation (EvalRARModeB)
+    evaluate_mode: ClassVar[Literal["A", "B"]] = "A"
+
     def spec(self, protocol: Protocol) -> MethodSpec:
         return MethodSpec(
             name=self.name,
@@ -178,7 +194,7 @@ class EvalRAR(TrainableMethod):
                 "max_obs_tokens": protocol.max_obs_tokens,
                 "max_new_tokens": protocol.decoding.max_new_tokens,
                 "observation": "rendered documents stripped",
-                "evaluate_step": "mode A: opens the next generation segment, prompt-driven",
+                "evaluate_step": EVALUATE_STEP[self.evaluate_mode],
                 "evaluate_tags": [EVALUATE_OPEN, EVALUATE_CLOSE],
                 "r_eval": R_EVAL,
             },
@@ -191,6 +207,7 @@ class EvalRAR(TrainableMethod):
             RENDERERS.get(RENDERER),
             observation_fn=stripped_observations(RENDERER),
             final_turn=False,
+            after_observation_stop=EVALUATE_CLOSE if self.evaluate_mode == "B" else None,
         )
 
     def solve(self, examples: list[QAExample], ctx: RunContext) -> list[Trajectory]:
@@ -297,3 +314,19 @@ class EvalRAR(TrainableMethod):
         from methods.reported.eval_rar import TABLES
 
         return [row for table in TABLES for row in table.rows()]
+
+
+class EvalRARModeB(EvalRAR):
+    """Eval-RAR with the strict Algorithm-1 evaluation step (spec §2.5 mode B, §8 #3): the same
+    prompt, reward and recipes; the rollout generates the ``<evaluate>`` step separately after every
+    observation."""
+
+    name = "eval_rar_b"
+    description = (
+        "Eval-RAR, mode B: a separate <evaluate> generation after every search result (strict Algorithm 1)"
+    )
+    evaluate_mode = "B"
+
+    def reported(self) -> list[Any]:
+        # the paper's numbers are listed under eval_rar; it does not say which mode produced them
+        return []

@@ -1,4 +1,5 @@
-"""Eval-RAR: prompt, Algorithm-1 control flow, and every branch of the reward (000-eval-rar.md §3)."""
+"""Eval-RAR: prompt, Algorithm-1 control flow (mode A and the strict mode B evaluation sub-step)
+and every branch of the reward (000-eval-rar.md §3)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from methods.eval_rar import (
     PROMPT,
     R_EVAL,
     EvalRAR,
+    EvalRARModeB,
     eval_protocol,
     eval_rar_reward,
     evaluation_text,
@@ -148,6 +150,80 @@ def test_training_mode_masks_information_and_message():
     (t,) = M.solve([example(1, Q, *GOLD)], ctx)
     kept = "".join(chr(i) for i, m in zip(t.response_ids, t.loss_mask, strict=True) if m)
     assert kept == S1 + "junk<answer>x</answer>"
+
+
+ANSWER = "<answer>April 22, 1994</answer>"
+
+
+def test_mode_b_generates_the_evaluation_separately_and_gives_mode_a_token_stream():
+    # a compliant model: mode B's evaluation sub-step stops at </evaluate>, the step continues in
+    # the next call; the model's text is mode A's, in five generations instead of three
+    script_b = {"Checkers": [THINK + S1, EV1 + S2, S2, EV2 + ANSWER, ANSWER]}
+    ctx, be, ret = context(script_b, PROTO.with_(max_turns=5))
+    (b,) = EvalRARModeB().solve([example(1, Q, *GOLD)], ctx)
+    assert [q for qs, _ in ret.calls for q in qs] == [
+        "When did the person who gave the Checkers speech die",
+        "When did Richard Nixon die",
+    ]
+    assert [(x.kind, x.stop_reason, x.status) for x in b.turns] == [
+        ("generate", "</search>", "ok"), ("retrieve", None, "ok"), ("generate", "</evaluate>", "ok"),
+        ("generate", "</search>", "ok"), ("retrieve", None, "ok"), ("generate", "</evaluate>", "ok"),
+        ("generate", "</answer>", "ok"),
+    ]  # fmt: skip
+    # the sub-step continues right after the information
+    info1 = "\n\n<information>" + b.turns[1].text + "</information>\n\n"
+    assert be.calls[1][0] == be.calls[0][0] + THINK + S1 + info1
+    assert len(be.calls) == 5 and b.n_retrievals == 2
+
+    ctx_a, be_a, _ret = context({"Checkers": [THINK + S1, EV1 + S2, EV2 + ANSWER]}, PROTO.with_(max_turns=5))
+    (a,) = M.solve([example(1, Q, *GOLD)], ctx_a)
+    assert len(be_a.calls) == 3
+    assert b.model_text == a.model_text == THINK + S1 + EV1 + S2 + EV2 + ANSWER
+    assert b.response == a.response
+    assert M.reward(b, name="eval_rar", ctx=RCTX).total == 1.0
+
+
+def test_mode_b_evaluates_after_the_last_step_search():
+    # N = 2: mode A ends right after the second search's information; mode B still evaluates it
+    ev2 = "<evaluate>Nixon died on April 22, 1994.</evaluate>"
+    ctx, be, ret = context({"Checkers": [S1, EV1 + S2, S2, ev2]}, PROTO.with_(max_turns=2))
+    (b,) = EvalRARModeB().solve([example(1, Q, *GOLD)], ctx)
+    assert ret.n_queries == 2 and len(be.calls) == 4
+    assert b.turns[-1].kind == "generate" and b.turns[-1].text == ev2
+    assert b.extraction_status == "max_turns"
+    rb = M.reward(b, name="eval_rar", ctx=RCTX)
+    assert (rb.total, rb.components["evaluate_blocks"]) == (R_EVAL, 2.0)  # no answer, gold evaluated
+
+    ctx, be, ret = context({"Checkers": [S1, EV1 + S2, ev2]}, PROTO.with_(max_turns=2))
+    (a,) = M.solve([example(1, Q, *GOLD)], ctx)
+    assert ret.n_queries == 2 and len(be.calls) == 2 and a.turns[-1].kind == "retrieve"
+    assert M.reward(a, name="eval_rar", ctx=RCTX).components["evaluate_blocks"] == 1.0
+
+
+def test_mode_b_missing_evaluation_is_not_penalised_and_training_mask():
+    # the sub-step ends without </evaluate>: recorded (missing_stop), no correction message (mode A
+    # would call that segment an invalid action), and the next step follows
+    ctx, be, _ret = context({"Checkers": [S1, "Not sure yet.", ANSWER]}, training=True)
+    (t,) = EvalRARModeB().solve([example(1, Q, *GOLD)], ctx)
+    assert len(be.calls) == 3 and t.prediction == "April 22, 1994"
+    assert [(x.kind, x.status) for x in t.turns] == [
+        ("generate", "ok"), ("retrieve", "ok"), ("generate", "missing_stop"), ("generate", "ok"),
+    ]  # fmt: skip
+    assert INVALID_MESSAGE not in t.response
+    own = S1 + "Not sure yet." + ANSWER
+    assert "".join(chr(i) for i, m in zip(t.response_ids, t.loss_mask, strict=True) if m) == own
+    assert t.loss_mask.count(0) == len(t.response) - len(own) > 0
+
+
+def test_mode_b_is_a_separate_method_with_the_same_recipes():
+    b = EvalRARModeB()
+    assert (b.name, M.evaluate_mode, b.evaluate_mode) == ("eval_rar_b", "A", "B")
+    assert b.rollout_config(PROTO).after_observation_stop == "</evaluate>"
+    assert M.rollout_config(PROTO).after_observation_stop is None
+    assert b.spec(PROTO).params["evaluate_step"].startswith("mode B")
+    assert M.spec(PROTO).params["evaluate_step"].startswith("mode A")
+    assert set(b.recipes()) == set(M.recipes()) and b.recipes()["paper"].method == "eval_rar_b"
+    assert b.reported() == []
 
 
 def test_eval_protocol():
