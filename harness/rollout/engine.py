@@ -159,7 +159,7 @@ def truncate_tokens(ctx: RunContext, text: str, limit: int | None) -> tuple[str,
 
 
 def append_env(ctx: RunContext, s: RolloutState, text: str) -> int:
-    """Append environment text (observation or correction). Returns its token count."""
+    """Append environment text (observation, correction or message; loss mask 0). Returns its token count."""
     s.parts.append((text, False))
     if ctx.training:
         ids = ctx.backend.tokenize(text)
