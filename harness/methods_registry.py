@@ -22,6 +22,10 @@ METHODS.register_lazy("r_search", "methods.r_search:RSearch")
 METHODS.register_lazy("arena", "methods.arena:Arena")
 METHODS.register_lazy("tiresrag_r1", "methods.tiresrag_r1:TiresRAG")
 METHODS.register_lazy("when_to_search", "methods.when_to_search:WhenToSearch")
+# variants: registered and runnable by name, listed, but not part of `--method all` (one row per
+# paper method in the main comparison); name -> the method it varies
+METHODS.register_lazy("eval_rar_b", "methods.eval_rar:EvalRARModeB")
+VARIANTS: dict[str, str] = {"eval_rar_b": "eval_rar"}
 
 
 def get_method(name: str) -> Method:
@@ -31,7 +35,7 @@ def get_method(name: str) -> Method:
 def resolve_methods(spec: str) -> list[str]:
     """``"all"``, one name, or a comma list -> names (validated, order kept, no duplicates)."""
     if spec.strip() == "all":
-        return METHODS.names()
+        return [n for n in METHODS.names() if n not in VARIANTS]
     names = [n.strip() for n in spec.split(",") if n.strip()]
     if not names:
         raise ConfigError("--method is empty; give a name, a comma list or 'all'")
@@ -47,6 +51,8 @@ def describe_methods() -> list[tuple[str, ...]]:
     for name in METHODS.names():
         cls = METHODS.get(name)
         kind = "RL (trained policy)" if cls.trained else "prompt baseline"
+        if name in VARIANTS:
+            kind += f", variant of {VARIANTS[name]} (not in --method all)"
         rows.append((name, kind, cls.description, cls.source))
     return rows
 

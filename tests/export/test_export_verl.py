@@ -136,6 +136,23 @@ CASES: dict[str, Case] = {
         "eval_rar",
         _no_models,
     ),
+    "eval_rar_b": Case(  # mode B: the <evaluate> step is its own generation after each observation
+        {
+            "capital of France": [
+                "<search>capital of France</search>",
+                "<evaluate>the docs say Paris</evaluate>",
+                "<answer>Lyon</answer>",
+            ],
+            "capital of Italy": [
+                "<search>Italy</search>",
+                "<evaluate>fine</evaluate>",
+                "<answer>Rome</answer>",
+            ],
+            "tallest mountain": ["<answer>K2</answer>"],
+        },
+        "eval_rar",
+        _no_models,
+    ),
     "r_search": Case(
         {
             "capital of France": [
@@ -264,9 +281,16 @@ def test_rebuilt_trajectory_is_what_the_engine_recorded(name):
         got = trajectory_from_text(name, verl_rendered(method, t), e)
         assert got.response == t.response
         assert got.prediction == t.prediction
-        assert [(x.kind, x.text) for x in got.turns] == [
-            (x.kind, x.text) for x in t.turns if x.kind in ("generate", "retrieve")
-        ]
+        # back-to-back generations with nothing between them (Eval-RAR mode B's evaluate step) read
+        # as one segment of model text; a correction message between generations separates them
+        back_to_back = getattr(method.rollout_config(PROTO), "after_observation_stop", None) is not None
+        recorded: list[tuple[str, str]] = []
+        for x in t.turns:
+            if back_to_back and x.kind == "generate" and recorded and recorded[-1][0] == "generate":
+                recorded[-1] = ("generate", recorded[-1][1] + x.text)
+            elif x.kind in ("generate", "retrieve"):
+                recorded.append((x.kind, x.text))
+        assert [(x.kind, x.text) for x in got.turns] == recorded
         assert [x.query for x in got.turns if x.kind == "retrieve"] == [
             x.query for x in t.turns if x.kind == "retrieve"
         ]

@@ -15,7 +15,7 @@ from harness.cli import main
 from harness.data import example_context, load_bench
 from harness.data.benches import Selection
 from harness.errors import ConfigError
-from harness.methods_registry import METHODS, get_method
+from harness.methods_registry import METHODS, VARIANTS, get_method, resolve_methods
 from harness.protocol import preset
 from harness.runner import RunConfig, Runner, bound_protocols, check_protocol, own_protocol
 from methods.arena import PROTOCOL_NAME, Arena, dataset_context, make_prompt
@@ -67,7 +67,8 @@ def test_run_all_runs_arena_under_its_own_protocol(scripted, tmp_path: Path, cap
     )
     assert rc == 0
     runs = {r[0]: r[1:] for r in _runs(db)}
-    assert set(runs) == set(METHODS.names())  # every registered method ran
+    assert set(runs) == set(resolve_methods("all"))  # every registered method ran (variants only by name)
+    assert set(METHODS.names()) - set(runs) == set(VARIANTS)
     mini_id = preset("mini").protocol_id
     arena_proto = own_protocol(Arena(), preset("mini").with_(selection=Selection(mode="first", n=1)))
     assert arena_proto.name == PROTOCOL_NAME and arena_proto.selection == Selection(mode="first", n=1)
@@ -85,7 +86,7 @@ def test_run_all_runs_arena_under_its_own_protocol(scripted, tmp_path: Path, cap
         "protocol mini" in titles[0] and f"protocol {PROTOCOL_NAME} ({arena_proto.protocol_id})" in titles[1]
     )
     first, second = out.out.split(titles[1])
-    assert _table_methods(first) == set(METHODS.names()) - {"arena"}
+    assert _table_methods(first) == set(resolve_methods("all")) - {"arena"}
     assert _table_methods(second) == {"arena"} and "subst." in second and "subst." not in first
     # the ARENA row counts its references: 1 question each from its own paragraphs, no substitute
     rows = [line.split("│")[1:-1] for line in second.splitlines() if line.startswith("│ arena")]
