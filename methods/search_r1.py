@@ -324,7 +324,12 @@ def cpu_learn_recipe(method: str) -> Recipe:
     EM alone gives GRPO no signal; the format terms do (an answer span is worth 0.1, a valid format
     0.2). With so few rewarded rollouts most groups are all zeros, so DAPO's dynamic sampling keeps
     only groups with a spread of rewards (up to 4 rounds of 2 questions) and the update is spent on
-    them; learning is read from ``sampled/*`` (every rollout generated, kept or not)."""
+    them; learning is read from ``sampled/*`` (every rollout generated, kept or not).
+
+    Measured (README): the reward rises from 0.011 to 0.099 in 16 steps because the policy learns
+    to copy the correction message's ``<answer> and </answer>`` span, which the 0.1 final-format
+    score pays: a reward hack of the format term, EM stays 0. It shows the trainer learns; it is
+    not a recipe for a useful model."""
     base = cpu_smoke_recipe(method, reward="em_format", max_turns=1)
     algo = base.algo.replace(
         group_size=8,
