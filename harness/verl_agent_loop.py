@@ -44,8 +44,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import ConfigError, ServerError
-from harness.llm.base import GREEDY, hf_encode
-from harness.llm.decoding import finish_sequence
+from harness.llm.base import GREEDY, Backend, hf_encode
 from harness.method import RunContext, TrainableMethod
 from harness.types import Completion, QAExample, SamplingParams, Trajectory
 
@@ -162,7 +161,7 @@ def eos_ids(tokenizer: Any, generation_config: Any = None) -> frozenset[int]:
     return frozenset(ids)
 
 
-class ServerBackend:
+class ServerBackend(Backend):
     """The token-space part of :class:`harness.llm.base.Backend` the engine calls in training
     mode, over a server that returns generated token ids (verl's server manager).
 
@@ -226,30 +225,25 @@ class ServerBackend:
         for ids in prompt_ids:
             params = {**self.sampling_params, "stop": list(stop), "max_new_tokens": max_new_tokens}
             raw = [int(x) for x in self._generate(list(ids), params)]
-            f = finish_sequence(
-                raw,
-                eos_hit=bool(raw) and raw[-1] in self.eos_ids,
-                stops=stop,
-                include_stop=include_stop,
-                decode=self.detokenize,
-                encode=self.tokenize,
-            )
-            if f.token_ids is None:
-                self.unaligned += 1
             out.append(
-                Completion(
-                    text=f.text,
+                self.completion_from_ids(
+                    raw,
                     prompt_tokens=len(ids),
-                    completion_tokens=len(raw),
-                    finish_reason=f.finish_reason,
-                    stop=f.stop,
-                    token_ids=f.token_ids,
+                    eos_hit=bool(raw) and raw[-1] in self.eos_ids,
+                    stop=stop,
+                    include_stop=include_stop,
                 )
             )
         return out
 
     def generate(self, prompts: Sequence[str], **_kw: Any) -> list[Completion]:
         raise ConfigError("the verl server backend generates from token ids only (training mode)")
+
+    def chat_prompt(self, messages: list[dict[str, str]], add_generation_prompt: bool = True) -> str:
+        raise ConfigError("the verl server backend takes verl's prompt ids; it applies no chat template")
+
+    def describe(self) -> dict[str, Any]:
+        return {"backend": "verl-server"}
 
 
 @dataclass(frozen=True)

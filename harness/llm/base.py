@@ -172,6 +172,42 @@ class Backend(ABC):
     def detokenize(self, ids: Sequence[int]) -> str:
         """Text of ``ids``; special tokens are kept, so ``detokenize`` inverts generated ids."""
 
+    unaligned: int = 0  # completions whose token ids could not be made to match their text
+
+    def completion_from_ids(
+        self,
+        generated: Sequence[int],
+        *,
+        prompt_tokens: int,
+        eos_hit: bool,
+        stop: Sequence[str],
+        include_stop: bool,
+        latency_s: float = 0.0,
+    ) -> Completion:
+        """The completion of one generated id sequence (text cut at the stop string, token ids that
+        decode to the text, finish reason); counts a sequence whose ids cannot be re-aligned."""
+        from harness.llm.decoding import finish_sequence
+
+        f = finish_sequence(
+            generated,
+            eos_hit=eos_hit,
+            stops=stop,
+            include_stop=include_stop,
+            decode=self.detokenize,
+            encode=self.tokenize,
+        )
+        if f.token_ids is None:
+            self.unaligned += 1
+        return Completion(
+            text=f.text,
+            prompt_tokens=prompt_tokens,
+            completion_tokens=len(generated),
+            finish_reason=f.finish_reason,
+            stop=f.stop,
+            token_ids=f.token_ids,
+            latency_s=latency_s,
+        )
+
     def prompt_ids(self, text: str) -> list[int]:
         """The ids :meth:`generate` feeds for prompt ``text`` (``tokenize`` plus the BOS rule);
         :meth:`generate_ids` with them equals :meth:`generate` with ``text``."""

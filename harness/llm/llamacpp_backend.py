@@ -18,7 +18,7 @@ from typing import Any
 
 from harness.errors import ConfigError, HarnessError
 from harness.llm.base import GREEDY, Backend, BackendSpec
-from harness.llm.decoding import StopScanner, finish_sequence
+from harness.llm.decoding import StopScanner
 from harness.llm.model_files import sha256_file
 from harness.llm.server import INSTALL_HINT, resolve_gguf
 from harness.llm.transformers_backend import torch_threads
@@ -155,23 +155,12 @@ class LlamaCppBackend(Backend):
                 break
             if scanner.update(gen) or len(gen) >= max_new_tokens:
                 break
-        f = finish_sequence(
+        return self.completion_from_ids(
             gen,
-            eos_hit=eos_hit,
-            stops=stop,
-            include_stop=include_stop,
-            decode=self.detokenize,
-            encode=self.tokenize,
-        )
-        if f.token_ids is None:
-            self.unaligned += 1
-        return Completion(
-            text=f.text,
             prompt_tokens=len(ids),
-            completion_tokens=len(gen),
-            finish_reason=f.finish_reason,
-            stop=f.stop,
-            token_ids=f.token_ids,
+            eos_hit=eos_hit,
+            stop=stop,
+            include_stop=include_stop,
             latency_s=time.perf_counter() - t0,
         )
 

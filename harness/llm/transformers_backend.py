@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from harness.errors import ConfigError
 from harness.llm.base import GREEDY, Backend, BackendSpec, hf_encode
-from harness.llm.decoding import StopScanner, finish_sequence
+from harness.llm.decoding import StopScanner
 from harness.llm.model_files import canonical_name, model_revision, resolve_model
 from harness.types import Completion, SamplingParams
 
@@ -254,24 +254,13 @@ class TransformersBackend(Backend):
 
         results = []
         for r in range(n):
-            f = finish_sequence(
-                generated[r],
-                eos_hit=eos_hit[r],
-                stops=stop,
-                include_stop=include_stop,
-                decode=self.detokenize,
-                encode=self.tokenize,
-            )
-            if f.token_ids is None:
-                self.unaligned += 1
             results.append(
-                Completion(
-                    text=f.text,
+                self.completion_from_ids(
+                    generated[r],
                     prompt_tokens=len(prompts[r]),
-                    completion_tokens=len(generated[r]),
-                    finish_reason=f.finish_reason,
-                    stop=f.stop,
-                    token_ids=f.token_ids,
+                    eos_hit=eos_hit[r],
+                    stop=stop,
+                    include_stop=include_stop,
                     latency_s=latency[r],
                 )
             )

@@ -22,7 +22,6 @@ from typing import Any
 
 from harness.errors import ConfigError, HarnessError
 from harness.llm.base import GREEDY, Backend, BackendSpec, hf_encode
-from harness.llm.decoding import finish_sequence
 from harness.llm.model_files import canonical_name, model_revision, resolve_model
 from harness.types import Completion, SamplingParams
 
@@ -167,24 +166,13 @@ class VLLMBackend(Backend):
         results = []
         for ids, o in zip(prompt_ids, outs, strict=True):
             gen = list(o.outputs[0].token_ids)
-            f = finish_sequence(
-                gen,
-                eos_hit=bool(gen) and gen[-1] in self.eos_ids,
-                stops=stop,
-                include_stop=include_stop,
-                decode=self.detokenize,
-                encode=self.tokenize,
-            )
-            if f.token_ids is None:
-                self.unaligned += 1
             results.append(
-                Completion(
-                    text=f.text,
+                self.completion_from_ids(
+                    gen,
                     prompt_tokens=len(ids),
-                    completion_tokens=len(gen),
-                    finish_reason=f.finish_reason,
-                    stop=f.stop,
-                    token_ids=f.token_ids,
+                    eos_hit=bool(gen) and gen[-1] in self.eos_ids,
+                    stop=stop,
+                    include_stop=include_stop,
                     latency_s=latency,
                 )
             )
