@@ -230,11 +230,8 @@ class IRCoT(Method):
                     c.thoughts.append(thought)
                 c.add_turn(
                     kind="generate",
-                    text=comp.text,
-                    prompt_tokens=comp.prompt_tokens,
-                    completion_tokens=comp.completion_tokens,
                     latency_s=latency,
-                    stop_reason=comp.stop or comp.finish_reason,
+                    **comp.turn_fields(),
                     status="ok" if query else "empty_thought",
                 )
                 if ANSWER_MARKER in thought:

@@ -263,11 +263,8 @@ def reason_in_documents(
         info, found = extract_information(c.text)
         s.add_turn(
             kind="llm_call",
-            text=c.text,
-            prompt_tokens=c.prompt_tokens,
-            completion_tokens=c.completion_tokens,
             latency_s=latency,
-            stop_reason=c.stop or c.finish_reason,
+            **c.turn_fields(),
             status="ok" if found else "no_final_information",
         )
         bodies.append(info)

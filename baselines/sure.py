@@ -162,11 +162,8 @@ def _call(ctx: RunContext, jobs: list[tuple[_Question, str]], kind: str, step: s
             Turn(
                 index=len(q.turns),
                 kind=kind,  # type: ignore[arg-type]
-                text=c.text,
-                prompt_tokens=c.prompt_tokens,
-                completion_tokens=c.completion_tokens,
                 latency_s=latency,
-                stop_reason=c.stop or c.finish_reason,
+                **c.turn_fields(),
                 status=step,
             )
         )

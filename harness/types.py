@@ -151,6 +151,15 @@ class Completion:
     logprobs: list[float] | None = None
     latency_s: float = 0.0
 
+    def turn_fields(self) -> dict[str, Any]:
+        """The fields a :class:`Turn` records of this generation (text, token counts, why it stopped)."""
+        return {
+            "text": self.text,
+            "prompt_tokens": self.prompt_tokens,
+            "completion_tokens": self.completion_tokens,
+            "stop_reason": self.stop or self.finish_reason,
+        }
+
 
 # "message": environment text the rollout engine inserted in place of a retrieval (a repeated query,
 # a search over the search cap); its ``query`` is the refused one, its status says why

@@ -210,11 +210,8 @@ def run_tag_rollouts(
                 status = "search_after_budget" if message[0] == "over_budget" else message[0]
             s.add_turn(
                 kind="generate",
-                text=c.text,
-                prompt_tokens=c.prompt_tokens,
-                completion_tokens=c.completion_tokens,
                 latency_s=gen_latency,
-                stop_reason=c.stop or c.finish_reason,
+                **c.turn_fields(),
                 status=status if action != "search" or can_search else "search_after_budget",
             )
             if action == "answer":
@@ -313,11 +310,8 @@ def after_observation(ctx: RunContext, cfg: TagRolloutConfig, states: list[Rollo
             status = "missing_stop"
         s.add_turn(
             kind="generate",
-            text=c.text,
-            prompt_tokens=c.prompt_tokens,
-            completion_tokens=c.completion_tokens,
             latency_s=latency,
-            stop_reason=c.stop or c.finish_reason,
+            **c.turn_fields(),
             status=status,
         )
 

@@ -17,7 +17,14 @@ from typing import Literal
 
 from harness.method import RunContext
 from harness.rollout.dialect import TagDialect
-from harness.rollout.engine import RolloutState, append_env, finish_trajectory, generate_turn, truncate_tokens
+from harness.rollout.engine import (
+    RolloutState,
+    append_env,
+    append_generated,
+    finish_trajectory,
+    generate_turn,
+    truncate_tokens,
+)
 from harness.rollout.extract import Extraction
 from harness.types import Completion, Hit, QAExample, Trajectory
 
@@ -91,13 +98,8 @@ def run_segment_rollouts(
             latency = (time.perf_counter() - t0) / len(idx)
             for i, c in zip(idx, comps, strict=True):
                 s = states[i]
-                s.parts.append((c.text, True))
+                append_generated(ctx, s, c)
                 used[i] += c.completion_tokens
-                if ctx.training:
-                    ids = list(c.token_ids or [])
-                    s.response_ids.extend(ids)
-                    s.loss_mask.extend([1] * len(ids))
-                s.last_finish = c.finish_reason
                 q = cfg.query_of(c)
                 status = "ok"
                 if q is None:
@@ -116,11 +118,8 @@ def run_segment_rollouts(
                     queries.append(q)
                 s.add_turn(
                     kind="generate",
-                    text=c.text,
-                    prompt_tokens=c.prompt_tokens,
-                    completion_tokens=c.completion_tokens,
                     latency_s=latency,
-                    stop_reason=c.stop or c.finish_reason,
+                    **c.turn_fields(),
                     status=status,
                 )
         if not searching:

@@ -48,11 +48,8 @@ def answer_once(
                     Turn(
                         index=0,
                         kind="generate",
-                        text=c.text,
-                        prompt_tokens=c.prompt_tokens,
-                        completion_tokens=c.completion_tokens,
                         latency_s=latency,
-                        stop_reason=c.stop or c.finish_reason,
+                        **c.turn_fields(),
                     )
                 ],
                 prediction=ex.prediction,
