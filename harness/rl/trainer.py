@@ -104,6 +104,7 @@ def sequence_logprobs(
     temperature: float,
     with_entropy: bool,
     mask: torch.Tensor | None = None,
+    entropy_grad: bool = True,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """Log-probs (B, T) of each response token under ``model`` given its prompt and the response
     so far, at the sampling temperature; prompts are left-padded, responses right-padded, and
@@ -123,10 +124,17 @@ def sequence_logprobs(
     out = model(
         input_ids=input_ids, attention_mask=attention, position_ids=position_ids, logits_to_keep=t_len + 1
     )
-    logits = out.logits[:, :t_len, :].float() / temperature
+    logits = out.logits[:, :t_len, :].float()
+    if temperature != 1.0:
+        logits = logits / temperature
     label_t = torch.tensor(labels, device=device)
     logp = log_probs_from_logits(logits, label_t)
-    ent = entropy_from_logits(logits, mask) if (with_entropy and mask is not None) else None
+    ent = None
+    if with_entropy and mask is not None:
+        # entropy is a (B, T, V) computation: it keeps its activations for the backward pass only
+        # when it is part of the loss; as a logged metric it costs no graph memory
+        with torch.set_grad_enabled(torch.is_grad_enabled() and entropy_grad):
+            ent = entropy_from_logits(logits, mask)
     return logp, ent
 
 
@@ -479,6 +487,7 @@ class Trainer:
                         temperature=a.temperature,
                         with_entropy=True,
                         mask=m[:, : max(len(responses[i]) for i in c) or 1],
+                        entropy_grad=bool(a.entropy_coef),
                     )
                     logp = pad_t(logp)
                     ent = pad_t(ent) if ent is not None else None

@@ -201,3 +201,37 @@ def test_dynamic_sampling_trains_on_kept_groups_and_logs_everything_sampled(
         pos += r
         assert all(int(i) % 2 == 0 for i in chunk[:-1])
         assert r == 3 or int(chunk[-1]) % 2 == 1
+
+
+def test_entropy_is_a_graph_node_only_when_it_is_in_the_loss(tiny_dir: Path):
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(str(tiny_dir))
+    mask = torch.ones(1, 2)
+    for grad in (True, False):
+        logp, ent = sequence_logprobs(
+            model,
+            [[1, 5, 9]],
+            [[11, 12]],
+            pad_id=2,
+            temperature=1.0,
+            with_entropy=True,
+            mask=mask,
+            entropy_grad=grad,
+        )
+        assert logp.requires_grad and ent is not None and ent.requires_grad is grad
+    # the same values either way, and at T != 1 the logits are scaled before both
+    _, e1 = sequence_logprobs(
+        model, [[1, 5, 9]], [[11, 12]], pad_id=2, temperature=0.7, with_entropy=True, mask=mask
+    )
+    _, e2 = sequence_logprobs(
+        model,
+        [[1, 5, 9]],
+        [[11, 12]],
+        pad_id=2,
+        temperature=0.7,
+        with_entropy=True,
+        mask=mask,
+        entropy_grad=False,
+    )
+    assert torch.allclose(e1.detach(), e2)
