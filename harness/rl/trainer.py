@@ -333,14 +333,18 @@ class Trainer:
                 groups = roll(0)
             t_roll = time.perf_counter() - t0
             metrics: dict[str, float] = {}
+            kept: dict[str, float] = {}
             if groups:
                 metrics.update(self._update(policy, ref, pad_id, groups, opt, sched, params, step))
-                metrics.update(self._rollout_metrics(groups))
+                kept = self._rollout_metrics(groups)
+                metrics.update(kept)
             else:
                 self.log(f"step {step + 1}: dynamic sampling kept no group in {rounds} rounds; no update")
             # what the policy did on everything it generated: under dynamic sampling the kept groups
-            # are a biased sample (filtered on their rewards), so learning curves read these
-            metrics.update({f"sampled/{k}": v for k, v in self._rollout_metrics(generated).items()})
+            # are a biased sample (filtered on their rewards), so learning curves read these; when
+            # every generated group was kept (no filter, or none dropped) they are the same numbers
+            sampled = kept if len(groups) == len(generated) else self._rollout_metrics(generated)
+            metrics.update({f"sampled/{k}": v for k, v in sampled.items()})
             metrics.update(
                 {
                     "seconds": time.perf_counter() - t0,
