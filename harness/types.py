@@ -140,6 +140,9 @@ class Completion:
     ``text`` excludes the matched stop string unless the backend was asked to keep it
     (``include_stop``); ``stop`` records which stop string ended generation (None if none did).
     ``token_ids`` are the generated token ids when the backend exposes them (needed for training).
+    ``prefill_tokens`` counts the prompt tokens the backend actually computed: ``prompt_tokens``
+    minus those whose KV it reused from an earlier call (a prefix cache); None when the backend
+    cannot tell.
     """
 
     text: str
@@ -150,12 +153,14 @@ class Completion:
     token_ids: list[int] | None = None
     logprobs: list[float] | None = None
     latency_s: float = 0.0
+    prefill_tokens: int | None = None
 
     def turn_fields(self) -> dict[str, Any]:
         """The fields a :class:`Turn` records of this generation (text, token counts, why it stopped)."""
         return {
             "text": self.text,
             "prompt_tokens": self.prompt_tokens,
+            "prefill_tokens": self.prefill_tokens,
             "completion_tokens": self.completion_tokens,
             "stop_reason": self.stop or self.finish_reason,
         }
@@ -168,12 +173,16 @@ TurnKind = Literal["generate", "retrieve", "llm_call", "judge", "message"]
 
 @dataclass
 class Turn:
-    """One step of a trajectory: a generation, a retrieval, or an auxiliary LLM call."""
+    """One step of a trajectory: a generation, a retrieval, or an auxiliary LLM call.
+
+    ``prefill_tokens``: of ``prompt_tokens``, those the backend computed (the rest came from its
+    prefix cache); None when unknown or not a generation."""
 
     index: int
     kind: TurnKind
     text: str = ""
     prompt_tokens: int = 0
+    prefill_tokens: int | None = None
     completion_tokens: int = 0
     observation_tokens: int = 0
     query: str | None = None
