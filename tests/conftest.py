@@ -69,3 +69,12 @@ def llama_server():
 
     with ModelServer(threads=1, n_ctx=2048) as srv:
         yield srv
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Benchmarks (everything under tests/bench/ and every ``test_bench_*.py``) carry the ``bench``
+    marker, so the default run (``-m "not bench ..."``) leaves them to ``tox -e bench``."""
+    for item in items:
+        path = Path(str(item.fspath))
+        if "bench" in path.parts or path.name.startswith("test_bench_"):
+            item.add_marker(pytest.mark.bench)
