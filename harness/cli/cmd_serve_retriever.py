@@ -11,61 +11,133 @@ EXAMPLES = """\
   harness serve-retriever                                   # bm25s, closed corpus, 127.0.0.1:8000, top-3
   harness serve-retriever --retriever dense --port 8001 --topk 5
   harness serve-retriever --corpus wiki18.jsonl.gz --retriever pyserini --cache
+  harness serve-retriever --port 0                          # any free port (the line printed names it)
+  harness serve-retriever --max-queries 8192 --max-body-bytes 16777216   # bigger training batches
   curl -s -X POST http://127.0.0.1:8000/retrieve -H 'Content-Type: application/json' \\
        -d '{"queries": ["who wrote hamlet"], "topk": 3, "return_scores": true}'
+  curl -s http://127.0.0.1:8000/health                      # what is served: corpus, retriever, index, limits
 """
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
+    from harness.retrieval.server import ServerLimits
+
+    d = ServerLimits()
     p = add_command(
         sub,
         "serve-retriever",
         help="serve a retriever over HTTP (Search-R1 /retrieve, ReCall /search and /batch_search)",
         description=(
             "Serve a retriever over HTTP so external trainers (Search-R1, verl's search tool, verl-tool) "
-            "use the harness's retrieval unchanged. Endpoints: POST /retrieve (Search-R1), "
-            "POST /search and /batch_search (ReCall/FlashRAG), GET /health."
+            "and `harness run --retriever-url` use the harness's retrieval unchanged. Endpoints: "
+            "POST /retrieve (Search-R1), POST /search and /batch_search (ReCall/FlashRAG), GET /health "
+            "(corpus, retriever, index id, limits). Requests over the limits below get 413 (body) or "
+            "422 (queries, length, topk, hits) with a one-line JSON reason; see docs/retrieval-server.md."
         ),
         examples=EXAMPLES,
         handler=_run,
     )
     add_retriever_args(p)
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
-    p.add_argument("--port", type=int, default=8000, help="port (default 8000)")
+    p.add_argument("--port", type=int, default=8000, help="port, 0 for any free one (default 8000)")
     p.add_argument(
         "--topk", type=int, default=3, help="passages per query when a request gives none (default 3)"
     )
     p.add_argument(
-        "--max-topk", type=int, default=1000, help="largest topk a request may ask for (default 1000)"
-    )
-    p.add_argument(
         "--cache", action="store_true", help="answer repeated (query, k) from the persistent result cache"
     )
+    lim = p.add_argument_group("limits (per request)")
+    lim.add_argument(
+        "--max-body-bytes", type=int, default=d.max_body_bytes, help=f"413 above (default {d.max_body_bytes})"
+    )
+    lim.add_argument(
+        "--max-queries",
+        type=int,
+        default=d.max_queries,
+        help=f"queries per request (default {d.max_queries})",
+    )
+    lim.add_argument(
+        "--max-query-chars",
+        type=int,
+        default=d.max_query_chars,
+        help=f"characters per query (default {d.max_query_chars})",
+    )
+    lim.add_argument("--max-topk", type=int, default=d.max_topk, help=f"largest topk (default {d.max_topk})")
+    lim.add_argument(
+        "--max-hits",
+        type=int,
+        default=d.max_hits,
+        help=f"largest queries x topk in one reply (default {d.max_hits})",
+    )
+    lim.add_argument(
+        "--read-timeout",
+        type=float,
+        default=d.read_timeout_s,
+        help=f"seconds a client has to send a whole request, else 408 (default {d.read_timeout_s:g})",
+    )
+    lim.add_argument(
+        "--max-connections",
+        type=int,
+        default=d.max_connections,
+        help=f"open connections, 503 beyond (default {d.max_connections})",
+    )
+
+
+def limits_from_args(args: argparse.Namespace):
+    """The :class:`ServerLimits` the flags give, or one ConfigError naming the flag."""
+    from pydantic import ValidationError
+
+    from harness.errors import ConfigError
+    from harness.retrieval.server import ServerLimits
+
+    flags = {
+        "max_body_bytes": args.max_body_bytes,
+        "max_queries": args.max_queries,
+        "max_query_chars": args.max_query_chars,
+        "max_topk": args.max_topk,
+        "max_hits": args.max_hits,
+        "read_timeout_s": args.read_timeout,
+        "max_connections": args.max_connections,
+    }
+    try:
+        return ServerLimits(**flags)
+    except ValidationError as e:
+        err = e.errors()[0]
+        field = str(err["loc"][0])
+        flag = "--read-timeout" if field == "read_timeout_s" else "--" + field.replace("_", "-")
+        raise ConfigError(f"{flag}: {err['msg'].lower()}, got {flags.get(field)!r}") from None
 
 
 def _run(args: argparse.Namespace) -> int:
-    import uvicorn
-
     from harness.errors import ConfigError
     from harness.retrieval.factory import make_retriever
-    from harness.retrieval.server import create_app
+    from harness.retrieval.server import bind, create_app, serve
 
     setup_logging()
-    if not 1 <= args.topk <= args.max_topk:
-        raise ConfigError(f"--topk must be between 1 and --max-topk ({args.max_topk})")
-    r = make_retriever(args.retriever, args.corpus, progress=True, cache=args.cache)
-    app = create_app(r, default_topk=args.topk, max_topk=args.max_topk)
-    corpus = r.corpus_spec
-    print(
-        f"serving {r.name} (index {r.index_id}) over {corpus.id if corpus else '?'} "
-        f"({corpus.n_passages if corpus else '?'} passages) on http://{args.host}:{args.port}\n"
-        '  POST /retrieve {"queries": [...], "topk": k, "return_scores": true}   (Search-R1)\n'
-        "  POST /search, /batch_search                                         (ReCall / FlashRAG)\n"
-        "  GET  /health",
-        flush=True,
-    )
+    limits = limits_from_args(args)
+    if not 1 <= args.topk <= limits.max_topk:
+        raise ConfigError(f"--topk must be between 1 and --max-topk ({limits.max_topk}), got {args.topk}")
+    if not 0 <= args.port <= 65535:
+        raise ConfigError(f"--port must be between 0 and 65535, got {args.port}")
+    sock = bind(args.host, args.port)  # before the index loads: a taken port fails in a second
     try:
-        uvicorn.run(app, host=args.host, port=args.port, log_level="warning")
+        r = make_retriever(args.retriever, args.corpus, progress=True, cache=args.cache)
+        try:
+            app = create_app(r, default_topk=args.topk, limits=limits)
+            corpus = r.corpus_spec
+            host, port = sock.getsockname()[:2]
+            print(
+                f"serving {r.name} (index {r.index_id}) over {corpus.id if corpus else '?'} "
+                f"({corpus.n_passages if corpus else '?'} passages) on http://{host}:{port}\n"
+                '  POST /retrieve {"queries": [...], "topk": k, "return_scores": true}   (Search-R1)\n'
+                "  POST /search, /batch_search                                         (ReCall / FlashRAG)\n"
+                "  GET  /health\n"
+                f"  limits: {limits.model_dump_json()}",
+                flush=True,
+            )
+            serve(app, limits, sock)
+        finally:
+            r.close()
     finally:
-        r.close()
+        sock.close()
     return 0

@@ -174,3 +174,43 @@ def test_explicit_index_dir(tiny_corpus, tmp_path):
     r = Bm25sRetriever(tiny_corpus, index_dir=tmp_path / "my-index")
     assert (tmp_path / "my-index" / META_FILE).is_file()
     assert r.search(["mice"], 1)[0][0].doc_id == "d3"
+
+
+def _token_sum_scores(r, query):
+    """The reference: every query token's postings summed (np.bincount), repeats included."""
+    import numpy as np
+
+    tids = r.term_ids(query)
+    rows = np.concatenate([r._indices[r._indptr[t] : r._indptr[t + 1]] for t in tids])
+    vals = np.concatenate([r._data[r._indptr[t] : r._indptr[t + 1]] for t in tids])
+    return np.bincount(rows, weights=vals, minlength=len(r.corpus))
+
+
+def test_merged_terms_score_like_the_token_sum(tiny_corpus):
+    import numpy as np
+
+    r = Bm25sRetriever(tiny_corpus)
+    for q in ["capital of France", "python programming language guido", "cat mat mice"]:
+        assert np.array_equal(r.scores(q), _token_sum_scores(r, q))  # no repeats: bit-identical
+    q = "paris paris france capital paris " * 50
+    assert r.term_counts(q) == {r._vocab["pari"]: 150, r._vocab["franc"]: 50, r._vocab["capit"]: 50}
+    np.testing.assert_allclose(r.scores(q), _token_sum_scores(r, q), rtol=1e-12)
+
+
+def test_a_long_query_reads_each_term_once(tiny_corpus, monkeypatch):
+    """A 100k-token query of 3 distinct terms reads 3 posting lists, not 100k."""
+    import numpy as np
+
+    r = Bm25sRetriever(tiny_corpus)
+    reads = []
+    indices = r._indices
+
+    class Counting:
+        def __getitem__(self, key):
+            reads.append(key)
+            return indices[key]
+
+    monkeypatch.setattr(r, "_indices", Counting())
+    scores = r.scores("paris germany cats " * 33_334)
+    assert len(reads) == 3
+    assert np.argmax(scores) == 2  # d3: "cat", "cats" both stem to "cat" -> 2 occurrences

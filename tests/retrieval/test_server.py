@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import socket
 import threading
 import time
@@ -13,7 +14,7 @@ from harness.errors import ServerError
 from harness.retrieval.base import EmptyQueryError, Retriever
 from harness.retrieval.bm25 import Bm25sRetriever
 from harness.retrieval.client import RetrievalClient
-from harness.retrieval.server import create_app
+from harness.retrieval.server import ServerLimits, create_app, uvicorn_config
 from harness.retrieval.spec import Bm25sSpec
 
 pytestmark = pytest.mark.integration
@@ -28,13 +29,16 @@ def free_port() -> int:
 class Served:
     """A uvicorn server in a thread of this process, serving ``create_app(retriever)`` or ``app``."""
 
-    def __init__(self, retriever: Retriever | None = None, *, app=None, **kwargs):
+    def __init__(
+        self, retriever: Retriever | None = None, *, app=None, limits: ServerLimits | None = None, **kwargs
+    ):
         import uvicorn
 
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        app = app if app is not None else create_app(retriever, **kwargs)
-        config = uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="critical")
+        limits = limits or ServerLimits()
+        app = app if app is not None else create_app(retriever, limits=limits, **kwargs)
+        config = uvicorn_config(app, limits, port=self.port, log_level="critical")
         self.server = uvicorn.Server(config)
         self.thread = threading.Thread(target=self.server.run, daemon=True)
         self.thread.start()
@@ -51,7 +55,7 @@ class Served:
 
 @pytest.fixture
 def served(tiny_corpus):
-    s = Served(Bm25sRetriever(tiny_corpus), default_topk=2, max_topk=50)
+    s = Served(Bm25sRetriever(tiny_corpus), default_topk=2, limits=ServerLimits(max_topk=50))
     yield s
     s.stop()
 
@@ -250,39 +254,164 @@ def test_client_timeout_is_retried_then_reported():
 
 
 def test_serve_retriever_command_in_a_subprocess(tiny_path, cache_dir):
-    """`harness serve-retriever` end to end: start, answer a Search-R1 request, stop by PID."""
+    """`harness serve-retriever` end to end: bind (port 0: any free one), announce the bound
+    address only then, answer a Search-R1 request at once, stop by PID."""
     import os
     import subprocess
     import sys
 
-    port = free_port()
     env = {**os.environ, "RAR_HARNESS_CACHE": str(cache_dir)}
-    cmd = [
-        sys.executable,
-        "-m",
-        "harness",
-        "serve-retriever",
-        "--corpus",
-        str(tiny_path),
-        "--port",
-        str(port),
-    ]
-    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    cmd = [sys.executable, "-m", "harness", "serve-retriever", "--corpus", str(tiny_path), "--port", "0"]
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     try:
-        url = f"http://127.0.0.1:{port}"
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                if httpx.get(url + "/health", timeout=1).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            if proc.poll() is not None or time.monotonic() > deadline:
-                raise AssertionError(f"server did not start: {proc.stdout.read() if proc.stdout else ''}")
-            time.sleep(0.2)
+        assert proc.stdout is not None
+        first = proc.stdout.readline()
+        assert first.startswith("serving bm25s (index bm25s-") and " on http://127.0.0.1:" in first, first
+        url = first.rsplit(" on ", 1)[1].strip()
+        assert int(url.rsplit(":", 1)[1]) > 0
+        # no polling: the socket is bound before the line is printed
         body = {"queries": ["capital of France"], "topk": 3, "return_scores": True}
-        result = httpx.post(url + "/retrieve", json=body).json()["result"]
+        result = httpx.post(url + "/retrieve", json=body, timeout=30).json()["result"]
         assert [h["document"]["id"] for h in result[0]] == ["d5", "d1", "d2"]
     finally:
         proc.terminate()
         proc.wait(timeout=20)
+
+
+# -- limits ----------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def limited(tiny_corpus):
+    limits = ServerLimits(
+        max_body_bytes=2000, max_queries=4, max_query_chars=50, max_topk=5, max_hits=6, read_timeout_s=0.5
+    )
+    s = Served(Bm25sRetriever(tiny_corpus), default_topk=1, limits=limits)
+    yield s
+    s.stop()
+
+
+@pytest.mark.parametrize(
+    ("payload", "message"),
+    [
+        ({"queries": ["paris"] * 5}, "too many queries (5); at most 4 per request (max_queries)"),
+        (
+            {"queries": ["paris", "x" * 51]},
+            "query at position(s) [1] of 'queries' is longer than 50 characters (max_query_chars; the first has 51)",
+        ),
+        ({"queries": ["paris"], "topk": 6}, "'topk' must be between 1 and 5, got 6"),
+        (
+            {"queries": ["paris"] * 4, "topk": 2},
+            "4 queries x topk 2 = 8 hits is over the server's limit of 6 per reply (max_hits); split the request",
+        ),
+    ],
+)
+def test_semantic_limits_are_422_with_a_one_line_reason(limited, payload, message):
+    r = httpx.post(limited.url + "/retrieve", json=payload)
+    assert r.status_code == 422
+    assert r.json() == {"detail": message}
+
+
+def test_limits_at_the_edge_are_served(limited):
+    r = httpx.post(
+        limited.url + "/retrieve", json={"queries": ["paris", "x" * 49 + "y"] + ["a b"], "topk": 2}
+    )
+    assert r.status_code == 200 and len(r.json()["result"]) == 3
+    assert httpx.get(limited.url + "/health").json()["limits"]["max_hits"] == 6
+
+
+def test_oversized_body_is_413_declared_or_streamed(limited):
+    body = json.dumps({"queries": ["paris " * 400]}).encode()  # 2,417 bytes > 2,000
+    r = httpx.post(limited.url + "/retrieve", content=body, headers={"Content-Type": "application/json"})
+    assert r.status_code == 413
+    assert r.json() == {
+        "detail": f"request body of {len(body)} bytes is over the server's limit of 2000 bytes "
+        "(max_body_bytes); send fewer or shorter queries"
+    }
+
+    def chunks():  # no Content-Length: chunked transfer, counted as it arrives
+        for i in range(0, len(body), 500):
+            yield body[i : i + 500]
+
+    r = httpx.post(limited.url + "/retrieve", content=chunks(), headers={"Content-Type": "application/json"})
+    assert r.status_code == 413 and "over the server's limit of 2000 bytes" in r.json()["detail"]
+    ok = httpx.post(limited.url + "/retrieve", json={"queries": ["berlin"]})
+    assert ok.json()["result"][0][0]["id"] == "d2"
+
+
+def _raw(port: int, data: bytes, wait: float) -> bytes:
+    """Send ``data`` on a raw socket, then read until the server closes (at most ``wait`` s)."""
+    with socket.create_connection(("127.0.0.1", port), timeout=wait) as s:
+        s.sendall(data)
+        out = b""
+        while True:
+            try:
+                chunk = s.recv(4096)
+            except TimeoutError:
+                return out + b"<still open>"
+            if not chunk:
+                return out
+            out += chunk
+
+
+@pytest.mark.parametrize(
+    "sent",
+    [
+        b"",  # connects and says nothing
+        b"POST /retrieve HTTP/1.1\r\nHost: x\r\n",  # headers never finished
+        b"POST /retrieve HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        b'Content-Length: 100\r\n\r\n{"queries"',  # body never finished
+    ],
+    ids=["nothing", "half-headers", "half-body"],
+)
+def test_a_slow_client_gets_408_and_is_disconnected(limited, sent):
+    t0 = time.monotonic()
+    reply = _raw(limited.port, sent, wait=10)
+    assert reply.startswith(b"HTTP/1.1 408 Request Timeout\r\n"), reply
+    assert reply.endswith(b'{"detail": "request not received within 0.5 s (read_timeout_s)"}')
+    assert time.monotonic() - t0 < 10  # closed by the server, not by our own socket timeout
+    ok = httpx.post(limited.url + "/retrieve", json={"queries": ["berlin"]})
+    assert ok.status_code == 200
+
+
+def test_a_keep_alive_connection_is_timed_per_request(limited):
+    """After a served request, the next one on the same connection has its own deadline."""
+    body = b'{"queries": ["berlin"]}'
+    head = b"POST /retrieve HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+    req = head + b"Content-Length: %d\r\n\r\n" % len(body) + body
+    reply = _raw(limited.port, req + b"POST /retrieve HTTP/1.1\r\n", wait=10)
+    first, _, rest = reply.partition(b"HTTP/1.1 408")
+    assert first.startswith(b"HTTP/1.1 200 OK") and b'"id":"d2"' in first
+    assert rest.endswith(b'(read_timeout_s)"}')
+
+
+def test_serve_retriever_refuses_a_bad_port_in_one_line(tiny_path, cache_dir):
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "RAR_HARNESS_CACHE": str(cache_dir)}
+    for port, message in [
+        ("70000", "error: --port must be between 0 and 65535, got 70000\n"),
+        ("-1", "error: --port must be between 0 and 65535, got -1\n"),
+    ]:
+        cmd = [sys.executable, "-m", "harness", "serve-retriever", "--corpus", str(tiny_path), "--port", port]
+        proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=60)
+        assert (proc.returncode, proc.stdout, proc.stderr) == (2, "", message)
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        port = taken.getsockname()[1]
+        cmd = [
+            sys.executable,
+            "-m",
+            "harness",
+            "serve-retriever",
+            "--corpus",
+            str(tiny_path),
+            "--port",
+            str(port),
+        ]
+        proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert proc.stderr == f"error: cannot listen on 127.0.0.1:{port}: Address already in use\n"
