@@ -33,7 +33,7 @@ from harness.method import (
 )
 from harness.protocol import Protocol
 from harness.rl.config import AlgoConfig, DynamicSamplingConfig, GroupFilterConfig, grpo
-from harness.rl.recipe import Recipe, RewardStage
+from harness.rl.recipe import LoraConfig, Recipe, RewardStage, SftConfig
 from harness.rollout.dialect import SEARCH_R1_DIALECT
 from harness.rollout.engine import ObservationFn, TagRolloutConfig, run_tag_rollouts
 from harness.rollout.extract import extract_tagged
@@ -373,6 +373,104 @@ def cpu_learn_recipe(method: str) -> Recipe:
     )
 
 
+# The supervised warm-up's demonstration turns (ours): think, search the question itself, then read
+# the answer off the real retrieved documents; a valid Search-R1 format (is_valid_sequence) by
+# construction.
+SFT_TURNS = (
+    "<think> I need to search for this. </think>\n<search> {question} </search>",
+    "<think> The information gives the answer. </think>\n<answer> {answer} </answer>",
+)
+
+
+def cpu_sft_rl_recipe(method: str) -> Recipe:
+    """The CPU learning run (``tox -e slow``, tests/rl/test_learning_sft_rl.py): ``harness sft``
+    (supervised warm-up on demonstrations in Search-R1's own dialect: search the question, answer
+    with the gold string the real retrieval shows), then GRPO with DAPO dynamic sampling on outcome
+    EM, on the ``train`` part of the packaged ``learning`` split of PopQA-in-the-closed-corpus;
+    evaluated on its held-out part. Every choice that is ours is for a 45-minute budget on 2 CPU
+    cores; the held-out questions are never trained on."""
+    base = cpu_smoke_recipe(method, reward="em", max_turns=1)
+    algo = base.algo.replace(
+        group_size=6,
+        train_batch_size=2,
+        mini_batch_size=2,
+        lr=1e-4,
+        kl_placement="none",
+        kl_coef=0.0,
+        entropy_coef=0.0,
+        dynamic_sampling=DynamicSamplingConfig(
+            enabled=True,
+            max_rounds=2,
+            filters=(GroupFilterConfig(kind="zero_variance", metric="outcome", lower=None, upper=None),),
+        ),
+    )
+    sft = SftConfig(
+        turns=SFT_TURNS,
+        answer_in_observation=True,
+        n_questions=96,
+        epochs=1,
+        batch_size=8,
+        micro_batch_size=4,
+        lr=5e-4,
+        lr_warmup_steps=3,
+        weight_decay=0.01,
+        adam_betas=(0.9, 0.999),
+        grad_clip=1.0,
+    )
+    return base.model_copy(
+        update={
+            "name": "cpu-sft-rl",
+            "algo": algo,
+            "steps": 6,
+            "bench": "mini-singlehop",
+            "split": "learning",
+            "selection": Selection(),
+            "max_new_tokens": 48,
+            "max_obs_tokens": 128,
+            "micro_batch_size": 4,
+            "lora": LoraConfig(
+                rank=32,
+                alpha=64.0,
+                dropout=0.0,
+                target_modules=("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"),
+                layers=tuple(range(20, 30)),
+            ),
+            "sft": sft,
+            "sources": {
+                **base.sources,
+                "algo.group_size": "ours: 6 rollouts per question (CPU budget)",
+                "algo.train_batch_size": "ours: 2 groups with a spread of EM per update (CPU budget)",
+                "algo.mini_batch_size": "ours: one update per step",
+                "algo.lr": "ours: 1e-4 for LoRA adapters over 6 steps",
+                "algo.kl_placement": "ours: no KL (and no reference forward) on the CPU run",
+                "algo.kl_coef": "ours: no KL",
+                "algo.entropy_coef": "ours: 0 (the entropy term keeps (B, T, V) activations: memory)",
+                "algo.dynamic_sampling": "DAPO §3.3: drop groups whose EM is all equal (ours: up to 2 rounds)",
+                "steps": "ours: 6 GRPO steps after the warm-up (CPU budget)",
+                "bench": "ours: PopQA questions whose gold paragraphs are in the closed corpus",
+                "split": "ours: packaged split 'learning' (scripts/build_learning_split.py): 950 train, 50 held out",
+                "selection": "ours: every train question of the split, shuffled by the trainer",
+                "max_new_tokens": "ours: 48 tokens per turn (a demonstration turn is ~20)",
+                "max_turns": "ours: one search, then the final turn (the demonstrations search once)",
+                "max_obs_tokens": "ours: 128 tokens (the question's own paragraph usually ranks first; CPU budget); evaluation keeps the protocol's 500",
+                "lora": "ours: rank 32 on every linear of the top 10 of 30 layers (no backward below them; CPU budget); merged into each checkpoint",
+                "micro_batch_size": "ours: 4 trajectories per forward/backward",
+                "reward_stages": "paper §3.2: outcome EM (after the warm-up the format is learned)",
+                "sft": "ours: supervised warm-up (the 135M model never answers correctly untrained)",
+                "sft.turns": "ours: SFT_TURNS (search the question, answer the gold string)",
+                "sft.answer_in_observation": "ours: only demonstrations whose retrieval holds the answer",
+                "sft.n_questions": "ours: 96 train questions (CPU budget)",
+                "sft.epochs": "ours: one pass",
+                "sft.batch_size": "ours: 8 demonstrations per optimizer step",
+                "sft.lr": "ours: 5e-4 for LoRA adapters: ~9 steps must fix the format",
+                "sft.lr_warmup_steps": "ours",
+                "sft.weight_decay": "verl's default 0.01",
+                "sft.grad_clip": "verl's default 1.0",
+            },
+        }
+    )
+
+
 class SearchR1(TrainableMethod):
     name = "search_r1"
     description = "think / <search> / <information> / <answer> agent trained with outcome-EM RL"
@@ -466,6 +564,7 @@ class SearchR1(TrainableMethod):
             "paper": paper,
             "cpu-smoke": cpu_smoke_recipe(self.name, reward="em", max_turns=1),
             "cpu-learn": cpu_learn_recipe(self.name),
+            "cpu-sft-rl": cpu_sft_rl_recipe(self.name),
         }
 
     def reported(self) -> list[Any]:

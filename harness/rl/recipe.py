@@ -30,10 +30,43 @@ class RewardStage(_Strict):
 
 
 class LoraConfig(_Strict):
+    """LoRA adapters (peft). ``layers``: the decoder layer indices that get adapters (peft
+    ``layers_to_transform``), or null for all; adapting only the top layers also saves the
+    backward pass through the frozen layers below them (CPU budgets)."""
+
     rank: int = Field(ge=1)
     alpha: float = Field(gt=0)
     dropout: float = Field(ge=0, lt=1)
     target_modules: tuple[str, ...] = ("q_proj", "k_proj", "v_proj", "o_proj")
+    layers: tuple[int, ...] | None = None
+
+
+class SftConfig(_Strict):
+    """The supervised warm-up before RL (``harness sft``; :mod:`harness.rl.sft`).
+
+    ``turns``: the model's turns of one demonstration, as templates over ``{question}`` and
+    ``{answer}``; they are fed to the method's own rollout (engine, retriever, renderer) turn by
+    turn in place of generations, so the retrieved observations are real and the token ids and
+    loss mask are exactly those RL rollouts have. ``answer_in_observation``: keep only
+    demonstrations whose observations contain a gold answer (normalised substring), and answer with
+    that gold string (the model learns to read the answer off its retrieval, not to guess).
+    ``n_questions``: the first N training questions (after a seeded shuffle), or null for all.
+    ``batch_size`` demonstrations per optimizer step; ``micro_batch_size`` per forward/backward;
+    ``epochs`` passes; AdamW (``lr``, ``weight_decay``, ``adam_betas``), linear warm-up over
+    ``lr_warmup_steps`` optimizer steps then constant; ``grad_clip`` max global norm or null.
+    """
+
+    turns: tuple[str, ...] = Field(min_length=1)
+    answer_in_observation: bool
+    n_questions: int | None = Field(ge=1)
+    epochs: int = Field(ge=1)
+    batch_size: int = Field(ge=1)
+    micro_batch_size: int = Field(ge=1)
+    lr: float = Field(gt=0)
+    lr_warmup_steps: int = Field(ge=0)
+    weight_decay: float = Field(ge=0)
+    adam_betas: tuple[float, float]
+    grad_clip: float | None
 
 
 class Recipe(_Strict):
@@ -45,6 +78,9 @@ class Recipe(_Strict):
     dev/test questions only; users with the real train splits pass ``--data-dir``).
     ``micro_batch_size``: trajectories per forward/backward (gradient accumulation inside an
     optimizer update; does not change the maths).
+    ``split``: a packaged train / held-out split (:mod:`harness.rl.split`); when set, training
+    (RL and ``sft``) uses only its ``train`` questions of ``bench`` (then ``selection``), never a
+    held-out one. ``sft``: the supervised warm-up ``harness sft`` runs before RL, or null.
     """
 
     name: str
@@ -64,6 +100,8 @@ class Recipe(_Strict):
     dtype: Literal["float32", "bfloat16"] = "float32"
     seed: int = 0
     save_every: int = Field(default=0, ge=0)  # 0: only the final checkpoint
+    split: str | None = None
+    sft: SftConfig | None = None
     sources: dict[str, str] = {}
 
     @model_validator(mode="after")

@@ -175,34 +175,9 @@ class Trainer:
 
     # -- set-up ------------------------------------------------------------------------------
     def _load_policy(self) -> tuple[Any, Any, Any]:
-        from transformers import AutoModelForCausalLM, AutoTokenizer
-
-        from harness.llm.model_files import resolve_model
-
-        base_dir = resolve_model(self.model_name)
-        dtype = getattr(torch, self.recipe.dtype)
-        tok = AutoTokenizer.from_pretrained(str(base_dir))
-        policy = AutoModelForCausalLM.from_pretrained(str(base_dir), dtype=dtype)
-        ref = None
-        if self.algo.needs_reference_model and self.recipe.lora is None:
-            ref = copy.deepcopy(policy).eval()
-            for p in ref.parameters():
-                p.requires_grad_(False)
-        if self.recipe.lora is not None:
-            from peft import LoraConfig as PeftLora
-            from peft import get_peft_model
-
-            lc = self.recipe.lora
-            policy = get_peft_model(
-                policy,
-                PeftLora(
-                    r=lc.rank,
-                    lora_alpha=lc.alpha,
-                    lora_dropout=lc.dropout,
-                    target_modules=list(lc.target_modules),
-                    task_type="CAUSAL_LM",
-                ),
-            )
+        policy, ref, tok = load_policy(
+            self.model_name, self.recipe, with_reference=self.algo.needs_reference_model
+        )
         if self.resume and (self.out_dir / "checkpoint" / "trainer_state.pt").exists():
             state_dir = self.out_dir / "checkpoint"
             weights = torch.load(state_dir / "policy_state.pt", map_location="cpu", weights_only=True)
@@ -213,18 +188,7 @@ class Trainer:
     def _examples_list(self) -> list[QAExample]:
         if self._examples is not None:
             return self._examples
-        from harness.data.benches import get_bench, load_bench
-
-        out: list[QAExample] = []
-        for _entry, exs in load_bench(
-            get_bench(self.recipe.bench), self.recipe.selection, data_dir=self.data_dir
-        ):
-            out.extend(exs)
-        if not out:
-            raise ConfigError(
-                f"recipe {self.recipe.name!r}: bench {self.recipe.bench!r} selected no questions"
-            )
-        return out
+        return training_examples(self.recipe, self.data_dir)
 
     # -- rollouts ----------------------------------------------------------------------------
     def _rollout_groups(self, ctx: RunContext, examples: list[QAExample], step: int, rnd: int) -> list[Group]:
@@ -579,23 +543,103 @@ class Trainer:
         self.log(f"checkpoint: {final} (step {step})")
 
     def _save_final(self, policy, tok) -> None:
-        final = self.out_dir / "final"
-        tmp = self.out_dir / "final.tmp"
-        shutil.rmtree(tmp, ignore_errors=True)
-        model = policy.merge_and_unload() if self.recipe.lora is not None else policy
-        model.save_pretrained(tmp)
-        tok.save_pretrained(tmp)
-        (tmp / "recipe.json").write_text(self.recipe.model_dump_json(indent=2))
-        (tmp / "harness_train.json").write_text(
-            json.dumps(
-                {
-                    "method": self.method.name,
-                    "base_model": self.model_name,
-                    "recipe": self.recipe.name,
-                    "steps": self.recipe.steps,
-                }
-            )
+        save_final(policy, tok, self.out_dir, self.recipe, self.method.name, self.model_name, log=self.log)
+
+
+def load_policy(model_name: str, recipe: Recipe, *, with_reference: bool) -> tuple[Any, Any, Any]:
+    """(policy, frozen reference copy or None, tokenizer) of ``model_name`` in the recipe's dtype,
+    with the recipe's LoRA adapters when it has them (the reference is then the adapter-free base,
+    so no copy is made)."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from harness.llm.model_files import resolve_model
+
+    base_dir = resolve_model(model_name)
+    dtype = getattr(torch, recipe.dtype)
+    tok = AutoTokenizer.from_pretrained(str(base_dir))
+    policy = AutoModelForCausalLM.from_pretrained(str(base_dir), dtype=dtype)
+    ref = None
+    if with_reference and recipe.lora is None:
+        ref = copy.deepcopy(policy).eval()
+        for p in ref.parameters():
+            p.requires_grad_(False)
+    if recipe.lora is not None:
+        from peft import LoraConfig as PeftLora
+        from peft import get_peft_model
+
+        lc = recipe.lora
+        policy = get_peft_model(
+            policy,
+            PeftLora(
+                r=lc.rank,
+                lora_alpha=lc.alpha,
+                lora_dropout=lc.dropout,
+                target_modules=list(lc.target_modules),
+                layers_to_transform=list(lc.layers) if lc.layers is not None else None,
+                task_type="CAUSAL_LM",
+            ),
         )
-        shutil.rmtree(final, ignore_errors=True)
-        tmp.rename(final)
-        self.log(f"final checkpoint: {final}  (evaluate with: harness run --model {final})")
+    policy.train()
+    return policy, ref, tok
+
+
+def training_examples(recipe: Recipe, data_dir: Path | None = None) -> list[QAExample]:
+    """The recipe's training questions: the ``train`` part of its split (when it names one) of its
+    bench, then its selection; a held-out question of the split is never among them."""
+    from harness.data.benches import get_bench, load_bench
+
+    if recipe.split is not None:
+        from harness.rl.split import load_split, refuse_heldout, split_examples
+
+        split = load_split(recipe.split)
+        if split.bench != recipe.bench:
+            raise ConfigError(
+                f"recipe {recipe.name!r}: split {recipe.split!r} partitions bench {split.bench!r}, "
+                f"not the recipe's bench {recipe.bench!r}"
+            )
+        out = recipe.selection.apply(split_examples(recipe.split, "train", data_dir))
+        refuse_heldout(recipe.split, out)
+    else:
+        out = []
+        for _entry, exs in load_bench(get_bench(recipe.bench), recipe.selection, data_dir=data_dir):
+            out.extend(exs)
+    if not out:
+        raise ConfigError(f"recipe {recipe.name!r}: bench {recipe.bench!r} selected no questions")
+    return out
+
+
+def save_final(
+    policy: Any,
+    tok: Any,
+    out_dir: Path,
+    recipe: Recipe,
+    method: str,
+    base_model: str,
+    *,
+    stage: str = "rl",
+    log: Callable[[str], None] = print,
+) -> Path:
+    """Write ``out_dir/final``: a plain Hugging Face directory (LoRA merged) that ``harness run
+    --model`` evaluates, with the recipe and what produced it; atomic (written beside, renamed)."""
+    final = out_dir / "final"
+    tmp = out_dir / "final.tmp"
+    shutil.rmtree(tmp, ignore_errors=True)
+    model = policy.merge_and_unload() if recipe.lora is not None else policy
+    model.save_pretrained(tmp)
+    tok.save_pretrained(tmp)
+    (tmp / "recipe.json").write_text(recipe.model_dump_json(indent=2))
+    (tmp / "harness_train.json").write_text(
+        json.dumps(
+            {
+                "method": method,
+                "base_model": base_model,
+                "recipe": recipe.name,
+                "stage": stage,
+                "steps": recipe.steps,
+            }
+        )
+    )
+    shutil.rmtree(final, ignore_errors=True)
+    tmp.rename(final)
+    log(f"final checkpoint: {final}  (evaluate with: harness run --model {final})")
+    return final

@@ -1,0 +1,270 @@
+"""Supervised warm-up (``harness sft``): demonstrations in the method's own tag dialect, rolled
+out through the method's own rollout, trained with the RL trainer's token-space machinery.
+
+Building a demonstration. For each training question the method's ``solve`` runs in training
+mode (``ctx.training=True``) with a :class:`TeacherBackend` in place of the model: every time the
+engine asks for a generation, the teacher returns the recipe's next turn template
+(``SftConfig.turns``, over ``{question}`` and ``{answer}``) instead of sampling, as token ids of
+the policy's tokenizer. Everything else is the real environment: the engine parses the turn's
+action, the protocol's retriever answers the search, the method's renderer / observation function
+formats the documents, the observation is truncated and wrapped exactly as in RL and evaluation.
+The result is a :class:`~harness.types.Trajectory` with ``prompt_ids``, ``response_ids`` and a
+``loss_mask`` that is 0 on every observation token: the same ids and mask an RL rollout of that
+text would have, because they are made by the same code. ``{answer}`` is the first gold answer
+found (normalised substring) in the trajectory's observations so far, else the first gold answer;
+with ``answer_in_observation`` only demonstrations whose observations hold a gold answer are kept.
+
+Training. The loss is the negative log-likelihood of the masked-in (model) tokens, token-mean over
+each optimizer batch, computed with the trainer's :func:`~harness.rl.trainer.sequence_logprobs`
+(the same left-padded prompt / right-padded response forward as the policy loss) and
+:func:`~harness.rl.losses.agg_loss`. Why not TRL's ``SFTTrainer``: its completion-only masking
+marks one contiguous completion per example (``completion_mask`` / assistant-only loss), while a
+search trajectory interleaves model text and observations; we would have to rebuild the exact ids
+and multi-span mask ourselves and hand them over, so the trainer's own forward and loss share more
+code (one log-prob function, one mask, one checkpoint format) and TRL would add nothing but a loop.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from harness.errors import ConfigError
+from harness.llm.base import GREEDY, Backend
+from harness.method import RunContext, TrainableMethod
+from harness.metrics.normalize import normalize_answer
+from harness.protocol import Protocol
+from harness.rl.losses import agg_loss, agg_units
+from harness.rl.recipe import SftConfig
+from harness.types import Completion, QAExample, SamplingParams, Trajectory
+
+
+def observations(trajectory: Trajectory) -> list[str]:
+    """The text of every retrieval observation of a trajectory, in order."""
+    return [t.text for t in trajectory.turns if t.kind == "retrieve"]
+
+
+def gold_in(text: str, answers: Sequence[str]) -> str | None:
+    """The first gold answer whose normalised form occurs in normalised ``text``, or None."""
+    norm = normalize_answer(text)
+    for a in answers:
+        n = normalize_answer(a)
+        if n and n in norm:
+            return a
+    return None
+
+
+class TeacherBackend(Backend):
+    """Plays the model in a demonstration rollout: the k-th generation asked for a prompt returns
+    the k-th turn template, formatted for that prompt's example. Tokenizer, chat template and
+    completion building are the wrapped backend's, so ids are exactly the policy's."""
+
+    name = "teacher"
+
+    def __init__(self, inner: Backend, turns: Sequence[str]):
+        self.inner = inner
+        self.turns = tuple(turns)
+        self._plans: dict[tuple[int, ...], tuple[QAExample, list[int]]] = {}  # prompt ids -> (example, calls)
+        self._lengths: set[int] = set()
+        self.answers: dict[str, str] = {}  # example id -> the answer its last turn gave
+
+    def expect(self, prompt_ids: Sequence[int], example: QAExample) -> None:
+        key = tuple(prompt_ids)
+        if key in self._plans:
+            raise ConfigError(f"two demonstrations share one prompt (question {example.question!r})")
+        self._plans[key] = (example, [0])
+        self._lengths.add(len(key))
+
+    def _plan_of(self, ids: Sequence[int]) -> tuple[QAExample, list[int], int]:
+        for n in sorted(self._lengths, reverse=True):
+            hit = self._plans.get(tuple(ids[:n]))
+            if hit is not None:
+                return hit[0], hit[1], n
+        raise ConfigError(
+            "the rollout asked the teacher for a prompt it was not given (TeacherBackend.expect)"
+        )
+
+    def generate_ids(
+        self,
+        prompt_ids: Sequence[Sequence[int]],
+        *,
+        stop: Sequence[str] = (),
+        max_new_tokens: int,
+        sampling: SamplingParams = GREEDY,
+        include_stop: bool = False,
+    ) -> list[Completion]:
+        out = []
+        for ids in prompt_ids:
+            ex, calls, n_prompt = self._plan_of(ids)
+            k = calls[0]
+            calls[0] += 1
+            if k >= len(self.turns):
+                # the demonstration did not end where the turns do (e.g. its search was refused):
+                # an empty generation, which the engine reads as an invalid action
+                text = ""
+            else:
+                context = self.inner.detokenize(list(ids[n_prompt:]))
+                answer = gold_in(context, ex.answers) or ex.answers[0]
+                self.answers[ex.id] = answer
+                text = self.turns[k].format(question=ex.question, answer=answer)
+            gen = self.inner.tokenize(text)
+            out.append(
+                self.completion_from_ids(
+                    gen, prompt_tokens=len(ids), eos_hit=False, stop=stop, include_stop=include_stop
+                )
+            )
+        return out
+
+    def generate(self, prompts, *, stop=(), max_new_tokens, sampling=GREEDY, include_stop=False):
+        return self.generate_ids(
+            [self.prompt_ids(p) for p in prompts],
+            stop=stop,
+            max_new_tokens=max_new_tokens,
+            sampling=sampling,
+            include_stop=include_stop,
+        )
+
+    def chat_prompt(self, messages: list[dict[str, str]], add_generation_prompt: bool = True) -> str:
+        return self.inner.chat_prompt(messages, add_generation_prompt)
+
+    def tokenize(self, text: str) -> list[int]:
+        return self.inner.tokenize(text)
+
+    def detokenize(self, ids: Sequence[int]) -> str:
+        return self.inner.detokenize(ids)
+
+    def prompt_ids(self, text: str) -> list[int]:
+        return self.inner.prompt_ids(text)
+
+    def describe(self) -> dict[str, Any]:
+        return {"backend": self.name, "inner": self.inner.describe(), "turns": list(self.turns)}
+
+
+@dataclass
+class Demonstrations:
+    trajectories: list[Trajectory]
+    asked: int  # questions rolled out
+    kept: int  # demonstrations kept (answer in the observations, when required)
+
+
+def build_demonstrations(
+    method: TrainableMethod,
+    examples: Sequence[QAExample],
+    *,
+    backend: Backend,
+    protocol: Protocol,
+    retriever: Any,
+    cfg: SftConfig,
+    batch_size: int = 64,
+) -> Demonstrations:
+    """Roll out the teacher's turns for every example through ``method.solve`` in training mode;
+    keep the complete ones (answered; with ``cfg.answer_in_observation``, gold in an observation)."""
+    seen: set[str] = set()
+    unique = []
+    for e in examples:  # one demonstration per question text (the teacher keys on the prompt)
+        if e.question not in seen:
+            seen.add(e.question)
+            unique.append(e)
+    kept: list[Trajectory] = []
+    for i in range(0, len(unique), batch_size):
+        chunk = unique[i : i + batch_size]
+        teacher = TeacherBackend(backend, cfg.turns)
+        for e in chunk:
+            prompt = teacher.chat_prompt(method.prompt_messages(e, training=True))
+            teacher.expect(teacher.prompt_ids(prompt), e)
+        ctx = RunContext(backend=teacher, protocol=protocol, retriever=retriever, training=True)
+        for t, e in zip(method.solve(list(chunk), ctx), chunk, strict=True):
+            if t.prompt_ids is None or t.loss_mask is None:
+                raise ConfigError(
+                    f"method {method.name!r} returned a trajectory without token ids in training mode"
+                )
+            if t.extraction_status not in ("ok", "multiple_answers"):
+                continue
+            if cfg.answer_in_observation and gold_in(" ".join(observations(t)), e.answers) is None:
+                continue
+            kept.append(t)
+    return Demonstrations(trajectories=kept, asked=len(unique), kept=len(kept))
+
+
+@dataclass
+class SftResult:
+    checkpoint: Path
+    steps: list[dict[str, float]]
+    demonstrations: int
+
+
+def train_sft(
+    policy: Any,
+    trajectories: Sequence[Trajectory],
+    cfg: SftConfig,
+    *,
+    pad_id: int,
+    seed: int,
+    log: Callable[[str], None] = print,
+    on_step: Callable[[int, dict[str, float]], None] | None = None,
+) -> list[dict[str, float]]:
+    """Minimise the token-mean NLL of the model tokens (loss mask 1) of ``trajectories``;
+    returns the per-optimizer-step metrics (``sft/loss``, ``sft/tokens``, ``lr``, ``grad_norm``)."""
+    from harness.rl.trainer import sequence_logprobs
+
+    if not trajectories:
+        raise ConfigError("no demonstrations to train on")
+    params = [p for p in policy.parameters() if p.requires_grad]
+    opt = torch.optim.AdamW(params, lr=cfg.lr, betas=cfg.adam_betas, weight_decay=cfg.weight_decay)
+    warm = cfg.lr_warmup_steps
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda n: (n + 1) / warm if n < warm else 1.0)
+    rng = random.Random(seed)
+    policy.train()
+    history: list[dict[str, float]] = []
+    step = 0
+    n_steps = cfg.epochs * -(-len(trajectories) // cfg.batch_size)
+    for _epoch in range(cfg.epochs):
+        order = list(range(len(trajectories)))
+        rng.shuffle(order)
+        for b0 in range(0, len(order), cfg.batch_size):
+            t0 = time.perf_counter()
+            batch = [trajectories[i] for i in order[b0 : b0 + cfg.batch_size]]
+            t_len = max(len(t.response_ids or []) for t in batch)
+            mask = torch.zeros(len(batch), t_len)
+            for i, t in enumerate(batch):
+                mask[i, : len(t.loss_mask or [])] = torch.tensor(t.loss_mask or [], dtype=torch.float32)
+            units = agg_units(mask, "token-mean")
+            opt.zero_grad(set_to_none=True)
+            total = 0.0
+            for c0 in range(0, len(batch), cfg.micro_batch_size):
+                c = batch[c0 : c0 + cfg.micro_batch_size]
+                logp, _ = sequence_logprobs(
+                    policy,
+                    [list(t.prompt_ids or []) for t in c],
+                    [list(t.response_ids or []) for t in c],
+                    pad_id=pad_id,
+                    temperature=1.0,
+                    with_entropy=False,
+                )
+                m = mask[c0 : c0 + len(c), : logp.shape[1]]
+                loss = agg_loss(-logp, m, "token-mean", num_units=units)
+                loss.backward()
+                total += float(loss.detach())
+            gn = torch.nn.utils.clip_grad_norm_(params, cfg.grad_clip) if cfg.grad_clip is not None else None
+            opt.step()
+            sched.step()
+            step += 1
+            metrics = {
+                "sft/loss": total,
+                "sft/tokens": units,
+                "lr": sched.get_last_lr()[0],
+                "seconds": time.perf_counter() - t0,
+            }
+            if gn is not None:
+                metrics["grad_norm"] = float(gn)
+            history.append(metrics)
+            log(f"sft step {step}/{n_steps} loss {total:.4f} ({int(units)} tokens) {metrics['seconds']:.1f}s")
+            if on_step is not None:
+                on_step(step - 1, metrics)
+    return history
