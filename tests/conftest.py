@@ -1,11 +1,10 @@
 """Shared test set-up: one torch thread (2 threads on a busy 2-core machine are 6-15x slower),
 no hub access; and the shared model fixtures: the packaged SmolLM2 (converted once per machine
 into the user cache), a tiny random Llama built from a config with SmolLM2's real tokenizer, and
-a real llama.cpp server over the packaged GGUF."""
+a real llama.cpp server (xllamacpp) over the packaged GGUF."""
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import shutil
 from pathlib import Path
@@ -17,7 +16,6 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-HAS_LLAMA_CPP = importlib.util.find_spec("llama_cpp") is not None
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "chat_template.jinja")
 
 
@@ -62,9 +60,7 @@ def tiny_dir(smollm2_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Pat
 
 @pytest.fixture(scope="module")
 def llama_server():
-    """A real llama-cpp-python OpenAI-compatible server over the packaged GGUF, on a free port."""
-    if not HAS_LLAMA_CPP:
-        pytest.skip("llama-cpp-python is not installed (pip install 'rar-harness[llamacpp]')")
+    """A real llama.cpp OpenAI-compatible server (xllamacpp) over the packaged GGUF, on a free port."""
     from harness.llm.server import ModelServer
 
     with ModelServer(threads=1, n_ctx=2048) as srv:

@@ -1,27 +1,47 @@
-"""llama-cpp-python in-process over a GGUF (the ``llamacpp`` extra): fast per request on a CPU.
+"""llama.cpp in-process over a GGUF (the prebuilt ``xllamacpp`` wheel): the fast CPU backend.
 
-One model context, so prompts run one after another (llama.cpp reuses the KV cache of the longest
-common prefix with the previous prompt, which multi-turn rollouts benefit from). The token loop is
-ours, over ``Llama.generate``: stop strings, token ids and the end-of-sequence token are handled by
-:mod:`harness.llm.decoding` exactly as in the transformers backend. Sampling uses llama.cpp's
-samplers with neutral settings (no repeat penalty, no min-p); ``temperature == 0`` is greedy.
+The backend runs llama.cpp's own server inside this process (``xllamacpp.Server``, bound to an
+ephemeral port on 127.0.0.1, gone with the process) and talks to it over HTTP, because that server
+is what gives llama.cpp's continuous batching and prompt cache:
 
-``model``: ``default`` (the packaged SmolLM2 GGUF) or a path to a ``.gguf`` file.
+* ``max_batch_size`` parallel slots: one :meth:`generate` call with N prompts sends N concurrent
+  requests, which llama.cpp decodes together in one batch;
+* ``cache_prompt``: each slot keeps the KV cache of its last prompt, and a request goes to the slot
+  with the longest common prefix, so the next turn of a multi-turn rollout prefills only the
+  appended observation. ``Completion.prefill_tokens`` is llama.cpp's ``timings.prompt_n`` (the
+  prompt tokens it computed; at least 1, since the last prompt token is always re-evaluated).
+
+Requests go to llama.cpp's native ``/completion`` with the prompt as token ids, so the prompt is
+exactly :meth:`prompt_ids`, and ``return_tokens`` gives the generated ids (the end-of-sequence id
+included when the model stopped by itself). Stop strings are sent to the server so it stops
+early; the text, the stop string, the finish reason and ids that decode to the text are then
+derived from the generated ids by :mod:`harness.llm.decoding`, exactly as in the transformers
+backend. Sampling is neutral unless :class:`~harness.types.SamplingParams` says otherwise: no
+repeat/presence/frequency penalty, no min-p, DRY or XTC, ``top_k`` off; ``temperature == 0`` is
+greedy. Prompt ``i`` of a call is sampled with seed ``seed + i``.
+
+Tokenization, detokenization (special tokens kept) and the chat template (the GGUF's own, through
+llama.cpp's Jinja engine) come from the same server (``/tokenize``, ``/detokenize``,
+``/apply-template``), so they are the model's tokenizer, not an approximation.
+
+``model``: a preset (``default`` = SmolLM2-135M-Instruct, ``qwen2.5-coder-1.5b-instruct``; see
+``harness list models``) or a path to a ``.gguf`` file.
 """
 
 from __future__ import annotations
 
+import os
 import random
+import threading
 import time
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from harness.errors import ConfigError, HarnessError
 from harness.llm.base import GREEDY, Backend, BackendSpec
-from harness.llm.decoding import StopScanner
-from harness.llm.model_files import sha256_file
-from harness.llm.server import INSTALL_HINT, resolve_gguf
-from harness.llm.transformers_backend import torch_threads
+from harness.llm.model_files import PRESETS, canonical_name, sha256_file
+from harness.llm.server import llama_threads, resolve_gguf, server_params
 from harness.types import Completion, SamplingParams
 
 
@@ -29,64 +49,97 @@ class LlamaCppBackend(Backend):
     name = "llamacpp"
 
     def __init__(self, spec: BackendSpec):
+        import httpx
+
         if spec.kind != "llamacpp":
             raise ConfigError(f"LlamaCppBackend got a {spec.kind!r} spec")
-        try:
-            import llama_cpp
-        except ImportError as e:
-            raise HarnessError(f"the llamacpp backend needs llama-cpp-python: run `{INSTALL_HINT}`") from e
         self.spec = spec
         self.gguf = resolve_gguf(spec.model)
-        self._llama_cpp = llama_cpp
-        self.llm = llama_cpp.Llama(
-            model_path=str(self.gguf),
-            n_ctx=spec.n_ctx,
-            n_threads=torch_threads(spec.threads),
-            logits_all=False,
-            verbose=False,
+        self.threads = llama_threads(spec.threads)
+        self.parallel = spec.max_batch_size
+        # libgomp reads its wait policy once, when xllamacpp loads it (see harness.llm.server)
+        if self.threads > 1:
+            os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+        import xllamacpp
+
+        self._xllamacpp_version = xllamacpp.__version__
+        params = server_params(self.gguf, threads=self.threads, n_ctx=spec.n_ctx, parallel=self.parallel)
+        try:
+            self._server: Any = xllamacpp.Server(params)
+        except RuntimeError as e:
+            raise HarnessError(f"{self.gguf}: llama.cpp could not load this GGUF ({e})") from e
+        self.url = self._server.listening_address
+        self._http = httpx.Client(
+            base_url=self.url,
+            timeout=httpx.Timeout(None, connect=10.0),  # a long generation is not a failure
+            limits=httpx.Limits(
+                max_connections=self.parallel + 4, max_keepalive_connections=self.parallel + 4
+            ),
         )
+        self._pool = ThreadPoolExecutor(max_workers=self.parallel, thread_name_prefix="llamacpp")
+        self._lock = threading.Lock()
         self.unaligned = 0
         self._revision: str | None = None
-        meta = self.llm.metadata
-        self._template = meta.get("tokenizer.chat_template")
-        self._bos = self.detokenize([self.llm.token_bos()]) if self.llm.token_bos() >= 0 else ""
-        self._eos = self.detokenize([self.llm.token_eos()]) if self.llm.token_eos() >= 0 else ""
+        props = self._call("GET", "/props")
+        self._template = props.get("chat_template") or ""
+        self._bos_ids = self._call("POST", "/tokenize", {"content": "", "add_special": True})["tokens"]
+        self._bos = self.detokenize(self._bos_ids) if self._bos_ids else ""
 
+    # -- the in-process server -----------------------------------------------------------------
+    def _call(self, method: str, path: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
+        import httpx
+
+        try:
+            r = self._http.request(method, path, json=body)
+        except httpx.HTTPError as e:
+            raise HarnessError(f"llama.cpp server in this process ({self.url}{path}): {e}") from e
+        if r.status_code != 200:
+            raise HarnessError(
+                f"llama.cpp server in this process: {method} {path} -> {r.status_code}: {r.text}"
+            )
+        return r.json()
+
+    # -- tokenizer -----------------------------------------------------------------------------
     def tokenize(self, text: str) -> list[int]:
-        return list(self.llm.tokenize(text.encode("utf-8"), add_bos=False, special=True))
+        if not text:
+            return []
+        body = {"content": text, "add_special": False, "parse_special": True}
+        return list(self._call("POST", "/tokenize", body)["tokens"])
 
     def prompt_ids(self, text: str) -> list[int]:
         """With the BOS token when the model wants one (GGUF metadata) and ``text`` lacks it."""
-        add = not (self._bos and text.startswith(self._bos))
-        return list(self.llm.tokenize(text.encode("utf-8"), add_bos=add, special=True))
+        add = bool(self._bos) and not text.startswith(self._bos)
+        return (list(self._bos_ids) if add else []) + self.tokenize(text)
 
     def detokenize(self, ids: Sequence[int]) -> str:
-        return self.llm.detokenize(list(ids), special=True).decode("utf-8", errors="replace")
+        if len(ids) == 0:
+            return ""
+        return str(self._call("POST", "/detokenize", {"tokens": [int(i) for i in ids]})["content"])
 
     def chat_prompt(self, messages: list[dict[str, str]], add_generation_prompt: bool = True) -> str:
         if not self._template:
             raise ConfigError(f"{self.gguf}: the GGUF has no chat template (tokenizer.chat_template)")
-        from llama_cpp.llama_chat_format import Jinja2ChatFormatter
-
-        fmt = Jinja2ChatFormatter(
-            self._template, self._eos, self._bos, add_generation_prompt=add_generation_prompt
-        )
-        return fmt(messages=messages).prompt  # type: ignore[arg-type]
+        body = {"messages": messages, "add_generation_prompt": add_generation_prompt}
+        return str(self._call("POST", "/apply-template", body)["prompt"])
 
     def describe(self) -> dict[str, Any]:
         if self._revision is None:
-            self._revision = f"gguf-sha256:{sha256_file(self.gguf)}"
+            preset = PRESETS.get(canonical_name(self.spec.model))
+            digest = preset.sha256 if preset is not None else sha256_file(self.gguf)  # presets: verified
+            self._revision = f"gguf-sha256:{digest}"
         return {
             "backend": self.name,
-            "model": self.spec.model,
+            "model": canonical_name(self.spec.model),
             "path": str(self.gguf),
             "dtype": "gguf",
             "revision": self._revision,
-            "threads": torch_threads(self.spec.threads),
+            "threads": self.threads,
             "n_ctx": self.spec.n_ctx,
-            "llama_cpp": self._llama_cpp.__version__,
+            "parallel": self.parallel,
+            "xllamacpp": self._xllamacpp_version,
         }
 
+    # -- generation ----------------------------------------------------------------------------
     def generate(
         self,
         prompts: Sequence[str],
@@ -113,56 +166,70 @@ class LlamaCppBackend(Backend):
         sampling: SamplingParams = GREEDY,
         include_stop: bool = False,
     ) -> list[Completion]:
+        prompts = [[int(t) for t in ids] for ids in prompt_ids]
+        for ids in prompts:
+            if not ids:
+                raise ConfigError("empty prompt")
+            if len(ids) + max_new_tokens > self.spec.n_ctx:
+                raise ConfigError(
+                    f"prompt of {len(ids)} tokens + {max_new_tokens} new tokens exceeds n_ctx={self.spec.n_ctx}"
+                )
         base_seed = sampling.seed if sampling.seed is not None else random.SystemRandom().randrange(2**31)
-        return [
-            self._one(list(ids), base_seed + i, list(stop), max_new_tokens, sampling, include_stop)
-            for i, ids in enumerate(prompt_ids)
+        stops = [s for s in stop if s]
+        # all prompts at once: the server decodes up to `parallel` of them in one batch
+        futures = [
+            self._pool.submit(self._request, ids, base_seed + i, stops, max_new_tokens, sampling)
+            for i, ids in enumerate(prompts)
         ]
+        out = []
+        for ids, fut in zip(prompts, futures, strict=True):
+            r, latency = fut.result()
+            with self._lock:  # completion_from_ids counts unaligned sequences
+                c = self.completion_from_ids(
+                    r["tokens"],
+                    prompt_tokens=len(ids),
+                    eos_hit=r.get("stop_type") == "eos",
+                    stop=stops,
+                    include_stop=include_stop,
+                    latency_s=latency,
+                )
+            timings = r.get("timings") or {}
+            c.prefill_tokens = int(timings["prompt_n"]) if "prompt_n" in timings else None
+            out.append(c)
+        return out
 
-    def _one(
-        self,
-        ids: list[int],
-        seed: int,
-        stop: list[str],
-        max_new_tokens: int,
-        sampling: SamplingParams,
-        include_stop: bool,
-    ) -> Completion:
-        if not ids:
-            raise ConfigError("empty prompt")
-        if len(ids) + max_new_tokens > self.spec.n_ctx:
-            raise ConfigError(
-                f"prompt of {len(ids)} tokens + {max_new_tokens} new tokens exceeds n_ctx={self.spec.n_ctx}"
-            )
+    def _request(
+        self, ids: list[int], seed: int, stops: list[str], max_new_tokens: int, sampling: SamplingParams
+    ) -> tuple[dict[str, Any], float]:
+        body = {
+            "prompt": ids,
+            "n_predict": max_new_tokens,
+            "temperature": sampling.temperature,
+            "top_p": sampling.top_p,
+            "top_k": sampling.top_k,  # 0: off
+            "min_p": 0.0,
+            "typical_p": 1.0,
+            "repeat_penalty": 1.0,
+            "presence_penalty": 0.0,
+            "frequency_penalty": 0.0,
+            "dry_multiplier": 0.0,
+            "xtc_probability": 0.0,
+            "seed": seed & 0xFFFFFFFF,
+            "stop": stops,
+            "cache_prompt": True,
+            "return_tokens": True,
+            "stream": False,
+        }
         t0 = time.perf_counter()
-        self.llm.set_seed(seed & 0xFFFFFFFF)
-        vocab = self.llm._model.vocab
-        scanner = StopScanner(stop, self.detokenize)
-        gen: list[int] = []
-        eos_hit = False
-        for tok in self.llm.generate(
-            ids,
-            top_k=sampling.top_k,
-            top_p=sampling.top_p,
-            min_p=0.0,
-            temp=sampling.temperature,
-            repeat_penalty=1.0,
-            reset=True,
-        ):
-            gen.append(int(tok))
-            if self._llama_cpp.llama_vocab_is_eog(vocab, tok):
-                eos_hit = True
-                break
-            if scanner.update(gen) or len(gen) >= max_new_tokens:
-                break
-        return self.completion_from_ids(
-            gen,
-            prompt_tokens=len(ids),
-            eos_hit=eos_hit,
-            stop=stop,
-            include_stop=include_stop,
-            latency_s=time.perf_counter() - t0,
-        )
+        r = self._call("POST", "/completion", body)
+        return r, time.perf_counter() - t0
 
     def close(self) -> None:
-        self.llm.close()
+        pool, self._pool = getattr(self, "_pool", None), None
+        if pool is not None:
+            pool.shutdown(wait=True)
+        http = getattr(self, "_http", None)
+        if http is not None:
+            http.close()
+        # dropping the last reference stops llama.cpp's loop and HTTP threads and frees the model
+        self._server = None

@@ -1,49 +1,109 @@
-"""A local OpenAI-compatible model server: llama-cpp-python's server over the packaged GGUF.
+"""llama.cpp's OpenAI-compatible server (the prebuilt ``xllamacpp`` wheel) over a GGUF.
 
-:class:`ModelServer` starts ``python -m llama_cpp.server`` as a child process on 127.0.0.1 (a free
-port unless one is given), waits until ``/v1/models`` answers, and stops that process (by its PID)
-on exit. ``harness serve-model`` runs one in the foreground; tests and the judge use the class.
+Two users:
 
-The server serves requests one at a time (llama-cpp-python holds one model context). It is
-started with ``--interrupt_requests False`` so a queued request never cuts a streaming one short.
+* the in-process ``llamacpp`` backend (:mod:`harness.llm.llamacpp_backend`) builds an
+  ``xllamacpp.Server`` in its own process with :func:`server_params`;
+* :class:`ModelServer` (``harness serve-model``, the judge, tests) runs one in a child process
+  bound to 127.0.0.1, waits until ``/health`` answers (port bound *and* model loaded), and stops it
+  by its PID.
+
+The child never outlives its parent: it holds the read end of a pipe whose write end only the
+parent has (``stdin``), and exits -- deleting its log file first -- as soon as that pipe reaches
+end-of-file, which happens when the parent closes it (a normal stop) or dies in any way, SIGKILL
+included. The kernel closes a dead process's descriptors, so no signal handler is needed. The log
+lives under the harness cache (``<cache>/logs``) and is removed on exit.
+
+Threads: llama.cpp's worker threads spin while waiting for work (OpenMP's active wait). On a busy
+2-core machine two spinning threads collapsed from 40 to 2 tokens/s, so the default is one thread,
+and more than one thread runs with ``OMP_WAIT_POLICY=PASSIVE``.
 """
 
 from __future__ import annotations
 
-import importlib.util
+import contextlib
+import json
+import os
 import socket
 import subprocess
 import sys
-import tempfile
+import threading
 import time
 from pathlib import Path
+from typing import Any
 
 from harness.errors import ConfigError, HarnessError, ServerError
-from harness.llm.model_files import PACKAGED, canonical_name, gguf_path
+from harness.llm.model_files import cache_root, resolve_gguf
 
-INSTALL_HINT = "pip install 'rar-harness[llamacpp]'"
+__all__ = ["ModelServer", "free_port", "port_is_free", "resolve_gguf", "server_params", "llama_threads"]
 
-
-def require_llama_cpp() -> None:
-    """Fail clearly when llama-cpp-python (with its server extras) is not installed."""
-    missing = [
-        m for m in ("llama_cpp", "sse_starlette", "starlette_context") if importlib.util.find_spec(m) is None
-    ]
-    if missing:
-        raise HarnessError(
-            f"the local model server needs llama-cpp-python with its server extras "
-            f"(missing: {', '.join(missing)}): run `{INSTALL_HINT}` (it compiles llama.cpp, about 10 minutes)"
-        )
+LOG_DIR = "logs"
 
 
-def resolve_gguf(model: str) -> Path:
-    """``default`` / a packaged model name, or a path to a ``.gguf`` file."""
-    if canonical_name(model) in PACKAGED:
-        return gguf_path(model)
-    p = Path(model).expanduser()
-    if p.is_file() and p.suffix == ".gguf":
-        return p
-    raise ConfigError(f"{model!r} is neither a packaged model (default) nor an existing .gguf file")
+def llama_threads(threads: int | None) -> int:
+    """``threads``, else ``OMP_NUM_THREADS``, else 1 (see the module docstring)."""
+    if threads is not None:
+        return threads
+    env = os.environ.get("OMP_NUM_THREADS", "").strip()
+    return int(env) if env.isdigit() and int(env) > 0 else 1
+
+
+def passive_omp_env(threads: int, env: dict[str, str] | None = None) -> dict[str, str]:
+    """``env`` (default: ``os.environ``) with ``OMP_WAIT_POLICY=PASSIVE`` when ``threads > 1`` and
+    the user did not choose a policy. It must be set before libgomp loads (the first
+    ``import xllamacpp`` of a process)."""
+    env = dict(os.environ if env is None else env)
+    if threads > 1:
+        env.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+    return env
+
+
+def server_params(
+    gguf: Path,
+    *,
+    threads: int,
+    n_ctx: int,
+    parallel: int,
+    host: str = "127.0.0.1",
+    port: int = 0,
+    alias: str | None = None,
+    verbosity: int = 1,
+) -> Any:
+    """``xllamacpp.CommonParams`` for a server over ``gguf``.
+
+    ``n_ctx`` is per slot: llama.cpp splits its context evenly over ``parallel`` slots, each with its
+    own KV cache and cached prompt (``cache_prompt``, reused by longest common prefix). ``port=0``
+    binds a free port. ``verbosity`` 1 logs errors only, 3 one line per request."""
+    import xllamacpp
+
+    p = xllamacpp.CommonParams()
+    p.model.path = str(gguf)
+    p.n_parallel = parallel
+    p.n_ctx = n_ctx * parallel
+    p.kv_unified = False
+    p.cont_batching = True
+    p.cache_prompt = True
+    p.cache_ram_mib = 1024  # host-memory copies of evicted slot prompts (llama.cpp default: 8 GiB)
+    p.hostnames = [host]
+    p.port = port
+    p.cpuparams.n_threads = threads
+    p.cpuparams_batch.n_threads = threads
+    p.cpuparams.poll = 0  # no busy polling between graph computations
+    p.cpuparams_batch.poll = 0
+    p.warmup = False
+    p.fit_params = False  # CPU only: nothing to fit, and it costs a second per start
+    p.prefill_assistant = False  # a final assistant message is closed, as HF apply_chat_template does
+    p.endpoint_metrics = True
+    p.verbosity = verbosity
+    if alias:
+        p.model_alias = {alias}
+    return p
+
+
+def check_port(port: int) -> int:
+    if not 1 <= port <= 65535:
+        raise ConfigError(f"--port {port}: a TCP port is a number from 1 to 65535")
+    return port
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -53,7 +113,11 @@ def free_port(host: str = "127.0.0.1") -> int:
 
 
 def port_is_free(host: str, port: int) -> bool:
+    """Whether a server could bind ``host:port`` now. Like llama.cpp's HTTP server, with
+    ``SO_REUSEADDR``: connections of a stopped server lingering in TIME_WAIT do not hold the port,
+    a listening socket does."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             s.bind((host, port))
         except OSError:
@@ -61,8 +125,29 @@ def port_is_free(host: str, port: int) -> bool:
         return True
 
 
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _remove_stale_logs(log_dir: Path) -> None:
+    """Logs of servers whose parent is gone (``model-server-<parent pid>-<port>.log``)."""
+    for p in log_dir.glob("model-server-*-*.log"):
+        pid = p.name.split("-")[2]
+        if pid.isdigit() and not _alive(int(pid)):
+            p.unlink(missing_ok=True)
+
+
 class ModelServer:
-    """``with ModelServer() as srv: srv.base_url`` -> ``http://127.0.0.1:<port>/v1``."""
+    """``with ModelServer() as srv: srv.base_url`` -> ``http://127.0.0.1:<port>/v1``.
+
+    ``parallel`` requests are decoded together (llama.cpp slots, ``n_ctx`` tokens each); more
+    wait in the server's queue."""
 
     def __init__(
         self,
@@ -72,44 +157,44 @@ class ModelServer:
         port: int | None = None,
         threads: int = 1,
         n_ctx: int = 4096,
+        parallel: int = 4,
         alias: str = "smollm2",
         startup_timeout: float = 120.0,
-        log_path: Path | None = None,
     ):
+        if port is not None:
+            check_port(port)
+        if threads < 1 or parallel < 1:
+            raise ConfigError(f"threads ({threads}) and parallel ({parallel}) must be at least 1")
         self.gguf = resolve_gguf(model)
         self.host = host
         self.port = port
         self.threads = threads
         self.n_ctx = n_ctx
+        self.parallel = parallel
         self.alias = alias
         self.startup_timeout = startup_timeout
-        self.log_path = log_path
+        self.log_path: Path | None = None
         self.proc: subprocess.Popen[bytes] | None = None
 
     @property
     def base_url(self) -> str:
         return f"http://{self.host}:{self.port}/v1"
 
-    def command(self) -> list[str]:
-        return [
-            sys.executable,
-            "-m",
-            "llama_cpp.server",
-            "--model",
-            str(self.gguf),
-            "--host",
-            self.host,
-            "--port",
-            str(self.port),
-            "--n_threads",
-            str(self.threads),
-            "--n_ctx",
-            str(self.n_ctx),
-            "--model_alias",
-            self.alias,
-            "--interrupt_requests",
-            "False",
-        ]
+    @property
+    def pid(self) -> int | None:
+        return self.proc.pid if self.proc is not None else None
+
+    def _child_config(self) -> dict[str, Any]:
+        return {
+            "gguf": str(self.gguf),
+            "host": self.host,
+            "port": self.port,
+            "threads": self.threads,
+            "n_ctx": self.n_ctx,
+            "parallel": self.parallel,
+            "alias": self.alias,
+            "log": str(self.log_path),
+        }
 
     def start(self) -> ModelServer:
         import httpx
@@ -122,56 +207,70 @@ class ModelServer:
             raise ServerError(
                 f"{self.host}:{self.port} is already in use (another server?): choose another --port"
             )
-        require_llama_cpp()
-        if self.log_path is None:
-            fd, name = tempfile.mkstemp(prefix="rar-model-server-", suffix=".log")
-            self.log_path = Path(name)
-            log = open(fd, "wb")  # noqa: SIM115 - handed to the child process
-        else:
-            log = open(self.log_path, "wb")  # noqa: SIM115
-        try:
-            self.proc = subprocess.Popen(self.command(), stdout=log, stderr=subprocess.STDOUT)
-        finally:
-            log.close()
+        log_dir = cache_root() / LOG_DIR
+        log_dir.mkdir(parents=True, exist_ok=True)
+        _remove_stale_logs(log_dir)
+        self.log_path = log_dir / f"model-server-{os.getpid()}-{self.port}.log"
+        env = passive_omp_env(self.threads)
+        env["OMP_NUM_THREADS"] = str(self.threads)
+        code = "import sys; from harness.llm.server import child_main; sys.exit(child_main(sys.argv[1]))"
+        with open(self.log_path, "wb") as log:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-c", code, json.dumps(self._child_config())],
+                stdin=subprocess.PIPE,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env=env,
+            )
         deadline = time.monotonic() + self.startup_timeout
-        url = f"{self.base_url}/models"
+        url = f"http://{self.host}:{self.port}/health"
         while True:
             if self.proc.poll() is not None:
-                code = self.proc.returncode
-                self.proc = None
+                status = self.proc.returncode
+                tail = self.log_tail()
+                self.stop()
                 raise ServerError(
-                    f"the model server ({' '.join(self.command()[:3])}) exited with status {code} before "
-                    f"answering {url}; its log {self.log_path} ends with:\n{self._log_tail()}"
+                    f"the model server over {self.gguf} exited with status {status} before answering "
+                    f"{url}; its log ends with:\n{tail}"
                 )
             try:
-                if httpx.get(url, timeout=2.0).status_code == 200:
+                if httpx.get(url, timeout=2.0).status_code == 200:  # 503 while the model loads
                     return self
             except httpx.HTTPError:
                 pass
             if time.monotonic() > deadline:
+                tail = self.log_tail()
                 self.stop()
                 raise ServerError(
                     f"the model server did not answer {url} within {self.startup_timeout:.0f} s; "
-                    f"see its log {self.log_path}:\n{self._log_tail()}"
+                    f"its log ends with:\n{tail}"
                 )
-            time.sleep(0.2)
+            time.sleep(0.1)
 
-    def _log_tail(self, n: int = 15) -> str:
+    def log_tail(self, n: int = 15) -> str:
         if self.log_path is None or not self.log_path.exists():
             return "(no log)"
         return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-n:])
 
     def stop(self, timeout: float = 10.0) -> None:
-        """Terminate the server process (the one this object started), then kill it if it hangs."""
+        """Stop the child (the one this object started, by its PID) and remove its log: close its
+        stdin (it exits by itself), then SIGTERM, then SIGKILL if it hangs."""
         proc, self.proc = self.proc, None
-        if proc is None or proc.poll() is not None:
-            return
-        proc.terminate()
-        try:
-            proc.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=timeout)
+        if proc is not None:
+            if proc.stdin is not None:
+                with contextlib.suppress(OSError):
+                    proc.stdin.close()
+            try:
+                proc.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                proc.terminate()
+                try:
+                    proc.wait(timeout=timeout)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    proc.wait(timeout=timeout)
+        if self.log_path is not None:
+            self.log_path.unlink(missing_ok=True)
 
     def wait(self) -> int:
         """Block until the server exits (foreground use); returns its exit status."""
@@ -184,3 +283,40 @@ class ModelServer:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+def child_main(config_json: str) -> int:
+    """The server process :class:`ModelServer` starts (``python -c``); see the module docstring."""
+    import signal
+
+    cfg = json.loads(config_json)
+    log = Path(cfg["log"])
+
+    def exit_with_parent() -> None:
+        with contextlib.suppress(OSError):
+            sys.stdin.buffer.read()  # returns at end-of-file: the parent closed the pipe or died
+        log.unlink(missing_ok=True)
+        os._exit(0)
+
+    threading.Thread(target=exit_with_parent, name="exit-with-parent", daemon=True).start()
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C in a terminal is the parent's to handle
+    import xllamacpp
+
+    params = server_params(
+        Path(cfg["gguf"]),
+        threads=cfg["threads"],
+        n_ctx=cfg["n_ctx"],
+        parallel=cfg["parallel"],
+        host=cfg["host"],
+        port=cfg["port"],
+        alias=cfg["alias"],
+        verbosity=3,  # one line per request: the log shows what was served
+    )
+    try:
+        server = xllamacpp.Server(params)
+    except RuntimeError as e:
+        print(f"model server: {e}", file=sys.stderr, flush=True)
+        os._exit(1)  # not a normal exit: the interpreter would wait on the thread reading stdin
+    print(f"model server: listening on {server.listening_address}", flush=True)
+    threading.Event().wait()  # until the pipe closes (exit_with_parent) or a signal ends us
+    return 0

@@ -1,7 +1,7 @@
-"""The judge against a REAL OpenAI-compatible server (llama-cpp-python's, started by the
-``llama_server`` fixture over the packaged GGUF) through the real ``openai`` client: 20 stored
+"""The judge against a REAL OpenAI-compatible server (llama.cpp's, from the xllamacpp wheel, started
+by the ``llama_server`` fixture over the packaged GGUF) through the real ``openai`` client: 20 stored
 predictions judged, stored, and reused with no request on the second pass (checked with our
-counter and with the server's own access log)."""
+counter and with the server's own log)."""
 
 from __future__ import annotations
 
@@ -19,7 +19,9 @@ FINAL = {"ok", "fallback_parse", "unparseable", "truncated", "empty", "no_predic
 
 
 def _server_requests(srv) -> int:
-    return srv.log_path.read_text(errors="replace").count('"POST /v1/chat/completions HTTP/1.1" 200')
+    """Generation tasks in the server's log: llama.cpp logs one "processing task" line per
+    completion request it serves (listing models or tokenizing starts no task)."""
+    return srv.log_path.read_text(errors="replace").count("| processing task")
 
 
 @llamacpp

@@ -1,5 +1,5 @@
-"""The ``openai`` backend against a REAL OpenAI-compatible server: llama-cpp-python's, started by
-the test on 127.0.0.1 over the packaged GGUF (no mock). Spec and error tests need no server."""
+"""The ``openai`` backend against a REAL OpenAI-compatible server: llama.cpp's (xllamacpp), started
+by the test on 127.0.0.1 over the packaged GGUF (no mock). Spec and error tests need no server."""
 
 from __future__ import annotations
 
@@ -46,9 +46,9 @@ def test_server_mode_uses_usage_and_counts_unknown_stops(llama_server):
     b = _backend(llama_server, stop_mode="server")
     prompt = b.chat_prompt(COLORS)
     free = b.generate([prompt], max_new_tokens=40)[0]
-    # token counts are the server's: llama.cpp counts the generated tokens without the EOS token
+    # token counts are the server's: llama.cpp counts the generated tokens with the EOS token
     assert free.prompt_tokens == b.count_tokens(prompt)
-    assert free.completion_tokens == len(b.tokenizer.encode(free.text, add_special_tokens=False))
+    assert free.completion_tokens == len(b.tokenizer.encode(free.text, add_special_tokens=False)) + 1
     assert free.finish_reason == "eos"  # no stop strings were sent, so "stop" can only be EOS
     c = b.generate([prompt], stop=["Blue"], max_new_tokens=40, include_stop=True)[0]
     # llama.cpp does not say which stop string (or EOS) ended it: recorded as unknown, not guessed

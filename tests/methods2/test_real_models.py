@@ -5,7 +5,6 @@ every reply is either scored or counted as unparsed, and that the reward adds up
 
 from __future__ import annotations
 
-import importlib.util
 import math
 
 import pytest
@@ -29,8 +28,6 @@ PARTS = [
 
 @pytest.fixture(scope="module")
 def judge():
-    if importlib.util.find_spec("llama_cpp") is None:
-        pytest.skip("llama-cpp-python is not installed (pip install 'rar-harness[llamacpp]')")
     from harness.llm.server import ModelServer
 
     with ModelServer(threads=1, n_ctx=4096) as srv:
