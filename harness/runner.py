@@ -10,6 +10,16 @@ are never mixed with the open-retrieval ones: a bound method runs only under its
 is refused there (:func:`check_protocol`). Before any run is recorded, the questions a method
 cannot answer at all (``Method.cannot_answer``) are refused, or left out and counted when
 ``RunConfig.leave_out_unanswerable`` is set (``harness run --method all``).
+
+Everything is checked before anything is written: the bench, each method against its protocol,
+the questions it can answer (:meth:`Runner.plan_groups`); then the results file is opened (a
+damaged one stops here), and a new run's backend is built before its row is created, so a bad
+model or a dead server leaves no row. A resumed run is claimed first (:meth:`Store.claim_run`
+refuses one another live process is writing).
+
+A sample whose generation failed for good (a turn with ``stop_reason == "error"``: the backend's
+retries ran out) is stored as an error with its reason and no metrics, never as a scored answer;
+the run then ends ``incomplete`` (``MethodRun.n_errors``) and ``--resume`` retries those samples.
 """
 
 from __future__ import annotations
@@ -29,7 +39,7 @@ from pathlib import Path
 from harness.errors import ConfigError
 from harness.method import Method, RunContext
 from harness.protocol import Protocol
-from harness.store import RunRecord, ScoredSample, Store
+from harness.store import ERROR_STATUS, RunRecord, ScoredSample, Store, this_owner
 from harness.types import QAExample, SamplingParams, Trajectory
 
 ANSWER_METRICS = ("em", "f1", "cover_em", "cover_em_tokens")
@@ -44,6 +54,7 @@ class RunConfig:
     backend: str = "transformers"
     backend_options: dict[str, object] = field(default_factory=dict)
     corpus_path: Path | None = None
+    retriever_url: str | None = None  # the server of a protocol whose retrieval is remote
     data_dir: Path | None = None
     db: Path = Path("results/harness.duckdb")
     resume: bool = False
@@ -53,6 +64,12 @@ class RunConfig:
     # questions a method cannot answer at all (Method.cannot_answer): left out of its run with a
     # note (True, `--method all`) or refused before the run starts (False)
     leave_out_unanswerable: bool = False
+    # a method that refuses the protocol: skipped with the reason (True, `--method all`) or an error
+    skip_refused: bool = False
+
+    def __post_init__(self) -> None:
+        if self.batch_size < 1:
+            raise ConfigError(f"batch size must be a positive integer, got {self.batch_size}")
 
 
 @dataclass
@@ -62,6 +79,24 @@ class MethodRun:
     n_total: int
     n_done_before: int
     seconds: float
+    n_errors: int = 0  # samples stored as errors (the run is then `incomplete`)
+    first_error: str | None = None
+
+
+def sample_error(t: Trajectory) -> str | None:
+    """Why ``t`` failed, or None: a generation or LLM call that failed for good (``stop_reason
+    "error"``, after the backend's retries), or a trajectory the method marked as failed. Such a
+    sample is stored as an error, never scored."""
+    failed = [turn for turn in t.turns if turn.stop_reason == "error"]
+    if failed:
+        why = next((turn.error for turn in failed if turn.error), None)
+        what = f"{len(failed)} of its {len(t.turns)} turns failed (turn {failed[0].index} first)"
+        return f"{what}: {why}" if why else what
+    if t.error:
+        return t.error
+    if t.extraction_status == ERROR_STATUS:
+        return "the method marked the sample as failed"
+    return None
 
 
 def git_commit() -> str:
@@ -166,29 +201,46 @@ def own_protocol(method: Method, protocol: Protocol, corpus_path: Path | None = 
 
 class Runner:
     def __init__(self, cfg: RunConfig, *, progress: bool = True):
+        from pydantic import ValidationError
+
+        from harness.data.benches import get_bench
+        from harness.llm.base import BackendSpec
+
+        get_bench(cfg.bench)  # an unknown bench is refused before the results file is created
+        try:
+            self.backend_spec = BackendSpec(kind=cfg.backend, model=cfg.model, **cfg.backend_options)
+        except ValidationError as e:
+            why = "; ".join(err["msg"] for err in e.errors())
+            raise ConfigError(f"backend options: {why}") from None
         self.cfg = cfg
-        self.store = Store(cfg.db)
         self.progress = progress
+        self._store: Store | None = None
         self._backend = None
         self._retrievers: dict[str, object] = {}  # protocol id -> retriever
+
+    @property
+    def store(self) -> Store:
+        """The results file, opened (and checked: a damaged file is one error) on first use."""
+        if self._store is None:
+            self._store = Store(self.cfg.db)
+        return self._store
 
     # lazily built so `--method direct` needs no index and a resumed finished run needs no model
     def backend(self):
         if self._backend is None:
-            from harness.llm.base import BackendSpec, make_backend
+            from harness.llm.base import make_backend
 
-            spec = BackendSpec(kind=self.cfg.backend, model=self.cfg.model, **self.cfg.backend_options)
-            self._backend = make_backend(spec)
+            self._backend = make_backend(self.backend_spec)
         return self._backend
 
     def retriever(self, protocol: Protocol | None = None):
         proto = protocol or self.cfg.protocol
         if proto.protocol_id not in self._retrievers:
             from harness.retrieval.cache import CachedRetriever, ResultCache
-            from harness.retrieval.factory import make_protocol_retriever
+            from harness.retrieval.remote import protocol_retriever
 
             # results are cached by (index id, query, k): a rerun or a resumed run never re-searches
-            inner = make_protocol_retriever(proto, self.cfg.corpus_path)
+            inner = protocol_retriever(proto, self.cfg.corpus_path, self.cfg.retriever_url)
             self._retrievers[proto.protocol_id] = CachedRetriever(inner, ResultCache.default())
         return self._retrievers[proto.protocol_id]
 
@@ -229,8 +281,14 @@ class Runner:
             raise ConfigError(f"bench {self.cfg.bench!r} selected no examples")
         plan = []
         for method in methods:
-            check_protocol(method, proto)
-            method.spec(proto)  # a method refusing the protocol fails here, before any run
+            try:
+                check_protocol(method, proto)
+                method.spec(proto)  # a method refusing the protocol fails here, before any run
+            except ConfigError as e:
+                if not self.cfg.skip_refused:
+                    raise
+                print(f"skipping {method.name}: {e}", file=sys.stderr)
+                continue
             mine = self.answerable(method, examples)
             if not mine:
                 print(
@@ -260,15 +318,48 @@ class Runner:
         in order). Every method of every group is checked (protocol, spec, answerable questions)
         before the first run is recorded; a method left with no answerable question is skipped
         with a note."""
+        return self.execute(self.plan_groups(groups), on_batch)
+
+    def plan_groups(
+        self, groups: Sequence[tuple[Protocol, Sequence[Method]]]
+    ) -> list[list[tuple[Method, list, Protocol]]]:
+        """Check every method of every group and select its questions; nothing is written."""
         plans = [self._plan(methods, proto) for proto, methods in groups]
+        if not any(plans):
+            names = ", ".join(p.name for p, _ in groups)
+            raise ConfigError(f"no method runs under protocol {names} on bench {self.cfg.bench!r}")
+        spec = self.backend_spec
+        if spec.kind == "openai":  # a dead or wrong endpoint is one line before anything is written
+            from harness.llm.openai_backend import probe_urls
+
+            probe_urls(spec.base_urls, model=spec.model, api_key_env=spec.api_key_env)
+        return plans
+
+    def execute(
+        self,
+        plans: Sequence[Sequence[tuple[Method, list, Protocol]]],
+        on_batch: Callable[[str, int, int], None] | None = None,
+    ) -> list[list[MethodRun]]:
+        """Run the planned methods (:meth:`plan_groups`), one run each, in order."""
         return [[self._run_method(m, ex, on_batch, p) for m, ex, p in plan] for plan in plans]
+
+    def _context(self, method: Method, proto: Protocol, todo: list) -> RunContext:
+        return RunContext(
+            backend=self.backend() if todo else None,  # type: ignore[arg-type]
+            protocol=proto,
+            retriever=self.retriever(proto) if (todo and method.uses_retrieval) else None,
+            sampling=SamplingParams(
+                temperature=proto.decoding.temperature, top_p=proto.decoding.top_p, seed=proto.decoding.seed
+            ),
+        )
 
     def _run_method(self, method: Method, examples, on_batch, proto: Protocol) -> MethodRun:
         cfg = self.cfg
         spec = method.spec(proto)
+        store = self.store
         run_id = None
         if cfg.resume:
-            run_id = self.store.find_resumable(
+            run_id = store.find_resumable(
                 method=method.name,
                 model=cfg.model,
                 protocol_id=proto.protocol_id,
@@ -277,14 +368,24 @@ class Runner:
             )
         done: set[tuple[str, str]] = set()
         if run_id is not None:
-            done = self.store.finished_samples(run_id)
-            self.store.set_run_status(run_id, "running")
+            store.claim_run(run_id)  # refuses a run another live process is writing
+            try:
+                done = store.finished_samples(run_id)
+                todo = [(i, e, g) for i, (e, g) in enumerate(examples) if (e.dataset, e.id) not in done]
+                ctx = self._context(method, proto, todo)
+            except BaseException:  # the claim is released: the run stays resumable
+                prev = store.get_run(run_id)
+                store.finish_run(run_id, "failed", (prev.seconds or 0.0) if prev else 0.0)
+                raise
         else:
+            todo = [(i, e, g) for i, (e, g) in enumerate(examples)]
+            ctx = self._context(method, proto, todo)  # a bad model or dead server fails before any row
             run_id = f"{method.name}-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}"
             label = cfg.label or (
                 "untrained policy" if method.trained and cfg.model == "smollm2-135m-instruct" else ""
             )
-            self.store.create_run(
+            pid, host = this_owner()
+            store.create_run(
                 RunRecord(
                     run_id=run_id,
                     kind="eval",
@@ -302,20 +403,14 @@ class Runner:
                     versions_json=json.dumps(versions()),
                     command=cfg.command,
                     n_expected=len(examples),
+                    owner_pid=pid,
+                    owner_host=host,
                 )
             )
-        todo = [(i, e, g) for i, (e, g) in enumerate(examples) if (e.dataset, e.id) not in done]
-        ctx = RunContext(
-            backend=self.backend() if todo else None,  # type: ignore[arg-type]
-            protocol=proto,
-            retriever=self.retriever(proto) if (todo and method.uses_retrieval) else None,
-            sampling=SamplingParams(
-                temperature=proto.decoding.temperature, top_p=proto.decoding.top_p, seed=proto.decoding.seed
-            ),
-        )
         t_start = time.perf_counter()
         bar = _progress(len(examples), len(done), f"{method.name}", self.progress)
         status = "failed"
+        n_errors, first_error = 0, None
         try:
             for batch in _batches(todo, cfg.batch_size):
                 t0 = time.perf_counter()
@@ -325,30 +420,38 @@ class Runner:
                         f"method {method.name} returned {len(trajs)} trajectories for {len(batch)}"
                     )
                 per = (time.perf_counter() - t0) / len(batch)
-                scored = [
-                    ScoredSample(
-                        trajectory=t,
-                        metrics=score_trajectory(t, g if method.uses_retrieval else (), proto.top_k),
-                        position=i,
-                        gold_ids=list(g),
-                        latency_s=per,
+                scored = []
+                for (i, _e, g), t in zip(batch, trajs, strict=True):
+                    why = sample_error(t)
+                    if why is not None:  # stored with its reason, never scored
+                        t.extraction_status, t.error = ERROR_STATUS, why
+                        n_errors += 1
+                        first_error = first_error or why
+                    metrics = (
+                        {}
+                        if why is not None
+                        else score_trajectory(t, g if method.uses_retrieval else (), proto.top_k)
                     )
-                    for (i, _e, g), t in zip(batch, trajs, strict=True)
-                ]
-                self.store.add_samples(run_id, scored)
+                    scored.append(
+                        ScoredSample(
+                            trajectory=t, metrics=metrics, position=i, gold_ids=list(g), latency_s=per
+                        )
+                    )
+                store.add_samples(run_id, scored)
+                store.heartbeat(run_id)
                 bar.update(len(batch))
                 if on_batch is not None:
                     on_batch(method.name, len(batch), bar.n)
-            status = "complete"
+            status = "incomplete" if n_errors else "complete"
         except KeyboardInterrupt:
             status = "interrupted"
             raise
         finally:
             bar.close()
-            prev = self.store.get_run(run_id)
+            prev = store.get_run(run_id)
             seconds = (prev.seconds or 0.0) + (time.perf_counter() - t_start) if prev else 0.0
-            self.store.finish_run(run_id, status, seconds)
-        return MethodRun(method.name, run_id, len(examples), len(done), seconds)
+            store.finish_run(run_id, status, seconds)
+        return MethodRun(method.name, run_id, len(examples), len(done), seconds, n_errors, first_error)
 
 
 def _progress(total: int, initial: int, desc: str, enabled: bool):
@@ -373,20 +476,26 @@ WITH m AS (
          max(value) FILTER (WHERE metric = 'cover_em') AS cover_em
   FROM sample_metrics WHERE run_id IN ({ids}) GROUP BY ALL
 )
-SELECT r.method, s.dataset, count(*) AS n,
+SELECT r.method, s.dataset,
+       count(*) FILTER (WHERE NOT s.failed) AS n,
+       count(*) FILTER (WHERE s.failed) AS errors,
        avg(m.em) AS em, avg(m.f1) AS f1, avg(m.cover_em) AS cover_em,
-       avg(s.n_retrievals) AS retrievals, avg(s.n_llm_calls) AS llm_calls,
-       avg(s.prompt_tokens + s.completion_tokens) AS tokens,
-       avg(s.latency_s) AS seconds_per_q,
-       avg(CASE WHEN s.extraction_status IN ('ok', 'multiple_answers') THEN 1.0 ELSE 0.0 END) AS answered
-FROM samples s JOIN runs r USING (run_id) JOIN m USING (run_id, dataset, sample_id)
+       avg(s.n_retrievals) FILTER (WHERE NOT s.failed) AS retrievals,
+       avg(s.n_llm_calls) FILTER (WHERE NOT s.failed) AS llm_calls,
+       avg(s.prompt_tokens + s.completion_tokens) FILTER (WHERE NOT s.failed) AS tokens,
+       avg(s.latency_s) FILTER (WHERE NOT s.failed) AS seconds_per_q,
+       avg(CASE WHEN s.extraction_status IN ('ok', 'multiple_answers') THEN 1.0 ELSE 0.0 END)
+         FILTER (WHERE NOT s.failed) AS answered
+FROM (SELECT *, coalesce(extraction_status = 'error', false) AS failed FROM samples) s
+JOIN runs r USING (run_id) LEFT JOIN m USING (run_id, dataset, sample_id)
 WHERE s.run_id IN ({ids})
 GROUP BY ALL ORDER BY r.method, s.dataset
 """
 
 
 def summary(store: Store, run_ids: Sequence[str]):
-    """Per method x dataset: n, EM, F1, cover-EM, mean retrievals / LLM calls / tokens, seconds,
+    """Per method x dataset: n (scored samples), errors (samples whose generation failed: never
+    scored, not in n or any mean), EM, F1, cover-EM, mean retrievals / LLM calls / tokens, seconds,
     and cost per question / per correct answer (USD; NaN where a price is unknown, see harness.cost)."""
     from harness.cost import cost_summary
 

@@ -12,6 +12,20 @@ Tables
 - ``retrieval_evals``: recall@k of retrievers on benches.
 - ``train_steps``: per-step training metrics.
 
+Samples that failed (a generation or judge request that still failed after the backend's
+retries) are stored with ``extraction_status = 'error'`` and the reason in ``error``, and with no
+metric rows: they are never scored as answers. ``--resume`` retries them (:meth:`Store.finished_samples`
+leaves them out, and :meth:`Store.add_samples` replaces an errored row by its retry).
+
+Ownership: the process running a run records itself in ``runs`` (``owner_pid``, ``owner_host``,
+``heartbeat_at``, refreshed after every batch); :meth:`Store.claim_run` refuses to hand a run to a
+second process while its owner is alive (same host: the pid exists; another host: a heartbeat
+younger than ``OWNER_STALE_S``). Credentials in URLs are redacted (:func:`harness.secrets.redact`)
+in every run record before it is written.
+
+Opening checks the file first: a truncated or damaged file is one :class:`StoreError` naming the
+file and what to do, before any work starts.
+
 Concurrency: DuckDB allows one writing process per file. Every operation opens a short-lived
 connection around one transaction and retries on the lock error with backoff until
 ``lock_timeout`` seconds, then raises :class:`StoreError` naming the file and the holder. Writes of a
@@ -22,7 +36,9 @@ batch in flight and never leaves a half-written sample; ``--resume`` skips finis
 from __future__ import annotations
 
 import json
+import os
 import random
+import socket
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, suppress
@@ -35,10 +51,15 @@ import duckdb
 import pandas as pd
 
 from harness.errors import StoreError
+from harness.secrets import redact
 from harness.types import Trajectory
 
 DEFAULT_DB = Path("results") / "harness.duckdb"
 SCHEMA_VERSION = 1
+# a run owned by a process on another host counts as abandoned once its heartbeat is this old
+OWNER_STALE_S = 15 * 60
+# the marker of a sample whose generation failed (never scored, retried by --resume)
+ERROR_STATUS = "error"
 
 # Cost views (harness.cost explains the rules). A cost is NULL, never 0, when it is unknown: an
 # unpriced model, or token counts a server did not report (-1). Aggregates are NULL when any
@@ -60,6 +81,7 @@ COST_VIEWS = [
     LEFT JOIN prices m ON m.kind = 'model' AND m.name = r.model
     LEFT JOIN sample_metrics em
       ON em.run_id = s.run_id AND em.dataset = s.dataset AND em.sample_id = s.sample_id AND em.metric = 'em'
+    WHERE s.extraction_status IS DISTINCT FROM 'error'
     """,
     """CREATE OR REPLACE VIEW run_costs AS
     SELECT run_id, method, model, backend, count(*) AS n,
@@ -96,7 +118,8 @@ SCHEMA = [
         bench VARCHAR, label VARCHAR,
         git_commit VARCHAR, versions_json VARCHAR, command VARCHAR,
         started_at TIMESTAMP, ended_at TIMESTAMP, status VARCHAR,
-        n_expected INTEGER, seconds DOUBLE
+        n_expected INTEGER, seconds DOUBLE,
+        owner_pid INTEGER, owner_host VARCHAR, heartbeat_at TIMESTAMP
     )""",
     """CREATE TABLE IF NOT EXISTS samples (
         run_id VARCHAR, dataset VARCHAR, sample_id VARCHAR,
@@ -150,6 +173,13 @@ SCHEMA = [
     *COST_VIEWS,
 ]
 
+# Columns added after a table was first released: older files get them when opened for writing.
+MIGRATIONS = [
+    "ALTER TABLE runs ADD COLUMN IF NOT EXISTS owner_pid INTEGER",
+    "ALTER TABLE runs ADD COLUMN IF NOT EXISTS owner_host VARCHAR",
+    "ALTER TABLE runs ADD COLUMN IF NOT EXISTS heartbeat_at TIMESTAMP",
+]
+
 
 def _now() -> datetime:
     return datetime.now(UTC).replace(tzinfo=None)
@@ -177,6 +207,39 @@ class RunRecord:
     status: str = "running"
     n_expected: int = 0
     seconds: float = 0.0
+    owner_pid: int | None = None
+    owner_host: str | None = None
+    heartbeat_at: datetime | None = None
+
+
+def this_owner() -> tuple[int, str]:
+    """(pid, hostname) of this process, as recorded in ``runs.owner_pid`` / ``owner_host``."""
+    return os.getpid(), socket.gethostname()
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # exists, owned by another user
+        return True
+    try:  # a killed child its parent has not reaped yet is a zombie: dead
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        return stat.rpartition(")")[2].split()[0] != "Z"
+    except (OSError, IndexError):
+        return True
+
+
+def owner_alive(run: RunRecord, *, now: datetime | None = None) -> bool:
+    """Whether another live process owns ``run`` (a ``running`` run whose owner still runs)."""
+    if run.status != "running" or run.owner_pid is None:
+        return False
+    pid, host = this_owner()
+    if run.owner_host == host:
+        return run.owner_pid != pid and _pid_alive(int(run.owner_pid))
+    beat = run.heartbeat_at or run.started_at
+    return ((now or _now()) - beat).total_seconds() < OWNER_STALE_S
 
 
 @dataclass
@@ -236,12 +299,63 @@ class Store:
                 raise StoreError(
                     f"{self.path}: no results database here (run `harness run` first or pass --db)"
                 )
+        elif self.path.is_dir():
+            raise StoreError(f"{self.path}: is a directory, not a results database; pass a file to --db")
         else:
             self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._check_file()
+        if not read_only:
+            try:
+                with self.connect() as con:
+                    for stmt in SCHEMA + MIGRATIONS:
+                        con.execute(stmt)
+                    con.execute(
+                        "INSERT OR IGNORE INTO meta VALUES ('schema_version', ?)", [str(SCHEMA_VERSION)]
+                    )
+            except duckdb.Error as e:
+                raise self._damaged(e) from e
+
+    def _damaged(self, e: Exception) -> StoreError:
+        first = str(e).splitlines()[0] if str(e) else type(e).__name__
+        return StoreError(
+            f"{self.path}: the results database is damaged or truncated ({first}); move it aside "
+            "(its finished runs cannot be read) and run again, or pass another --db"
+        )
+
+    def _check_file(self) -> None:
+        """Refuse a truncated or damaged file before any work starts: it must open, and every block
+        its tables and metadata use must lie inside the file (a cut file opens, then fails mid-run)."""
+        if not self.path.exists():
+            return
+        size = self.path.stat().st_size
+        if size == 0:
+            raise self._damaged(ValueError("the file is empty"))
+        try:
             with self.connect() as con:
-                for stmt in SCHEMA:
-                    con.execute(stmt)
-                con.execute("INSERT OR IGNORE INTO meta VALUES ('schema_version', ?)", [str(SCHEMA_VERSION)])
+                block_size = con.execute(
+                    "SELECT block_size FROM pragma_database_size() WHERE database_name = current_database()"
+                ).fetchone()
+                last = con.execute("SELECT max(block_id) FROM pragma_metadata_info()").fetchone()[0]
+                for (table,) in con.execute(
+                    "SELECT table_name FROM duckdb_tables() WHERE database_name = current_database()"
+                ).fetchall():
+                    used = con.execute(
+                        "SELECT max(block_id) FROM pragma_storage_info(?) WHERE block_id >= 0", [table]
+                    ).fetchone()[0]
+                    if used is not None and (last is None or used > last):
+                        last = used
+        except StoreError as e:
+            if "lock" in str(e) or "ermission" in str(e):
+                raise
+            raise self._damaged(e.__cause__ or e) from e
+        except duckdb.Error as e:
+            raise self._damaged(e) from e
+        wal = self.path.with_name(self.path.name + ".wal")
+        if block_size is not None and last is not None and not wal.exists():
+            # (a WAL's blocks may not be on disk yet; it is replayed and checked when it opens)
+            needed = 3 * 4096 + (int(last) + 1) * int(block_size[0])  # 3 header blocks, then data
+            if size < needed:
+                raise self._damaged(ValueError(f"{size} bytes, its blocks need {needed}"))
 
     # -- connections -------------------------------------------------------------------------
     @contextmanager
@@ -285,8 +399,10 @@ class Store:
 
     # -- runs --------------------------------------------------------------------------------
     def create_run(self, run: RunRecord) -> None:
+        """Insert ``run``; every text field passes through :func:`harness.secrets.redact`."""
+        row = {k: redact(v) if isinstance(v, str) else v for k, v in run.__dict__.items()}
         with self.connect() as con:
-            df = pd.DataFrame([run.__dict__])
+            df = pd.DataFrame([row])
             _insert(con, "runs", df)
 
     def get_run(self, run_id: str) -> RunRecord | None:
@@ -319,15 +435,61 @@ class Store:
         with self.connect() as con:
             con.execute("UPDATE runs SET status=? WHERE run_id=?", [status, run_id])
 
+    def claim_run(self, run_id: str) -> None:
+        """Make this process the owner of ``run_id`` and mark it ``running``; a :class:`StoreError`
+        (one line) when another live process owns it. Read and write are one transaction, and
+        DuckDB lets one process write at a time, so two claimants cannot both win."""
+        pid, host = this_owner()
+        with self.connect() as con:
+            cur = con.execute("SELECT * FROM runs WHERE run_id = ?", [run_id])
+            row = cur.fetchone()
+            if row is None:
+                raise StoreError(f"{self.path}: no run {run_id}")
+            run = RunRecord(**dict(zip([d[0] for d in cur.description], row, strict=True)))
+            if owner_alive(run):
+                beat = run.heartbeat_at or run.started_at
+                age = (_now() - beat).total_seconds()
+                raise StoreError(
+                    f"{self.path}: run {run_id} is being written by process {run.owner_pid} on "
+                    f"{run.owner_host} (last heartbeat {age:.0f} s ago); wait for it to finish or stop "
+                    "it, then --resume (or drop --resume to start a new run)"
+                )
+            con.execute(
+                "UPDATE runs SET status='running', owner_pid=?, owner_host=?, heartbeat_at=? WHERE run_id=?",
+                [pid, host, _now(), run_id],
+            )
+
+    def heartbeat(self, run_id: str) -> None:
+        """Refresh this process's ownership of ``run_id`` (after every batch)."""
+        with self.connect() as con:
+            con.execute("UPDATE runs SET heartbeat_at=? WHERE run_id=?", [_now(), run_id])
+
     def finished_samples(self, run_id: str) -> set[tuple[str, str]]:
-        df = self.query("SELECT dataset, sample_id FROM samples WHERE run_id = ?", [run_id])
+        """Samples of ``run_id`` that are done; errored samples are not (``--resume`` retries them)."""
+        df = self.query(
+            "SELECT dataset, sample_id FROM samples WHERE run_id = ? "
+            "AND extraction_status IS DISTINCT FROM 'error'",
+            [run_id],
+        )
         return set(zip(df["dataset"], df["sample_id"], strict=True))
+
+    def error_counts(self, run_ids: Sequence[str]) -> dict[str, int]:
+        """run_id -> number of its samples stored as errors (runs without errors are left out)."""
+        if not run_ids:
+            return {}
+        df = self.query(
+            "SELECT run_id, count(*) AS n FROM samples WHERE list_contains(?, run_id) "
+            "AND extraction_status = 'error' GROUP BY run_id",
+            [list(run_ids)],
+        )
+        return {str(r): int(n) for r, n in zip(df["run_id"], df["n"], strict=True)}
 
     # -- samples -----------------------------------------------------------------------------
     def add_samples(self, run_id: str, scored: Sequence[ScoredSample]) -> None:
         """Write finished samples with their metrics and turns in one transaction.
 
-        A sample already stored for this run is an error (it would mean a duplicate)."""
+        A sample stored earlier as an error is replaced by its retry; any other sample already
+        stored for this run is an error (it would mean a duplicate)."""
         if not scored:
             return
         now = _now()
@@ -390,8 +552,26 @@ class Store:
         samples_df = _frame(sample_rows, {"answers": "list", "retrieved_ids": "list", "gold_ids": "list"})
         metrics_df = pd.DataFrame(metric_rows, columns=["run_id", "dataset", "sample_id", "metric", "value"])
         turns_df = _frame(turn_rows, {"doc_ids": "list", "doc_scores": "list"})
+        keys = pd.DataFrame(
+            {
+                "dataset": [r["dataset"] for r in sample_rows],
+                "sample_id": [r["sample_id"] for r in sample_rows],
+            }
+        )
         try:
             with self.connect() as con:
+                con.register("_retried", keys)
+                try:
+                    for table in ("sample_metrics", "turns", "samples"):
+                        con.execute(
+                            f"""DELETE FROM {table} t WHERE t.run_id = ? AND EXISTS (
+                                  SELECT 1 FROM samples s JOIN _retried k USING (dataset, sample_id)
+                                  WHERE s.run_id = t.run_id AND s.dataset = t.dataset
+                                    AND s.sample_id = t.sample_id AND s.extraction_status = 'error')""",
+                            [run_id],
+                        )
+                finally:
+                    con.unregister("_retried")
                 _insert(con, "samples", samples_df)
                 if len(metrics_df):
                     _insert(con, "sample_metrics", metrics_df)

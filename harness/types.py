@@ -154,6 +154,8 @@ class Completion:
     logprobs: list[float] | None = None
     latency_s: float = 0.0
     prefill_tokens: int | None = None
+    # why the request failed, with finish_reason "error" (after the backend's retries)
+    error: str | None = None
 
     def turn_fields(self) -> dict[str, Any]:
         """The fields a :class:`Turn` records of this generation (text, token counts, why it stopped)."""
@@ -163,6 +165,7 @@ class Completion:
             "prefill_tokens": self.prefill_tokens,
             "completion_tokens": self.completion_tokens,
             "stop_reason": self.stop or self.finish_reason,
+            "error": self.error,
         }
 
 
@@ -191,6 +194,8 @@ class Turn:
     latency_s: float = 0.0
     stop_reason: str | None = None
     status: str = "ok"
+    # a failed request (stop_reason "error"): why; the runner stores the sample as an error
+    error: str | None = None
 
 
 ExtractionStatus = Literal[

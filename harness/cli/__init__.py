@@ -26,6 +26,50 @@ examples:
 """
 
 
+def positive_int(text: str) -> int:
+    """argparse ``type=``: an integer >= 1 (``--limit 0`` is one line, not a traceback later)."""
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer (1 or more), got {n}")
+    return n
+
+
+def non_negative_int(text: str) -> int:
+    """argparse ``type=``: an integer >= 0."""
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}") from None
+    if n < 0:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {n}")
+    return n
+
+
+def positive_float(text: str) -> float:
+    """argparse ``type=``: a finite number > 0 (seconds, rates)."""
+    try:
+        x = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}") from None
+    if not (x > 0 and x != float("inf")):
+        raise argparse.ArgumentTypeError(f"expected a positive number, got {text}")
+    return x
+
+
+def port(text: str) -> int:
+    """argparse ``type=``: a TCP port, 0 (any free port) to 65535."""
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a port number, got {text!r}") from None
+    if not 0 <= n <= 65535:
+        raise argparse.ArgumentTypeError(f"a port is 0-65535, got {n}")
+    return n
+
+
 def add_command(
     sub: argparse._SubParsersAction,
     name: str,

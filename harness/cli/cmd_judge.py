@@ -51,7 +51,7 @@ def handle(args: argparse.Namespace) -> int:
         return list_prompts()
     from harness.cost import load_prices, prices_path
     from harness.errors import ConfigError
-    from harness.judge.cli_options import judge_spec_from_args, print_report
+    from harness.judge.cli_options import judge_spec_from_args, print_report, report_judge_failures
     from harness.judge.factory import make_judge
     from harness.judge.stored import judge_runs, resolve_runs
     from harness.store import Store
@@ -71,7 +71,7 @@ def handle(args: argparse.Namespace) -> int:
     )
     report = judge_runs(store, run_ids, judge)
     print_report(report, price_table=load_prices(prices_path(store)))
-    return 0
+    return report_judge_failures(report)
 
 
 def list_prompts() -> int:

@@ -7,7 +7,7 @@ import shlex
 import sys
 from pathlib import Path
 
-from harness.cli import add_command
+from harness.cli import add_command, non_negative_int, positive_float, positive_int
 from harness.judge.cli_options import add_judge_args
 
 EXAMPLES = """\
@@ -20,6 +20,7 @@ EXAMPLES = """\
   harness run --method search_r1 --backend openai --model smollm2 --base-url http://127.0.0.1:8765/v1 \\
       --tokenizer smollm2-135m-instruct --bench mini-multihop --limit 10
   harness run --protocol searchr1 --corpus wiki-18.jsonl --method search_r1 --bench all   # at scale
+  harness run --method search_r1 --bench mini-multihop --retriever-url http://127.0.0.1:8000/retrieve
   harness run --method direct --bench mini-multihop --limit 20 \\
       --judge-url http://127.0.0.1:8765/v1 --judge-model smollm2        # + LLM judge (harness serve-model)
 """
@@ -48,10 +49,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--tokenizer", default=None, help="tokenizer (HF dir or model name) for the openai backend"
     )
-    p.add_argument("--limit", type=int, default=None, help="first N questions of each dataset")
-    p.add_argument("--sample", type=int, default=None, help="seeded random N questions of each dataset")
+    p.add_argument("--limit", type=positive_int, default=None, help="first N questions of each dataset")
+    p.add_argument(
+        "--sample", type=positive_int, default=None, help="seeded random N questions of each dataset"
+    )
     p.add_argument("--seed", type=int, default=0, help="selection seed (with --sample) and sampling seed")
-    p.add_argument("--top-k", type=int, default=None, help="override the protocol's top-k (changes its id)")
+    p.add_argument(
+        "--top-k", type=positive_int, default=None, help="override the protocol's top-k (changes its id)"
+    )
     p.add_argument(
         "--corpus", type=Path, default=None, help="corpus jsonl for protocols without a packaged one"
     )
@@ -60,23 +65,40 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--db", type=Path, default=Path("results/harness.duckdb"), help="results database")
     p.add_argument("--resume", action="store_true", help="continue the newest unfinished identical run")
-    p.add_argument("--batch-size", type=int, default=8, help="questions solved together (default 8)")
+    p.add_argument("--batch-size", type=positive_int, default=8, help="questions solved together (default 8)")
+    p.add_argument(
+        "--request-timeout",
+        type=positive_float,
+        default=None,
+        help="openai backend: seconds per request before it is retried (default 120)",
+    )
+    p.add_argument(
+        "--retries",
+        type=non_negative_int,
+        default=None,
+        help="openai backend: retries of a failed request before its sample is stored as an error (default 2)",
+    )
     p.add_argument("--label", default="", help="free-text label stored with the run")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
     add_judge_args(p, inline=True)
+    from harness.retrieval.cli_options import add_remote_args
+
+    add_remote_args(p)
 
 
 def handle(args: argparse.Namespace) -> int:
     from harness.cost import load_prices, prices_path
     from harness.data.benches import Selection
     from harness.errors import ConfigError
-    from harness.judge.cli_options import judge_spec_from_args, print_report
+    from harness.judge.cli_options import judge_spec_from_args, print_report, report_judge_failures
     from harness.judge.factory import make_judge
     from harness.judge.stored import judge_runs
     from harness.methods_registry import get_method, resolve_methods
     from harness.protocol import preset
-    from harness.runner import RunConfig, Runner, check_protocol, own_protocol, reference_sources, summary
+    from harness.runner import RunConfig, Runner, own_protocol, reference_sources, summary
+    from harness.secrets import redact
 
+    # every argument is checked here and in Runner.plan_groups, before a model loads or a row is written
     if args.limit is not None and args.sample is not None:
         raise ConfigError("give --limit (first N) or --sample (random N), not both")
     proto = preset(args.protocol)
@@ -88,7 +110,10 @@ def handle(args: argparse.Namespace) -> int:
         proto = proto.with_(top_k=args.top_k)
     decoding = proto.decoding.model_copy(update={"seed": args.seed})
     proto = proto.with_(decoding=decoding.model_dump())
-    if not proto.resolved:
+    from harness.retrieval.cli_options import remote_protocol_from_args
+
+    proto = remote_protocol_from_args(proto, args)  # --retriever-url: what the server describes
+    if not proto.resolved and proto.remote is None:
         from harness.protocol import resolve_corpus
 
         proto = resolve_corpus(proto, args.corpus)
@@ -97,21 +122,13 @@ def handle(args: argparse.Namespace) -> int:
     methods = [get_method(n) for n in names]
     everything = args.method.strip() == "all"
     # Methods bound to their own protocol (ARENA's gold-context setting) run under it, as separate
-    # runs with their own table; the others run under the user's protocol. `all` skips, with the
-    # reason, a method that refuses the protocol; an explicit list lets the error stop the command.
-    groups: dict[str, list] = {}  # protocol name -> methods, the user's protocol first
+    # runs with their own table; the others run under the user's protocol. The runner checks each
+    # method against its protocol: `all` skips, with the reason, a method that refuses it; an
+    # explicit list lets the error stop the command.
+    groups: dict[str, list] = {proto.name: []}  # protocol name -> methods, the user's protocol first
     protocols = {proto.name: proto}
-    groups[proto.name] = []
     for m in methods:
         p = own_protocol(m, proto, args.corpus)
-        try:
-            check_protocol(m, p)
-            m.spec(p)
-        except ConfigError as e:
-            if not everything:
-                raise
-            print(f"skipping {m.name}: {e}", file=sys.stderr)
-            continue
         if p.name != proto.name:
             print(
                 f"{m.name} runs under its own protocol {p.name} ({p.protocol_id}), as a separate run",
@@ -120,13 +137,15 @@ def handle(args: argparse.Namespace) -> int:
         protocols[p.name] = p
         groups.setdefault(p.name, []).append(m)
     groups = {k: v for k, v in groups.items() if v}
-    if not groups:
-        raise ConfigError(f"no method runs under protocol {proto.name!r}")
     opts: dict[str, object] = {}
     if args.base_url:
         opts["base_urls"] = args.base_url
     if args.tokenizer:
         opts["tokenizer"] = args.tokenizer
+    if args.request_timeout is not None:
+        opts["timeout"] = args.request_timeout
+    if args.retries is not None:
+        opts["retries"] = args.retries
     cfg = RunConfig(
         methods=[m.name for ms in groups.values() for m in ms],
         bench=args.bench,
@@ -135,6 +154,7 @@ def handle(args: argparse.Namespace) -> int:
         backend=args.backend,
         backend_options=opts,
         corpus_path=args.corpus,
+        retriever_url=args.retriever_url,
         data_dir=args.data_dir,
         db=args.db,
         resume=args.resume,
@@ -142,18 +162,20 @@ def handle(args: argparse.Namespace) -> int:
         label=args.label,
         command=" ".join(shlex.quote(a) for a in sys.argv),
         leave_out_unanswerable=everything,
-    )
-    print(
-        f"protocol {proto.name} ({proto.protocol_id}); bench {args.bench}; model {args.model}",
-        file=sys.stderr,
+        skip_refused=everything,
     )
     runner = Runner(cfg, progress=not args.no_progress)
+    plans = runner.plan_groups([(protocols[name], group) for name, group in groups.items()])
+    print(
+        f"protocol {proto.name} ({proto.protocol_id}); bench {args.bench}; model {redact(args.model)}",
+        file=sys.stderr,
+    )
     judge = None
     judge_spec = judge_spec_from_args(args)
     if judge_spec is not None:  # built (and its server probed) before the run, not after it
         judge = make_judge(judge_spec, runner.store, progress=not args.no_progress)
     runs = []
-    per_group = runner.run_groups([(protocols[name], group) for name, group in groups.items()])
+    per_group = runner.execute(plans)
     for (name, group), done in zip(groups.items(), per_group, strict=True):
         p = protocols[name]
         runs += done
@@ -164,11 +186,23 @@ def handle(args: argparse.Namespace) -> int:
         if any(m.own_protocols for m in group):
             df = df.merge(reference_sources(runner.store, ids), on=["method", "dataset"], how="left")
         print_summary(df, title=f"{args.bench} · protocol {p.name} ({p.protocol_id}) · {args.model}")
+    status = 0
     if judge is not None:
         report = judge_runs(runner.store, [r.run_id for r in runs], judge)
         print_report(report, price_table=load_prices(prices_path(runner.store)))
+        status = report_judge_failures(report)
     print(f"results: {args.db}  runs: {', '.join(r.run_id for r in runs)}", file=sys.stderr)
-    return 0
+    failed = [r for r in runs if r.n_errors]
+    if failed:
+        n = sum(r.n_errors for r in failed)
+        print(
+            f"error: {n} sample(s) failed after the backend's retries and are not scored "
+            f"(first: {failed[0].first_error}); runs {', '.join(r.run_id for r in failed)} are marked "
+            "incomplete: fix the cause and rerun with --resume to retry them",
+            file=sys.stderr,
+        )
+        return 1
+    return status
 
 
 def print_summary(df, title: str) -> None:
@@ -182,6 +216,7 @@ def print_summary(df, title: str) -> None:
         ("method", "method", "{}"),
         ("dataset", "dataset", "{}"),
         ("n", "n", "{}"),
+        *([("errors", "errors", "{}")] if df["errors"].sum() else []),  # failed, not scored
         ("em", "EM", "{:.3f}"),
         ("f1", "F1", "{:.3f}"),
         ("cover_em", "cover-EM", "{:.3f}"),

@@ -8,6 +8,8 @@ import math
 import sys
 from typing import TYPE_CHECKING
 
+from harness.cli import non_negative_int, positive_float, positive_int
+
 if TYPE_CHECKING:
     from harness.judge.factory import JudgeSpec
     from harness.judge.stored import JudgeRunReport
@@ -16,6 +18,22 @@ PROMPT_HELP = (
     "judge prompt: default, when_to_search, r1_searcher, tiresrag_r1, arena, tiresrag_r1_sufficiency, "
     "tiresrag_r1_thinking; '<id>+logit' scores by the label's probability (needs logprobs)"
 )
+
+
+def report_judge_failures(report: JudgeRunReport) -> int:
+    """One stderr line counting judge requests that failed for good (timeout / error: not scored,
+    asked again on the next run); the exit status, 1 when there are any."""
+    from harness.judge.parsers import RETRY_STATUSES
+
+    n = sum(v for k, v in report.outcome.status_counts.items() if k in RETRY_STATUSES)
+    if not n:
+        return 0
+    print(
+        f"error: {n} judge request(s) failed after their retries ({report.judge_model}); those "
+        "predictions have no judge score: run the judge again to retry them",
+        file=sys.stderr,
+    )
+    return 1
 
 
 def add_judge_args(p: argparse.ArgumentParser, *, inline: bool = False) -> None:
@@ -33,7 +51,9 @@ def add_judge_args(p: argparse.ArgumentParser, *, inline: bool = False) -> None:
         help="the model name the judge server serves (e.g. smollm2, gpt-4o-mini)",
     )
     g.add_argument("--judge-prompt", default="default", help=PROMPT_HELP)
-    g.add_argument("--judge-concurrency", type=int, default=4, help="judge requests in flight (default 4)")
+    g.add_argument(
+        "--judge-concurrency", type=positive_int, default=4, help="judge requests in flight (default 4)"
+    )
     if inline:
         return
     g.add_argument(
@@ -42,9 +62,15 @@ def add_judge_args(p: argparse.ArgumentParser, *, inline: bool = False) -> None:
         choices=["openai", "llamacpp", "transformers"],
         help="openai (with --judge-url) or an in-process backend over --judge-model",
     )
-    g.add_argument("--judge-timeout", type=float, default=60.0, help="seconds per request (default 60)")
-    g.add_argument("--judge-retries", type=int, default=5, help="retries with back-off (default 5)")
-    g.add_argument("--judge-rpm", type=float, default=None, help="at most this many requests per minute")
+    g.add_argument(
+        "--judge-timeout", type=positive_float, default=60.0, help="seconds per request (default 60)"
+    )
+    g.add_argument(
+        "--judge-retries", type=non_negative_int, default=5, help="retries with back-off (default 5)"
+    )
+    g.add_argument(
+        "--judge-rpm", type=positive_float, default=None, help="at most this many requests per minute"
+    )
     g.add_argument(
         "--judge-api-key-env", default="OPENAI_API_KEY", help="environment variable holding the API key"
     )

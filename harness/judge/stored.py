@@ -75,12 +75,15 @@ def resolve_runs(
 
 
 def load_samples(store: Store, run_ids: Sequence[str]) -> list[StoredSample]:
+    """The stored samples of ``run_ids`` to judge; failed samples (stored as errors) have no
+    prediction and are left out, never judged as empty answers."""
     with store.connect() as con:
         rows = con.execute(
             """SELECT s.run_id, r.method, s.dataset, s.sample_id, s.question, s.answers,
                       s.prediction, s.response
                FROM samples s JOIN runs r USING (run_id)
-               WHERE list_contains(?, s.run_id) ORDER BY s.run_id, s.position, s.dataset, s.sample_id""",
+               WHERE list_contains(?, s.run_id) AND s.extraction_status IS DISTINCT FROM 'error'
+               ORDER BY s.run_id, s.position, s.dataset, s.sample_id""",
             [list(run_ids)],
         ).fetchall()
     return [

@@ -7,8 +7,11 @@
   ``base_urls``; each has a ``timeout`` and up to ``retries`` retries with exponential backoff
   (connection errors, timeouts, 429 and 5xx). A server that cannot be reached at all raises
   :class:`~harness.errors.ServerError` naming the URL; a request that still times out or fails
-  with a 5xx / 400 after its retries becomes a completion with ``finish_reason="error"`` (counted
-  in :attr:`OpenAIBackend.stats`), so one bad prompt does not end a run. 401/403/404 raise.
+  with a 5xx / 400, or answers with a malformed body or a broken stream, after its retries becomes
+  a completion with ``finish_reason="error"`` and the reason in ``Completion.error`` (counted in
+  :attr:`OpenAIBackend.stats`), so one bad prompt does not end a run; the runner stores such a
+  sample as an error, never as an answer. 401/403/404 raise. :func:`probe_urls` checks that every
+  URL answers before a run starts.
 * The API key is read from the environment variable ``spec.api_key_env`` (default
   ``OPENAI_API_KEY``); when unset, the placeholder ``"EMPTY"`` is sent (local servers ignore it).
 * Token counts come from the response's ``usage``. When a server returns none, they are counted
@@ -37,6 +40,7 @@
 from __future__ import annotations
 
 import itertools
+import json
 import os
 import random
 import threading
@@ -51,9 +55,26 @@ import httpx
 from harness.errors import ConfigError, ServerError
 from harness.llm.base import GREEDY, Backend, BackendSpec, hf_encode
 from harness.llm.decoding import StopMatch, find_stop
+from harness.secrets import redact
 from harness.types import Completion, FinishReason, SamplingParams
 
 T = TypeVar("T")
+
+
+def _http_modules() -> list[Any]:
+    """httpx, and httpx2 where the openai client runs on it (openai >= 3): their errors differ."""
+    mods: list[Any] = [httpx]
+    try:
+        import httpx2  # type: ignore[import-not-found]
+
+        mods.append(httpx2)
+    except ImportError:
+        pass
+    return mods
+
+
+_HTTP_ERRORS: tuple[type[Exception], ...] = tuple(m.HTTPError for m in _http_modules())
+_CONNECT_ERRORS: tuple[type[Exception], ...] = tuple(m.ConnectError for m in _http_modules())
 
 
 class OpenAIBackend(Backend):
@@ -108,7 +129,7 @@ class OpenAIBackend(Backend):
         attempt = 0
         i = self._next_client() if fixed is None else fixed
         while True:
-            url = self.spec.base_urls[i]
+            url = redact(self.spec.base_urls[i])  # it names the server in stats and messages
             try:
                 result = fn(self.clients[i])
                 self._count(f"requests:{url}")
@@ -122,15 +143,24 @@ class OpenAIBackend(Backend):
                     f"{url}: not found ({e.message}); check the base URL (it ends in /v1) "
                     f"and the model name {self.spec.model!r}"
                 ) from e
-            except (openai.APIConnectionError, openai.RateLimitError, openai.InternalServerError) as e:
+            except (
+                openai.APIConnectionError,
+                openai.RateLimitError,
+                openai.InternalServerError,
+                openai.APIResponseValidationError,
+                json.JSONDecodeError,  # a body that is not JSON
+                *_HTTP_ERRORS,  # a connection that broke while the body was read
+            ) as e:
                 if attempt >= self.spec.retries:
-                    if isinstance(
-                        e, openai.APITimeoutError | openai.RateLimitError | openai.InternalServerError
-                    ):
-                        raise RequestFailed(f"{url}: {type(e).__name__}: {e}") from e
-                    raise ServerError(
-                        f"cannot reach the OpenAI-compatible server at {url} ({e}) after "
-                        f"{attempt + 1} attempt(s): start it (e.g. `harness serve-model`) or fix the base URL"
+                    # only a refused connection means the server is gone (the run stops); a timeout,
+                    # 429, 5xx, a malformed body or a connection dropped mid-reply fails this request
+                    if isinstance(e, openai.APIConnectionError) and isinstance(e.__cause__, _CONNECT_ERRORS):
+                        raise ServerError(
+                            f"cannot reach the OpenAI-compatible server at {url} ({e}) after {attempt + 1} "
+                            "attempt(s): start it (e.g. `harness serve-model`) or fix the base URL"
+                        ) from e
+                    raise RequestFailed(
+                        f"{url}: {type(e).__name__}: {e} (after {attempt + 1} attempt(s))"
                     ) from e
                 self._count("retries")
                 attempt += 1
@@ -149,7 +179,12 @@ class OpenAIBackend(Backend):
                 self._count("errors")
                 self.last_error = str(e)
                 return Completion(
-                    text="", prompt_tokens=-1, completion_tokens=-1, finish_reason="error", latency_s=0.0
+                    text="",
+                    prompt_tokens=-1,
+                    completion_tokens=-1,
+                    finish_reason="error",
+                    latency_s=0.0,
+                    error=str(e),
                 )
             c.latency_s = time.perf_counter() - t0
             return c
@@ -211,7 +246,7 @@ class OpenAIBackend(Backend):
         return {
             "backend": self.name,
             "model": self.spec.model if self._model_name is None else self._model_name,
-            "base_urls": list(self.spec.base_urls),
+            "base_urls": [redact(u) for u in self.spec.base_urls],
             "server": self.spec.server,
             "tokenizer": self.spec.tokenizer,
             "concurrency": self.spec.concurrency,
@@ -239,7 +274,7 @@ class OpenAIBackend(Backend):
                     model=model, prompt=prompt, max_tokens=max_new_tokens, stop=stops or None, **kw
                 )
             )
-            ch = resp.choices[0]
+            ch = _first_choice(resp)
             return self._completion(
                 prompt, ch.text or "", ch.finish_reason, ch, resp.usage, stops, include_stop
             )
@@ -260,8 +295,10 @@ class OpenAIBackend(Backend):
                         if m is not None:
                             break
                         finish = ch.finish_reason or finish
-                except httpx.HTTPError as e:
-                    raise RequestFailed(f"{c.base_url}: the stream broke: {type(e).__name__}: {e}") from e
+                except _HTTP_ERRORS as e:
+                    raise RequestFailed(
+                        f"{redact(str(c.base_url))}: the stream broke: {type(e).__name__}: {e}"
+                    ) from e
                 finally:
                     stream.close()
                 return text, finish, m
@@ -337,7 +374,7 @@ class OpenAIBackend(Backend):
                     **kw,
                 )
             )
-            ch = resp.choices[0]
+            ch = _first_choice(resp)
             text = ch.message.content or ""
             return self._completion(None, text, ch.finish_reason, ch, resp.usage, stops, False, messages)
 
@@ -394,6 +431,7 @@ class OpenAIBackend(Backend):
         else:  # content_filter, abort, ...: not a normal end; counted, never passed off as one
             finish = "error"
             self._count(f"finish:{server_finish}")
+            self._count("errors")
         if matched is not None and include_stop:
             text += matched
 
@@ -404,8 +442,59 @@ class OpenAIBackend(Backend):
             completion_tokens=completion_tokens,
             finish_reason=finish,
             stop=matched,
+            error=f"the server ended the completion with finish_reason={server_finish!r}"
+            if finish == "error"
+            else None,
         )
+
+
+def _first_choice(resp: Any) -> Any:
+    """The first choice of a completion response; a body without one (a malformed reply the
+    client accepted) fails the request."""
+    choices = getattr(resp, "choices", None)
+    if not isinstance(choices, list) or not choices:
+        raise RequestFailed(f"a malformed response without choices: {str(resp)[:200]!r}")
+    return choices[0]
 
 
 class RequestFailed(Exception):
     """One request failed for good (timeout, 5xx, rejected); recorded as finish_reason='error'."""
+
+
+def probe_urls(
+    urls: Sequence[str],
+    *,
+    model: str | None = None,
+    api_key_env: str = "OPENAI_API_KEY",
+    timeout: float = 10.0,
+) -> None:
+    """GET ``<url>/models`` on every URL before a run starts: a dead or wrong endpoint (or one that
+    does not serve ``model``) is one :class:`ServerError` line naming the URL, before any row is
+    written. URLs are printed redacted."""
+    key = os.environ.get(api_key_env)
+    headers = {"Authorization": f"Bearer {key}"} if key else {}
+    for url in urls:
+        base = url.rstrip("/")
+        shown = redact(base)
+        try:
+            r = httpx.get(f"{base}/models", headers=headers, timeout=timeout)
+        except httpx.HTTPError as e:
+            raise ServerError(
+                f"cannot reach the OpenAI-compatible server at {shown} ({type(e).__name__}); start it "
+                "(e.g. `harness serve-model`) or fix --base-url. Nothing was run."
+            ) from e
+        if r.status_code in (401, 403):
+            raise ServerError(f"{shown} refused the API key ({r.status_code}): set ${api_key_env}")
+        if r.status_code != 200:
+            raise ServerError(
+                f"{shown} answered GET /models with HTTP {r.status_code}; is it an OpenAI-compatible "
+                "base URL ending in /v1? Nothing was run."
+            )
+        try:
+            ids = [str(m["id"]) for m in r.json()["data"]]
+        except (ValueError, KeyError, TypeError) as e:
+            raise ServerError(f"{shown}: GET /models returned no model list ({type(e).__name__})") from e
+        if model not in (None, "auto") and ids and model not in ids:
+            raise ServerError(
+                f"{shown} does not serve model {model!r}; it serves {', '.join(ids)} (pass one as --model)"
+            )
