@@ -72,6 +72,9 @@ class BackendSpec(BaseModel):
     dtype: Dtype = "float32"
     threads: int | None = Field(default=None, ge=1)
     max_batch_size: int = Field(default=8, ge=1)
+    # transformers only: tokens of KV the cross-call prefix cache may hold (0 = off); see
+    # harness.llm.transformers_backend (SmolLM2-135M fp32: 45 KB per token, 32768 tokens = 1.5 GB)
+    prefix_cache_tokens: int = Field(default=32768, ge=0)
     concurrency: int = Field(default=4, ge=1)
     timeout: float = Field(default=120.0, gt=0)
     retries: int = Field(default=2, ge=0)

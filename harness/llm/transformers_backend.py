@@ -15,6 +15,29 @@ in one call (a GRPO group) get different samples. ``seed=None`` draws fresh seed
 
 Threads: ``torch.set_num_threads`` from the spec, else ``$OMP_NUM_THREADS``, else 1 (two torch
 threads on a busy 2-core machine were 6-15x slower, feasibility-ml.md).
+
+Prefix reuse across calls (:class:`PrefixCache`). A multi-turn rollout calls the backend once per
+turn with the whole context so far (prompt, earlier generations, observations); without reuse
+every turn prefills the whole context again. After a call the backend keeps each sequence's KV
+(the prompt and the generated ids whose KV was computed, i.e. all but the last) keyed by its token
+ids; the next call looks up, for every prompt, the kept sequence with the longest common *token*
+prefix and prefills only the rest. Token ids, not text, are the key: the engine's eval mode
+re-tokenizes the context text, and a BPE merge across the boundary of a generation or a
+non-canonical tokenization the model produced changes ids; only the ids that really match are
+reused, so the result never depends on how the text was assembled. The last prompt token is
+always recomputed (its logits start the generation). A micro-batch is laid out as without reuse,
+every row left-padded to one width: the first ``R`` columns come from the kept KV, the last ``S``
+(the longest new suffix of the batch) are computed; a row whose new suffix is shorter than ``S``
+recomputes a little more of its prefix instead of leaving a hole, which costs nothing since the
+batch computes ``S`` columns for every row anyway. Greedy output is the same with and without
+reuse up to floating-point rounding, as it is across batch sizes (tests check it token by token).
+Memory is bounded by ``BackendSpec.prefix_cache_tokens`` (least recently used sequences go
+first); a kept sequence that a longer sequence of the same trajectory fully extends is dropped at
+once, so a trajectory in flight holds one entry. Any change of the model's weights (a trainer's
+optimizer step bumps the parameters' version counters) empties the cache, so training rollouts
+never reuse KV of an older policy. ``Completion.prefill_tokens`` counts the prompt tokens a row
+actually computed. Models whose cache is not a plain per-layer KV (sliding-window or linear
+attention layers) are refused with ``prefix_cache_tokens > 0``.
 """
 
 from __future__ import annotations
@@ -22,7 +45,9 @@ from __future__ import annotations
 import os
 import random
 import time
+from collections import OrderedDict
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -79,6 +104,10 @@ class TransformersBackend(Backend):
         self.eos_ids = _eos_ids(model, tokenizer)
         self.unaligned = 0  # completions whose token ids could not be made to match the text
         self._revision: str | None = None
+        self.prefix_cache: PrefixCache | None = None
+        if spec.prefix_cache_tokens > 0:
+            _check_plain_kv(model, spec)
+            self.prefix_cache = PrefixCache(spec.prefix_cache_tokens)
 
     @classmethod
     def from_model(cls, model: Any, tokenizer: Any, spec: BackendSpec | None = None) -> TransformersBackend:
@@ -116,6 +145,7 @@ class TransformersBackend(Backend):
             "revision": self._revision,
             "threads": torch.get_num_threads(),
             "max_batch_size": self.spec.max_batch_size,
+            "prefix_cache_tokens": self.spec.prefix_cache_tokens,
             "transformers": transformers.__version__,
             "torch": torch.__version__,
         }
@@ -161,8 +191,17 @@ class TransformersBackend(Backend):
                     f"the model's {limit} positions: shorten the prompt (e.g. max_obs_tokens)"
                 )
         base_seed = sampling.seed if sampling.seed is not None else random.SystemRandom().randrange(2**62)
-        order = sorted(range(len(prompt_ids)), key=lambda i: -len(prompt_ids[i]))
-        out: list[Completion | None] = [None] * len(prompt_ids)
+        prompts = [list(p) for p in prompt_ids]
+        pc = self.prefix_cache
+        if pc is not None:
+            pc.check_weights(self.model)
+            bases = [pc.match(p) for p in prompts]
+        else:
+            bases = [(None, 0)] * len(prompts)
+        # longest new suffix first: rows needing similar prefill share a micro-batch
+        order = sorted(range(len(prompts)), key=lambda i: -(len(prompts[i]) - bases[i][1]))
+        out: list[Completion | None] = [None] * len(prompts)
+        kept: list[_Entry] = []
         was_training = self.model.training
         self.model.eval()
         try:
@@ -170,43 +209,61 @@ class TransformersBackend(Backend):
                 bs = self.spec.max_batch_size
                 for k in range(0, len(order), bs):
                     idx = order[k : k + bs]
-                    done = self._generate_batch(
-                        [list(prompt_ids[i]) for i in idx],
+                    done, entries = self._generate_batch(
+                        [prompts[i] for i in idx],
                         [base_seed + i for i in idx],
+                        [bases[i] for i in idx],
                         stop=list(stop),
                         max_new_tokens=max_new_tokens,
                         sampling=sampling,
                         include_stop=include_stop,
                     )
+                    kept += entries
                     for i, c in zip(idx, done, strict=True):
                         out[i] = c
         finally:
             self.model.train(was_training)
+        if pc is not None:
+            # an entry a row reused whole is a prefix of that row's new entry: superseded
+            pc.drop([e for e, r in bases if e is not None and r == e.length])
+            pc.add(kept)
         return [c for c in out if c is not None]
 
     def _generate_batch(
         self,
         prompts: list[list[int]],
         seeds: list[int],
+        bases: list[tuple[_Entry | None, int]],
         *,
         stop: list[str],
         max_new_tokens: int,
         sampling: SamplingParams,
         include_stop: bool,
-    ) -> list[Completion]:
+    ) -> tuple[list[Completion], list[_Entry]]:
+        """One micro-batch. ``bases[r]`` is row r's cached entry and how many of its leading
+        tokens match the prompt (at most ``len(prompt) - 1``). Returns the completions and, when
+        the prefix cache is on, each row's KV to keep."""
         import torch
 
         t0 = time.perf_counter()
         device = next(self.model.parameters()).device
         n = len(prompts)
-        width = max(len(p) for p in prompts)
-        input_ids = torch.full((n, width), self.pad_id, dtype=torch.long)
+        # S new columns for every row; a row reuses what precedes its last S tokens (see module doc)
+        suffix = max(len(p) - r for p, (_, r) in zip(prompts, bases, strict=True))
+        reuse = [max(0, len(p) - suffix) for p in prompts]
+        past = max(reuse)
+        width = past + suffix
+        input_ids = torch.full((n, suffix), self.pad_id, dtype=torch.long)
         attn = torch.zeros((n, width), dtype=torch.long)
         for r, p in enumerate(prompts):
-            input_ids[r, width - len(p) :] = torch.tensor(p, dtype=torch.long)
+            new = p[reuse[r] :]
+            input_ids[r, suffix - len(new) :] = torch.tensor(new, dtype=torch.long)
             attn[r, width - len(p) :] = 1
         input_ids, attn = input_ids.to(device), attn.to(device)
         pos = (attn.cumsum(-1) - 1).clamp(min=0)
+        cache = None
+        if past:
+            cache = _batch_cache([b[0] for b in bases], reuse, past, device)
 
         gens = [torch.Generator(device="cpu").manual_seed(s) for s in seeds] if not sampling.greedy else []
         scanners = [StopScanner(stop, self.detokenize) for _ in range(n)]
@@ -216,11 +273,17 @@ class TransformersBackend(Backend):
         active = list(range(n))  # original row of each row still in the batch
 
         out = self.model(
-            input_ids=input_ids, attention_mask=attn, position_ids=pos, use_cache=True, logits_to_keep=1
+            input_ids=input_ids,
+            attention_mask=attn,
+            position_ids=pos[:, past:],
+            past_key_values=cache,
+            use_cache=True,
+            logits_to_keep=1,
         )
         cache = out.past_key_values
         logits = out.logits[:, -1, :]
         last_pos = pos[:, -1]
+        entries: list[_Entry] = []
         for step in range(max_new_tokens):
             next_ids = _pick(logits, sampling, [gens[r] for r in active] if gens else None)
             keep: list[int] = []
@@ -233,6 +296,9 @@ class TransformersBackend(Backend):
                     keep.append(j)
                     continue
                 latency[r] = time.perf_counter() - t0
+                if self.prefix_cache is not None:
+                    # the KV holds the prompt and every generated id but the one just picked
+                    entries.append(_Entry.of_row(cache, j, prompts[r] + generated[r][:-1]))
             if not keep:
                 break
             if len(keep) < len(active):
@@ -254,17 +320,130 @@ class TransformersBackend(Backend):
 
         results = []
         for r in range(n):
-            results.append(
-                self.completion_from_ids(
-                    generated[r],
-                    prompt_tokens=len(prompts[r]),
-                    eos_hit=eos_hit[r],
-                    stop=stop,
-                    include_stop=include_stop,
-                    latency_s=latency[r],
-                )
+            c = self.completion_from_ids(
+                generated[r],
+                prompt_tokens=len(prompts[r]),
+                eos_hit=eos_hit[r],
+                stop=stop,
+                include_stop=include_stop,
+                latency_s=latency[r],
             )
-        return results
+            c.prefill_tokens = len(prompts[r]) - reuse[r]
+            results.append(c)
+        return results, entries
+
+
+@dataclass(eq=False)
+class _Entry:
+    """One kept sequence: its token ids and, per layer, its keys and values ``(heads, len, dim)``."""
+
+    ids: torch.Tensor  # 1-D long
+    kv: list[tuple[torch.Tensor, torch.Tensor]]
+
+    @property
+    def length(self) -> int:
+        return int(self.ids.shape[0])
+
+    @classmethod
+    def of_row(cls, cache: Any, row: int, ids: list[int]) -> _Entry:
+        """Row ``row`` of a left-padded batch cache whose last ``len(ids)`` columns are ``ids``."""
+        import torch
+
+        n = len(ids)
+        kv = [(la.keys[row, :, -n:, :].clone(), la.values[row, :, -n:, :].clone()) for la in cache.layers]
+        return cls(torch.tensor(ids, dtype=torch.long), kv)
+
+
+class PrefixCache:
+    """A bounded LRU of kept sequences (see the module docstring); bounded in tokens, not entries,
+    since memory grows with tokens. Not thread-safe: one backend generates one call at a time."""
+
+    def __init__(self, max_tokens: int):
+        self.max_tokens = max_tokens
+        self.entries: OrderedDict[int, _Entry] = OrderedDict()  # id(entry) -> entry, oldest first
+        self.tokens = 0
+        self._weights: tuple[int, int] | None = None
+
+    def check_weights(self, model: Any) -> None:
+        """Empty the cache when the weights changed since the last call: any in-place update of a
+        parameter (an optimizer step, ``load_state_dict``) bumps its version counter."""
+        key = (id(model), sum(p._version for p in model.parameters()))
+        if key != self._weights:
+            self.clear()
+            self._weights = key
+
+    def clear(self) -> None:
+        self.entries.clear()
+        self.tokens = 0
+
+    def match(self, ids: list[int]) -> tuple[_Entry | None, int]:
+        """The entry sharing the longest token prefix with ``ids`` and how many tokens can be
+        reused (the last prompt token is always recomputed); (None, 0) when none shares any."""
+        import torch
+
+        if not self.entries or len(ids) < 2:
+            return None, 0
+        q = torch.tensor(ids, dtype=torch.long)
+        best, best_n = None, 0
+        for e in self.entries.values():
+            m = min(e.length, len(ids) - 1)
+            if m <= best_n or int(e.ids[0]) != ids[0]:
+                continue
+            diff = (e.ids[:m] != q[:m]).nonzero()
+            n = int(diff[0, 0]) if len(diff) else m
+            if n > best_n:
+                best, best_n = e, n
+        if best is not None:
+            self.entries.move_to_end(id(best))
+        return best, best_n
+
+    def drop(self, entries: Sequence[_Entry]) -> None:
+        for e in entries:
+            if self.entries.pop(id(e), None) is not None:
+                self.tokens -= e.length
+
+    def add(self, entries: Sequence[_Entry]) -> None:
+        """Keep ``entries`` (newest last), then evict the least recently used beyond the bound."""
+        for e in entries:
+            if e.length > self.max_tokens:
+                continue
+            self.entries[id(e)] = e
+            self.tokens += e.length
+        while self.tokens > self.max_tokens:
+            _, old = self.entries.popitem(last=False)
+            self.tokens -= old.length
+
+
+def _batch_cache(entries: list[_Entry | None], reuse: list[int], past: int, device: Any) -> Any:
+    """A DynamicCache of ``past`` columns: row r holds the first ``reuse[r]`` positions of
+    ``entries[r]``, right-aligned (left padding, masked out by the attention mask)."""
+    from transformers import DynamicCache
+
+    first = next(e for e in entries if e is not None)
+    layers = []
+    for li, (k0, v0) in enumerate(first.kv):
+        k = k0.new_zeros((len(entries), k0.shape[0], past, k0.shape[2]), device=device)
+        v = v0.new_zeros((len(entries), v0.shape[0], past, v0.shape[2]), device=device)
+        for r, (e, n) in enumerate(zip(entries, reuse, strict=True)):
+            if n and e is not None:  # reuse > 0 only where an entry matched
+                k[r, :, past - n :, :] = e.kv[li][0][:, :n, :]
+                v[r, :, past - n :, :] = e.kv[li][1][:, :n, :]
+        layers.append((k, v))
+    return DynamicCache(layers)
+
+
+def _check_plain_kv(model: Any, spec: BackendSpec) -> None:
+    """The prefix cache slices and re-assembles per-layer KV tensors, which is only right for
+    full-attention layers (``DynamicLayer``); refuse anything else."""
+    from transformers import DynamicCache
+    from transformers.cache_utils import DynamicLayer
+
+    kinds = {type(la).__name__ for la in DynamicCache(config=model.config).layers}
+    if kinds != {DynamicLayer.__name__}:
+        raise ConfigError(
+            f"{spec.model}: the model's KV cache has {sorted(kinds)} layers; the prefix cache handles "
+            "only full-attention layers: set BackendSpec.prefix_cache_tokens=0"
+        )
 
 
 def _eos_ids(model: Any, tokenizer: Any) -> frozenset[int]:
