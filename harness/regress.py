@@ -35,6 +35,7 @@ from pydantic import BaseModel, ValidationError
 
 from harness.errors import ConfigError
 from harness.metrics.bootstrap import Aggregate, paired_bootstrap_diff
+from harness.secrets import redact
 
 BASELINE_FORMAT = 1
 KEY = ("method", "model", "protocol_id", "dataset", "metric")
@@ -137,7 +138,7 @@ def baseline_from_values(
     return Baseline(
         created_at=datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
         tolerance=tolerance,
-        runs=runs or {},
+        runs={run_id: redact(command) for run_id, command in (runs or {}).items()},  # a committed file
         entries=entries,
     )
 
@@ -149,8 +150,12 @@ def compare(
     tolerance: float | None = None,
     n_resamples: int = 2000,
     seed: int = 0,
+    partial: pd.DataFrame | None = None,
 ) -> list[Comparison]:
-    """Compare every baseline entry with the current latest values (same columns as ``latest_values``)."""
+    """Compare every baseline entry with the current latest values (same columns as ``latest_values``).
+
+    ``partial``: the latest values including runs that did not end complete; a baseline key found
+    only there fails with a detail naming those runs (it is never compared silently)."""
     tol = baseline.tolerance if tolerance is None else tolerance
     if tol < 0:
         raise ConfigError(f"tolerance must be >= 0, got {tol}")
@@ -175,7 +180,7 @@ def compare(
                     verdict="FAIL",
                     detail=f"missing: no run of {e.method} ({e.model}) on {e.dataset} with {e.metric} "
                     f"under protocol {e.protocol_name} ({e.protocol_id}) in the database"
-                    + _other_protocols(e, groups),
+                    + (_only_partial(e, partial) or _other_protocols(e, groups)),
                 )
             )
             continue
@@ -242,6 +247,22 @@ def _pooled(baseline: Baseline, groups: dict, tol: float, n_resamples: int, seed
                 )
         out.append(_compare_entry(pooled, cur, tol, n_resamples, seed))
     return out
+
+
+def _only_partial(e: BaselineEntry, partial: pd.DataFrame | None) -> str:
+    """A note when the key exists only in runs that did not end complete."""
+    if partial is None or partial.empty:
+        return ""
+    m = partial
+    for col, v in zip(KEY, e.key(), strict=True):
+        m = m[m[col].astype(str) == v]
+    if m.empty:
+        return ""
+    runs = ", ".join(sorted(set(m["run_id"].astype(str))))
+    return (
+        f" that ended complete; only run {runs} has it, and it did not finish (killed, failed, or with "
+        "failed samples): finish it with `harness run ... --resume`"
+    )
 
 
 def _other_protocols(e: BaselineEntry, groups: dict) -> str:

@@ -24,7 +24,11 @@ the baseline on the same questions: a score fails when the paired-bootstrap 95% 
 (current - baseline) lies below zero and the drop exceeds the tolerance. Entries without
 per-question values fail when the mean drops by more than the tolerance. A baseline entry with no
 counterpart in the database (method, dataset or metric missing, or questions missing) fails.
-Keys in the database that the baseline lacks are listed as `new` and do not fail."""
+Keys in the database that the baseline lacks are listed as `new` and do not fail.
+
+Only runs that ended `complete` are compared (and written by --update): a killed, failed or
+incomplete run (failed samples) is left out, and a baseline entry found only in such a run fails
+with a detail naming it. --include-partial compares them too (their missing questions fail)."""
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -47,6 +51,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--protocol", default=None, help="with --update: only this protocol id")
     p.add_argument("--output", type=Path, default=None, help="also write the markdown table here")
+    p.add_argument(
+        "--include-partial",
+        action="store_true",
+        help="also use runs that did not end complete (killed, failed, with failed samples)",
+    )
 
 
 def handle(args: argparse.Namespace) -> int:
@@ -55,11 +64,20 @@ def handle(args: argparse.Namespace) -> int:
     from leaderboards.queries import latest_runs, latest_values, open_results
 
     store = open_results(args.db)
-    values = latest_values(store, args.protocol)
+    complete_only = not args.include_partial
+    values = latest_values(store, args.protocol, complete_only=complete_only)
+    partial = latest_values(store, args.protocol, complete_only=False) if complete_only else values
+    left_out = sorted(set(partial["run_id"]) - set(values["run_id"]))
+    if left_out:
+        print(
+            f"regress: left out {len(left_out)} run(s) that did not end complete: {', '.join(left_out)} "
+            "(finish them with `harness run ... --resume`, or pass --include-partial)",
+            file=sys.stderr,
+        )
     if args.update:
         if values.empty:
-            raise ConfigError(f"{args.db}: no scored evaluation runs to take a baseline from")
-        runs = latest_runs(store, args.protocol)
+            raise ConfigError(f"{args.db}: no complete evaluation runs to take a baseline from")
+        runs = latest_runs(store, args.protocol, complete_only=complete_only)
         provenance = {str(r.run_id): str(r.command or "") for r in runs.itertuples()}
         baseline = baseline_from_values(values, tolerance=args.tolerance or 0.0, runs=provenance)
         baseline.save(args.against)
@@ -71,7 +89,7 @@ def handle(args: argparse.Namespace) -> int:
         )
         return 0
     baseline = Baseline.load(args.against)
-    comparisons = compare(baseline, values, tolerance=args.tolerance)
+    comparisons = compare(baseline, values, tolerance=args.tolerance, partial=partial)
     text = markdown(comparisons)
     print(text)
     if args.output is not None:

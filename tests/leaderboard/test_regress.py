@@ -145,3 +145,38 @@ def test_bad_baseline_files(tmp_path):
     bad.write_text(json.dumps({"format": 1}))
     with pytest.raises(ConfigError, match="not a valid baseline file"):
         Baseline.load(bad)
+
+
+def _set_status(path, method: str, status: str) -> None:
+    import duckdb
+
+    with duckdb.connect(str(path)) as con:
+        con.execute("UPDATE runs SET status = ? WHERE method = ?", [status, method])
+
+
+def test_partial_runs_are_left_out_and_named(baseline_file, tmp_path, capsys):
+    db = fixtures.build(tmp_path / "partial.duckdb", tag="-partial")  # same scores as the baseline
+    _set_status(db.path, "naive_rag", "incomplete")  # e.g. a run with failed samples, or killed
+    assert main(["regress", "--against", str(baseline_file), "--db", str(db.path)]) == 1
+    out = capsys.readouterr()
+    assert "regress: left out 2 run(s) that did not end complete: naive_rag-fixture-partial-1, " in out.err
+    fails = [line for line in out.out.splitlines() if line.startswith("| **FAIL**")]
+    assert fails and all("| naive_rag |" in line for line in fails)
+    assert all("it did not finish" in line for line in fails if "| all (pooled) |" not in line)
+    # asked for explicitly, the partial runs are compared (here their scores are unchanged)
+    assert main(["regress", "--against", str(baseline_file), "--db", str(db.path), "--include-partial"]) == 0
+
+
+def test_update_never_writes_credentials(tmp_path):
+    import duckdb
+
+    db = fixtures.build(tmp_path / "secret.duckdb", tag="-secret")
+    with duckdb.connect(str(db.path)) as con:  # a file written before commands were redacted
+        con.execute(
+            "UPDATE runs SET command = 'harness run --base-url http://me:sk-SECRET@host/v1?api_key=sk-TWO'"
+        )
+    out = tmp_path / "b.json"
+    assert main(["regress", "--update", "--against", str(out), "--db", str(db.path)]) == 0
+    text = out.read_text()
+    assert "sk-SECRET" not in text and "sk-TWO" not in text
+    assert "http://me:***@host/v1?api_key=***" in text
