@@ -456,16 +456,13 @@ def cpu_sft_rl_recipe(method: str) -> Recipe:
                 "lora": "ours: rank 32 on every linear of the top 10 of 30 layers (no backward below them; CPU budget); merged into each checkpoint",
                 "micro_batch_size": "ours: 4 trajectories per forward/backward",
                 "reward_stages": "paper §3.2: outcome EM (after the warm-up the format is learned)",
-                "sft": "ours: supervised warm-up (the 135M model never answers correctly untrained)",
-                "sft.turns": "ours: SFT_TURNS (search the question, answer the gold string)",
-                "sft.answer_in_observation": "ours: only demonstrations whose retrieval holds the answer",
-                "sft.n_questions": "ours: 96 train questions (CPU budget)",
-                "sft.epochs": "ours: one pass",
-                "sft.batch_size": "ours: 8 demonstrations per optimizer step",
-                "sft.lr": "ours: 5e-4 for LoRA adapters: ~9 steps must fix the format",
-                "sft.lr_warmup_steps": "ours",
-                "sft.weight_decay": "verl's default 0.01",
-                "sft.grad_clip": "verl's default 1.0",
+                "sft": (
+                    "ours: a supervised warm-up (the 135M model never answers correctly untrained): "
+                    "SFT_TURNS (search the question, answer the gold string), only demonstrations whose "
+                    "retrieval holds the answer, 96 train questions, one pass, 8 per step, lr 5e-4 for the "
+                    "LoRA adapters after 3 warm-up steps (~9 steps must fix the format); weight decay 0.01 "
+                    "and grad clip 1.0 are verl's defaults"
+                ),
             },
         }
     )

@@ -104,6 +104,27 @@ class Recipe(_Strict):
     sft: SftConfig | None = None
     sources: dict[str, str] = {}
 
+    @model_validator(mode="before")
+    @classmethod
+    def _absent_stage_sources(cls, data: Any) -> Any:
+        """An optional stage left out (no split, no warm-up) has that as its provenance, so recipes
+        that predate a stage need not name it."""
+        if not isinstance(data, dict):
+            return data
+        src = dict(data.get("sources") or {})
+        for key, text in (("split", "none: no held-out split"), ("sft", "none: no supervised warm-up")):
+            if data.get(key) is None:
+                src.setdefault(key, text)
+        return {**data, "sources": src}
+
+    def model_copy(self, *, update: dict[str, Any] | None = None, deep: bool = False) -> Recipe:
+        """A copy with ``update`` applied, validated (pydantic's ``model_copy`` skips validation,
+        which would let a derived recipe break the checks above)."""
+        if not update:
+            return super().model_copy(deep=deep)
+        data = {name: getattr(self, name) for name in type(self).model_fields}
+        return type(self).model_validate({**data, **update})
+
     @model_validator(mode="after")
     def _check(self) -> Recipe:
         starts = [s.start_step for s in self.reward_stages]
