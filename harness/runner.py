@@ -505,6 +505,21 @@ def summary(store: Store, run_ids: Sequence[str]):
     return df.merge(costs, on=["method", "dataset"], how="left")
 
 
+PREFILL_SQL = """
+SELECT r.method, sum(t.prompt_tokens) AS prompt_tokens, sum(t.prefill_tokens) AS prefill_tokens
+FROM turns t JOIN runs r USING (run_id)
+WHERE t.run_id IN ({ids}) AND t.prefill_tokens IS NOT NULL
+GROUP BY ALL ORDER BY r.method
+"""
+
+
+def prefill_summary(store: Store, run_ids: Sequence[str]):
+    """Per method: the prompt tokens of every generation whose backend reported its prefill, and
+    the tokens it prefilled (the rest came from its prefix cache); methods with none are absent."""
+    ids = ", ".join(f"'{r}'" for r in run_ids) or "NULL"
+    return store.query(PREFILL_SQL.format(ids=ids))
+
+
 # The trajectory meta key under which a reader method records where its references came from
 # (ARENA: "dataset" = the question's own paragraphs, "gold+bm25" = the labelled substitute).
 REFERENCE_SOURCE_KEY = "arena_context"

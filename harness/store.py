@@ -138,7 +138,7 @@ SCHEMA = [
         run_id VARCHAR, dataset VARCHAR, sample_id VARCHAR, turn_index INTEGER, kind VARCHAR,
         text VARCHAR, query VARCHAR, doc_ids VARCHAR[], doc_scores DOUBLE[],
         prompt_tokens INTEGER, completion_tokens INTEGER, observation_tokens INTEGER,
-        latency_s DOUBLE, stop_reason VARCHAR, status VARCHAR,
+        latency_s DOUBLE, stop_reason VARCHAR, status VARCHAR, prefill_tokens INTEGER,
         PRIMARY KEY (run_id, dataset, sample_id, turn_index)
     )""",
     """CREATE TABLE IF NOT EXISTS judgements (
@@ -178,6 +178,8 @@ MIGRATIONS = [
     "ALTER TABLE runs ADD COLUMN IF NOT EXISTS owner_pid INTEGER",
     "ALTER TABLE runs ADD COLUMN IF NOT EXISTS owner_host VARCHAR",
     "ALTER TABLE runs ADD COLUMN IF NOT EXISTS heartbeat_at TIMESTAMP",
+    # prompt tokens the backend computed (the rest came from its prefix cache); NULL = unknown
+    "ALTER TABLE turns ADD COLUMN IF NOT EXISTS prefill_tokens INTEGER",
 ]
 
 
@@ -542,6 +544,7 @@ class Store:
                         "doc_ids": list(turn.doc_ids),
                         "doc_scores": [float(x) for x in turn.doc_scores],
                         "prompt_tokens": turn.prompt_tokens,
+                        "prefill_tokens": turn.prefill_tokens,
                         "completion_tokens": turn.completion_tokens,
                         "observation_tokens": turn.observation_tokens,
                         "latency_s": turn.latency_s,

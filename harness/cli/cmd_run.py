@@ -95,7 +95,7 @@ def handle(args: argparse.Namespace) -> int:
     from harness.judge.stored import judge_runs
     from harness.methods_registry import get_method, resolve_methods
     from harness.protocol import preset
-    from harness.runner import RunConfig, Runner, own_protocol, reference_sources, summary
+    from harness.runner import RunConfig, Runner, own_protocol, prefill_summary, reference_sources, summary
     from harness.secrets import redact
 
     # every argument is checked here and in Runner.plan_groups, before a model loads or a row is written
@@ -191,6 +191,13 @@ def handle(args: argparse.Namespace) -> int:
         report = judge_runs(runner.store, [r.run_id for r in runs], judge)
         print_report(report, price_table=load_prices(prices_path(runner.store)))
         status = report_judge_failures(report)
+    for row in prefill_summary(runner.store, [r.run_id for r in runs]).itertuples(index=False):
+        saved = 1 - row.prefill_tokens / row.prompt_tokens if row.prompt_tokens else 0.0
+        print(
+            f"{row.method}: {row.prompt_tokens} prompt tokens, {row.prefill_tokens} prefilled "
+            f"({saved:.0%} saved by prefix reuse)",
+            file=sys.stderr,
+        )
     print(f"results: {args.db}  runs: {', '.join(r.run_id for r in runs)}", file=sys.stderr)
     failed = [r for r in runs if r.n_errors]
     if failed:
