@@ -14,4 +14,4 @@ DB_ENV = "RAR_HARNESS_DB"
 EXPORT_VIEWS: tuple[str, ...] = ("leaderboard", "reported", "cost")
 """The views ``harness export`` writes (the app's pages of the same names)."""
 
-EXPORT_FORMATS: tuple[str, ...] = ("csv", "parquet", "markdown")
+EXPORT_FORMATS: tuple[str, ...] = ("csv", "parquet", "markdown", "latex")

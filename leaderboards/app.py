@@ -14,7 +14,9 @@ from leaderboards import ui
 
 HERE = Path(__file__).resolve().parent / "app_pages"
 
-st.set_page_config(page_title="rar-harness leaderboard", page_icon=":material/leaderboard:", layout="wide")
+# An emoji favicon is drawn by the browser (an inline SVG); a ":material/...:" one would be fetched
+# from fonts.gstatic.com, which fails offline. Page icons below use the bundled Material font.
+st.set_page_config(page_title="rar-harness leaderboard", page_icon="📊", layout="wide")
 
 PAGES = [
     st.Page(HERE / "leaderboard.py", title="Leaderboard", icon=":material/leaderboard:", default=True),
@@ -22,6 +24,7 @@ PAGES = [
     st.Page(HERE / "cost.py", title="Cost and efficiency", icon=":material/speed:"),
     st.Page(HERE / "trajectories.py", title="Trajectory explorer", icon=":material/account_tree:"),
     st.Page(HERE / "training.py", title="Training runs", icon=":material/show_chart:"),
+    st.Page(HERE / "glossary.py", title="Metric glossary", icon=":material/menu_book:"),
 ]
 
 nav = st.navigation(PAGES)

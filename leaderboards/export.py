@@ -1,13 +1,18 @@
-"""``harness export``: the app's views as CSV, Parquet or Markdown (same queries, same numbers).
+"""``harness export``: the app's views as CSV, Parquet, Markdown or LaTeX (same queries, same numbers).
 
-Exported files carry numeric interval bounds (``<column>_lo``/``<column>_hi``) instead of the
-app's ``[lo, hi]`` text, and fractions (0.5) rather than percentages.
+CSV and Parquet are data: fractions (0.5, not 50), numeric interval bounds
+(``<column>_lo``/``<column>_hi``), every column. Markdown and LaTeX are paper tables: the
+leaderboard as methods x datasets in % with one decimal, readable dataset names, rows grouped by
+method type (prompt baselines, untrained policies, trained), the best of each column in bold,
+averages last (as the papers print "Avg."), n and the interval method in the caption; the
+reported view as one pivot per paper table (``reported / ours / difference`` in the paper's unit);
+the cost view with readable units.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
@@ -15,12 +20,28 @@ import pandas as pd
 
 from harness.errors import ConfigError
 from leaderboards import EXPORT_FORMATS, EXPORT_VIEWS, queries, views
-from leaderboards.schema import COST_COLUMNS, REPORTED_COLUMNS, Column, metric_label
+from leaderboards.schema import COST_COLUMNS, REPORTED_COLUMNS, Column, dataset_label, metric_label
 
 ViewName = Literal["leaderboard", "reported", "cost"]
-Format = Literal["csv", "parquet", "markdown"]
+Format = Literal["csv", "parquet", "markdown", "latex"]
 VIEWS = EXPORT_VIEWS
 FORMATS = EXPORT_FORMATS
+TYPE_GROUPS = {
+    "prompt baseline": "Prompt baselines",
+    "untrained policy": "Untrained policies",
+    "trained": "Trained",
+}
+
+
+@dataclass(frozen=True)
+class PaperTable:
+    """A table for a paper: header, groups of rows (title, rows of cell texts), bold cells
+    ``(group, row, column)``, and a caption."""
+
+    header: list[str]
+    groups: list[tuple[str, list[list[str]]]]
+    bold: set[tuple[int, int, int]] = field(default_factory=set)
+    caption: str = ""
 
 
 @dataclass(frozen=True)
@@ -28,38 +49,54 @@ class ExportedView:
     title: str
     frame: pd.DataFrame
     columns: list[Column]
+    tables: list[PaperTable] = field(default_factory=list)  # the markdown / LaTeX rendering
 
 
 def build_view(
-    store, view: str, *, protocol: str | None = None, metric: str = "em", dataset: str | None = None
+    store,
+    view: str,
+    *,
+    protocol: str | None = None,
+    metric: str = "em",
+    dataset: str | None = None,
+    include_partial: bool = False,
 ) -> ExportedView:
-    """The named view of one protocol (``protocol``: an id or unique name; default the only one)."""
+    """The named view of one protocol (``protocol``: an id or unique name; default the only one).
+    ``metric`` is matched case-insensitively by id or label (``EM``, ``cover-EM``)."""
     if view not in VIEWS:
         raise ConfigError(f"unknown view {view!r}; choose one of {', '.join(VIEWS)}")
     pid = views.choose_protocol(store, protocol)
     name = views.protocol_name(store, pid)
     if view == "leaderboard":
-        board = views.leaderboard_from_db(store, pid, metric)
+        metric = views.resolve_metric(store, pid, metric)
+        board = views.leaderboard_from_db(store, pid, metric, include_partial=include_partial)
         cols = board.columns(ci="bounds")
         return ExportedView(
             f"Leaderboard · {metric_label(metric)} · protocol {name} ({pid})",
             board.display_frame(ci="bounds"),
             cols,
+            [leaderboard_table(board)],
         )
     if view == "reported":
-        rep = queries.reported(store)
-        table = views.build_reported(rep, views.reported_boards(store, pid, rep))
+        import json
+
+        from leaderboards.reported_sync import reported_frame
+
+        rep = reported_frame(store)
+        raw = queries.protocol_json(store, pid)
+        table = views.build_reported(
+            rep, views.reported_boards(store, pid, rep), protocol=json.loads(raw) if raw else None
+        )
         return ExportedView(
-            f"Reported vs reproduced · measured under protocol {name} ({pid})", table, list(REPORTED_COLUMNS)
+            f"Reported vs reproduced · ours under protocol {name} ({pid})",
+            table,
+            list(REPORTED_COLUMNS),
+            [pivot_table(p) for p in views.reported_pivots(table)],
         )
-    metrics = queries.metrics_present(store, pid)
-    if metric not in metrics:
-        raise ConfigError(
-            f"no values of metric {metric!r} under protocol {pid}; metrics stored: {', '.join(metrics)}"
-        )
+    metric = views.resolve_metric(store, pid, metric)
     table = views.build_cost(
-        queries.latest_values(store, pid, [metric]),
-        queries.latest_costs(store, pid),
+        queries.latest_values(store, pid, [metric], complete_only=not include_partial),
+        queries.latest_costs(store, pid, complete_only=not include_partial),
         metric=metric,
         dataset=dataset,
     )
@@ -68,17 +105,171 @@ def build_view(
         f"Cost and efficiency · {metric_label(metric)} · {scope} · protocol {name} ({pid})",
         table,
         list(COST_COLUMNS),
+        [cost_table(table)],
     )
 
 
+def leaderboard_table(board: views.Leaderboard) -> PaperTable:
+    """Methods x datasets (averages last) in % with one decimal, grouped by method type, the best
+    of each column in bold."""
+    keys = [*board.datasets, *(g.key for g, _ in board.averages)]
+    header = ["Method", "Model", *(_avg_header(board, k) for k in keys)]
+    frame = board.frame.reset_index(drop=True)
+    best = {k: board.best_and_ties(k)[0] for k in keys}
+    groups, bold = [], set()
+    order = [t for t in TYPE_GROUPS if t in set(frame["type"])] + sorted(
+        set(frame["type"]) - set(TYPE_GROUPS)
+    )
+    for gi, t in enumerate(order):
+        rows = []
+        for ri, (pos, r) in enumerate(frame[frame["type"] == t].iterrows()):
+            cells = [str(r["method"]), str(r["model"])]
+            for ci, k in enumerate(keys):
+                cells.append("" if pd.isna(r[k]) else f"{100 * r[k]:.1f}")
+                if pos in best[k]:
+                    bold.add((gi, ri, ci + 2))
+            rows.append(cells)
+        groups.append((TYPE_GROUPS.get(t, t), rows))
+    lo, hi = (
+        min(board.n_range(d)[0] for d in board.datasets),
+        max(board.n_range(d)[1] for d in board.datasets),
+    )
+    n = f"{lo}" if lo == hi else f"{lo}-{hi}"
+    caption = (
+        f"{metric_label(board.metric)} (%) under protocol {board.protocol_name} ({board.protocol_id}); "
+        f"n = {n} questions per dataset; best in bold. Averages are unweighted means over the datasets "
+        "named, given only for rows with all of them."
+    )
+    return PaperTable(header, groups, bold, caption)
+
+
+def _avg_header(board: views.Leaderboard, key: str) -> str:
+    for g, m in board.averages:
+        if g.key == key:
+            total = len(g.datasets) if g.datasets else len(m)
+            return f"{dataset_label(key)} ({len(m)}/{total})"
+    return dataset_label(key)
+
+
+def pivot_table(p: views.ReportedPivot) -> PaperTable:
+    header = ["Method", "Model (paper)", "Model (ours)", *(dataset_label(d) for d in p.datasets), "Differs"]
+    rows = [
+        [
+            str(r["method"]),
+            str(r["model"]),
+            str(r["ours"]),
+            *(str(r[d]) for d in p.datasets),
+            str(r["differs"]),
+        ]
+        for r in p.frame.to_dict("records")
+    ]
+    unit = "%, difference in percentage points" if p.unit == "%" else "as printed"
+    caption = (
+        f"{p.paper} · {p.title} · {p.source}. Cell: reported / ours / ours - reported ({unit}); "
+        "a difference only for the same model and the same datasets."
+    )
+    return PaperTable(header, [("", rows)], set(), caption)
+
+
+def cost_table(table: pd.DataFrame) -> PaperTable:
+    header = [
+        "Method",
+        "Model",
+        "Accuracy (%)",
+        "Answered (%)",
+        "Retrievals/q",
+        "Tokens/q",
+        "Tokens/correct",
+        "$/q",
+        "$/correct",
+        "n",
+        "Coverage",
+    ]
+    rows = []
+    for _, r in table.iterrows():
+        rows.append(
+            [
+                str(r["method"]),
+                str(r["model"]),
+                _num(100 * r["accuracy"], 1),
+                _num(100 * r["answered"], 1),
+                _num(r["retrievals"], 2),
+                _num(r["tokens"], 0),
+                _num(r["tokens_per_correct"], 0),
+                "" if pd.isna(r["usd"]) else f"{r['usd']:.6f}",
+                "" if pd.isna(r["usd_per_correct"]) else f"{r['usd_per_correct']:.6f}",
+                str(int(r["n"])),
+                str(r["coverage"]),
+            ]
+        )
+    return PaperTable(header, [("", rows)], set(), "Means per question; $ empty when a price is unknown.")
+
+
+def _num(v: float, digits: int) -> str:
+    return "" if v is None or pd.isna(v) else f"{v:.{digits}f}"
+
+
 def to_markdown(df: pd.DataFrame, columns: list[Column] | None = None, *, digits: int = 4) -> str:
-    """A GitHub markdown table; headers are the declared labels when ``columns`` is given."""
+    """A GitHub markdown table of a frame as it is (headers are the declared labels when given)."""
     keys = list(df.columns)
     labels = {c.key: c.label for c in columns or []}
     header = [labels.get(k, k) for k in keys]
     lines = ["| " + " | ".join(_cell(h) for h in header) + " |", "|" + "|".join("---" for _ in keys) + "|"]
     for row in df.itertuples(index=False):
         lines.append("| " + " | ".join(_cell(_fmt(v, digits)) for v in row) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def paper_markdown(t: PaperTable) -> str:
+    """A paper table as GitHub markdown: group titles as italic rows, bold best cells."""
+    lines = [
+        "| " + " | ".join(_cell(h) for h in t.header) + " |",
+        "|" + "|".join("---" for _ in t.header) + "|",
+    ]
+    for gi, (title, rows) in enumerate(t.groups):
+        if title:
+            lines.append("| " + " | ".join([f"*{title}*", *([""] * (len(t.header) - 1))]) + " |")
+        for ri, row in enumerate(rows):
+            cells = [f"**{c}**" if (gi, ri, ci) in t.bold and c else _cell(c) for ci, c in enumerate(row)]
+            lines.append("| " + " | ".join(cells) + " |")
+    text = "\n".join(lines) + "\n"
+    return f"{text}\n{t.caption}\n" if t.caption else text
+
+
+_LATEX_ESCAPES = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_",
+                  "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}"}  # fmt: skip
+
+
+def latex_escape(s: str) -> str:
+    return "".join(_LATEX_ESCAPES.get(ch, ch) for ch in s)
+
+
+def paper_latex(t: PaperTable) -> str:
+    """A paper table as a booktabs ``table`` (``\\usepackage{booktabs}``): group titles as
+    ``\\multicolumn`` rows between ``\\midrule``s, bold best cells, the caption below."""
+    n = len(t.header)
+    lines = [
+        r"\begin{table}[t]",
+        r"\centering",
+        r"\small",
+        r"\begin{tabular}{ll" + "r" * (n - 2) + "}",
+        r"\toprule",
+        " & ".join(latex_escape(h) for h in t.header) + r" \\",
+    ]
+    for gi, (title, rows) in enumerate(t.groups):
+        lines.append(r"\midrule")
+        if title:
+            lines.append(rf"\multicolumn{{{n}}}{{l}}{{\textit{{{latex_escape(title)}}}}} \\")
+        for ri, row in enumerate(rows):
+            cells = [
+                rf"\textbf{{{latex_escape(c)}}}" if (gi, ri, ci) in t.bold and c else latex_escape(c)
+                for ci, c in enumerate(row)
+            ]
+            lines.append(" & ".join(cells) + r" \\")
+    lines += [r"\bottomrule", r"\end{tabular}"]
+    if t.caption:
+        lines.append(rf"\caption{{{latex_escape(t.caption)}}}")
+    lines.append(r"\end{table}")
     return "\n".join(lines) + "\n"
 
 
@@ -95,14 +286,20 @@ def _cell(s: str) -> str:
 
 
 def write(exported: ExportedView, fmt: str, out: Path | None) -> str | None:
-    """Write the view; returns the markdown text when ``out`` is None and the format is markdown."""
+    """Write the view; returns the text when ``out`` is None and the format is markdown or latex."""
     if fmt not in FORMATS:
         raise ConfigError(f"unknown format {fmt!r}; choose one of {', '.join(FORMATS)}")
     df = exported.frame
-    if fmt == "markdown":
-        text = f"**{exported.title}**\n\n" + to_markdown(df, exported.columns)
+    if fmt in ("markdown", "latex"):
+        if fmt == "markdown":
+            body = "\n".join(paper_markdown(t) for t in exported.tables)
+            text = f"**{exported.title}**\n\n{body}"
+        else:
+            body = "\n".join(paper_latex(t) for t in exported.tables)
+            text = f"% {exported.title}\n{body}"
         if out is None:
             return text
+        out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(text)
         return None
     if out is None:

@@ -37,10 +37,18 @@ def open_results(path: str | Path) -> Store:
     return Store(path, read_only=True, lock_timeout=15.0)
 
 
-def _protocol_filter(protocol_id: str | None) -> tuple[str, list[str]]:
+COMPLETE = "complete"
+"""The one run status whose rows are finished (``failed``, ``interrupted``, ``running``,
+``incomplete`` runs are partial)."""
+
+
+def _protocol_filter(protocol_id: str | None, complete_only: bool = False) -> tuple[str, list[str]]:
+    """The WHERE fragment of one protocol; ``complete_only`` leaves partial runs out (an older
+    complete run of the same method, model and dataset is then the latest)."""
+    where = f"AND r.status = '{COMPLETE}'" if complete_only else ""
     if protocol_id is None:
-        return "", []
-    return "AND r.protocol_id = ?", [protocol_id]
+        return where, []
+    return f"{where} AND r.protocol_id = ?", [protocol_id]
 
 
 def protocols(store: Store) -> pd.DataFrame:
@@ -59,15 +67,15 @@ def protocol_json(store: Store, protocol_id: str) -> str | None:
     return None if df.empty else str(df.iloc[0, 0])
 
 
-def latest_runs(store: Store, protocol_id: str | None = None) -> pd.DataFrame:
+def latest_runs(store: Store, protocol_id: str | None = None, complete_only: bool = False) -> pd.DataFrame:
     """One row per (method, model, protocol_id, dataset): the newest run with that dataset, and n."""
-    where, params = _protocol_filter(protocol_id)
+    where, params = _protocol_filter(protocol_id, complete_only)
     return store.query(LATEST_RUNS_SQL.format(where=where) + " ORDER BY method, model, dataset", params)
 
 
-def metrics_present(store: Store, protocol_id: str | None = None) -> list[str]:
+def metrics_present(store: Store, protocol_id: str | None = None, complete_only: bool = False) -> list[str]:
     """Metric names stored for the latest runs (of one protocol, or of all)."""
-    where, params = _protocol_filter(protocol_id)
+    where, params = _protocol_filter(protocol_id, complete_only)
     df = store.query(
         f"""WITH latest AS ({LATEST_RUNS_SQL.format(where=where)})
             SELECT DISTINCT m.metric FROM sample_metrics m JOIN latest l USING (run_id, dataset)
@@ -78,14 +86,17 @@ def metrics_present(store: Store, protocol_id: str | None = None) -> list[str]:
 
 
 def latest_values(
-    store: Store, protocol_id: str | None = None, metrics: list[str] | None = None
+    store: Store,
+    protocol_id: str | None = None,
+    metrics: list[str] | None = None,
+    complete_only: bool = False,
 ) -> pd.DataFrame:
     """Per-question metric values of the latest runs.
 
     Columns: ``method, model, label, protocol_id, protocol_name, run_id, dataset, sample_id,
     metric, value``; ordered by key and sample position (so paired comparisons line up).
     """
-    where, params = _protocol_filter(protocol_id)
+    where, params = _protocol_filter(protocol_id, complete_only)
     metric_where = ""
     if metrics is not None:
         if not metrics:
@@ -119,24 +130,75 @@ def has_relation(store: Store, name: str) -> bool:
     return int(df.iloc[0, 0]) > 0
 
 
-def latest_costs(store: Store, protocol_id: str) -> pd.DataFrame:
+def latest_costs(store: Store, protocol_id: str, complete_only: bool = False) -> pd.DataFrame:
     """Per-question cost of the latest runs: retrievals, LLM calls, tokens, seconds and USD.
 
-    ``tokens`` is NULL where a server did not report token counts (stored as -1); ``usd`` comes
-    from the store's ``sample_costs`` view (NULL when the price is unknown, or the view absent)."""
+    ``tokens`` (and ``prompt_tokens`` / ``completion_tokens``) are NULL where a server did not
+    report token counts (stored as -1); ``usd`` comes from the store's ``sample_costs`` view (NULL
+    when the price is unknown, or the view absent); ``answered`` is 1 when an answer was extracted."""
     costed = has_relation(store, "sample_costs")
     usd = "c.cost_usd" if costed else "CAST(NULL AS DOUBLE)"
     join = "LEFT JOIN sample_costs c USING (run_id, dataset, sample_id)" if costed else ""
+    where, params = _protocol_filter(protocol_id, complete_only)
     return store.query(
-        f"""WITH latest AS ({LATEST_RUNS_SQL.format(where="AND r.protocol_id = ?")})
+        f"""WITH latest AS ({LATEST_RUNS_SQL.format(where=where)})
             SELECT l.method, l.model, l.label, l.run_id, s.dataset, s.sample_id,
                    s.n_retrievals AS retrievals, s.n_llm_calls AS llm_calls,
                    CASE WHEN s.prompt_tokens < 0 OR s.completion_tokens < 0 THEN NULL
                         ELSE s.prompt_tokens + s.completion_tokens END AS tokens,
-                   s.latency_s AS seconds, {usd} AS usd
+                   CASE WHEN s.prompt_tokens < 0 THEN NULL ELSE s.prompt_tokens END AS prompt_tokens,
+                   CASE WHEN s.completion_tokens < 0 THEN NULL ELSE s.completion_tokens END
+                     AS completion_tokens,
+                   s.latency_s AS seconds, {usd} AS usd,
+                   CASE WHEN s.extraction_status IN ({ANSWERED}) THEN 1.0 ELSE 0.0 END AS answered
             FROM samples s JOIN latest l USING (run_id, dataset) {join}
+            WHERE s.extraction_status IS DISTINCT FROM 'error'  -- failed samples: no answer, no cost
             ORDER BY l.method, l.model, s.dataset, s.position""",
-        [protocol_id],
+        params,
+    )
+
+
+ANSWERED = "'ok', 'multiple_answers'"
+"""Extraction statuses of an answered question (as ``harness run``'s summary counts them)."""
+
+# Generation turn statuses of a malformed action (harness.rollout.engine): the question's format
+# is valid when none of its generations has one.
+INVALID_FORMAT = "'invalid_action', 'empty_query'"
+
+
+def latest_row_stats(store: Store, protocol_id: str, complete_only: bool = False) -> pd.DataFrame:
+    """Per (method, model) of the latest runs: ``n, answered, valid_format, n_error, partial_runs,
+    n_expected``. ``answered``: share of questions with an extracted answer; ``valid_format``: share
+    whose every generation was a well-formed action; ``n_error``: samples stored with an error;
+    ``partial_runs``: the row's runs that did not end ``complete`` (status and count)."""
+    where, params = _protocol_filter(protocol_id, complete_only)
+    return store.query(
+        f"""WITH latest AS ({LATEST_RUNS_SQL.format(where=where)}),
+            bad AS (
+              SELECT t.run_id, t.dataset, t.sample_id FROM turns t JOIN latest l USING (run_id, dataset)
+              WHERE t.kind = 'generate' AND t.status IN ({INVALID_FORMAT}) GROUP BY ALL
+            ),
+            per AS (
+              SELECT l.method, l.model, s.run_id, s.dataset,
+                     s.extraction_status IN ({ANSWERED}) AS answered,
+                     b.sample_id IS NULL AS valid_format,
+                     s.error IS NOT NULL AS errored
+              FROM samples s JOIN latest l USING (run_id, dataset)
+              LEFT JOIN bad b USING (run_id, dataset, sample_id)
+            ),
+            runs_of AS (
+              SELECT l.method, l.model,
+                     string_agg(DISTINCT CASE WHEN r.status <> '{COMPLETE}' THEN r.run_id || ' ' || r.status END, ', ')
+                       AS partial_runs,
+                     count(DISTINCT CASE WHEN r.status <> '{COMPLETE}' THEN r.run_id END) AS n_partial
+              FROM latest l JOIN runs r USING (run_id) GROUP BY ALL
+            )
+            SELECT p.method, p.model, count(*) AS n, avg(p.answered::DOUBLE) AS answered,
+                   avg(p.valid_format::DOUBLE) AS valid_format, sum(p.errored::INTEGER) AS n_error,
+                   any_value(o.partial_runs) AS partial_runs, any_value(o.n_partial) AS n_partial
+            FROM per p JOIN runs_of o USING (method, model)
+            GROUP BY p.method, p.model ORDER BY p.method, p.model""",
+        params,
     )
 
 

@@ -4,8 +4,12 @@ from __future__ import annotations
 
 from collections import defaultdict
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from harness.store import ReportedRow, Store
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 
 def registered_reported() -> dict[str, list[ReportedRow]]:
@@ -30,3 +34,27 @@ def sync_reported(db: Path) -> tuple[int, int]:
     for paper, paper_rows in sorted(rows.items()):
         store.replace_reported(paper, paper_rows)
     return len(rows), sum(len(r) for r in rows.values())
+
+
+def reported_frame(store: Store) -> pd.DataFrame:
+    """Every published number, as :func:`leaderboards.queries.reported` returns it: the rows in the
+    database, plus the registered papers' rows for papers the database has none of (so a fresh
+    database, never synced by ``harness leaderboard``, still has the reported view)."""
+    import pandas as pd
+
+    from leaderboards import queries
+
+    stored = queries.reported(store)
+    have = set(stored["paper"])
+    extra = [
+        {k: getattr(r, k) for k in stored.columns}
+        for paper, rows in registered_reported().items()
+        if paper not in have
+        for r in rows
+    ]
+    if not extra:
+        return stored
+    out = pd.concat([stored, pd.DataFrame(extra, columns=stored.columns)], ignore_index=True)
+    return out.sort_values(["paper", "setting", "method", "model", "dataset", "metric"]).reset_index(
+        drop=True
+    )

@@ -16,7 +16,7 @@ from harness.data.benches import MULTIHOP, SINGLEHOP
 
 # score / interval: a fraction in [0, 1] (the app shows it in %, files keep the fraction);
 # points: a difference of two scores (shown in percentage points); count; number; text.
-ColumnKind = Literal["text", "score", "interval", "points", "count", "number"]
+ColumnKind = Literal["text", "score", "interval", "points", "count", "number", "link"]
 PERCENT_KINDS: tuple[str, ...] = ("score", "interval", "points")
 FilterKind = Literal["none", "multiselect"]
 
@@ -58,10 +58,18 @@ AVERAGES: tuple[AverageGroup, ...] = (
     AverageGroup(key="avg_multihop", label="avg multi-hop", datasets=MULTIHOP, reported_name="avg_multihop"),
 )
 
-# The fixed columns of the leaderboard, in display order; score columns (averages, then datasets)
-# follow the first three.
+# The fixed columns of the leaderboard. The table shows method, type, label, model and size first
+# (method pinned), then the score columns (averages, then datasets), then the rest.
 LEADERBOARD_COLUMNS: tuple[Column, ...] = (
     Column(key="method", label="method", kind="text", filter="multiselect", help="registered method name"),
+    Column(
+        key="type",
+        label="type",
+        kind="text",
+        filter="multiselect",
+        help="prompt baseline; trained (an RL method's checkpoint); untrained policy (an RL method run "
+        "with its base model)",
+    ),
     Column(
         key="label",
         label="label",
@@ -69,9 +77,41 @@ LEADERBOARD_COLUMNS: tuple[Column, ...] = (
         help="the run's label (e.g. 'untrained policy': a trainable method scored with the base model)",
     ),
     Column(key="model", label="model", kind="text", filter="multiselect", help="model or checkpoint"),
+    Column(key="size", label="size", kind="text", help="parameters, from the model name"),
+    Column(
+        key="retriever", label="retriever", kind="text", help="the protocol's retriever ('—': no retrieval)"
+    ),
+    Column(key="top_k", label="top-k", kind="count", help="passages per search (the protocol's)"),
+    Column(
+        key="answered",
+        label="answered %",
+        kind="score",
+        help="questions with an extracted answer (extraction status ok or multiple_answers)",
+    ),
+    Column(
+        key="valid_format",
+        label="valid format %",
+        kind="score",
+        help="questions whose every generation was a well-formed search or answer",
+    ),
     Column(key="n", label="n", kind="count", help="questions scored (all datasets of the row)"),
+    Column(
+        key="errors",
+        label="errors",
+        kind="count",
+        help="questions whose generation failed (not scored as answers)",
+    ),
+    Column(
+        key="status",
+        label="status",
+        kind="text",
+        help="complete, or partial: the run ids that did not finish (shown only when partial runs are included)",
+    ),
+    Column(key="paper", label="paper", kind="link", help="the method's paper or code"),
 )
 RUNS_COLUMN = Column(key="runs", label="runs", kind="text", help="run ids the row comes from", export=True)
+LEADING_KEYS: tuple[str, ...] = ("method", "type", "label", "model", "size")
+"""The leaderboard columns shown before the scores."""
 
 METRIC_LABELS: dict[str, str] = {
     "em": "EM",
@@ -81,6 +121,80 @@ METRIC_LABELS: dict[str, str] = {
     "evidence_recall": "evidence recall",
 }
 METRIC_ORDER: tuple[str, ...] = ("em", "f1", "cover_em", "cover_em_tokens")
+
+
+# Readable dataset names for tables meant for readers (paper tables, the app's headers).
+DATASET_LABELS: dict[str, str] = {
+    "nq": "NQ",
+    "triviaqa": "TriviaQA",
+    "popqa": "PopQA",
+    "hotpotqa": "HotpotQA",
+    "2wikimultihopqa": "2Wiki",
+    "musique": "MuSiQue",
+    "bamboogle": "Bamboogle",
+    "avg": "Avg.",
+    "avg_all": "Avg.",
+    "avg_singlehop": "Avg. single-hop",
+    "avg_multihop": "Avg. multi-hop",
+}
+
+# Metrics that are counts or raw means (shown as printed: 2.9 retrievals stay 2.9); every other
+# metric is a fraction in [0, 1] shown in %.
+COUNT_METRICS: dict[str, str] = {
+    "n_retrievals": "search calls per question",
+    "thinking_tokens": "generated tokens per question, retrieved blocks excluded",
+}
+
+# Extra glossary entries for names that are not registered answer/retrieval metrics (the registry,
+# harness.metrics.registry.METRICS, describes the rest).
+EXTRA_GLOSSARY: dict[str, tuple[str, str]] = {
+    "judge@<model>:<hash>": (
+        "1 if the LLM judge (model, versioned prompt hash) accepts the prediction, else 0; verdicts "
+        "cached in the judgements table",
+        "TIRESRAG-R1 'LLM-as-judge' (GPT-4o, Fig. 13), When-to-Search 'Acc', R1-Searcher 'LLM-as-Judge'",
+    ),
+    "em_f1_mean": (
+        "the mean of EM and F1 (both fractions)",
+        "R-Search's 'Avg.' columns",
+    ),
+    "n_retrievals": (
+        "search calls per question (a count, not a fraction)",
+        "TIRESRAG-R1 Table 5 'retrieval steps'; harness run 'retrievals'",
+    ),
+    "thinking_tokens": (
+        "generated tokens per question, retrieved blocks excluded (a count)",
+        "TIRESRAG-R1 Table 5 'thinking length'",
+    ),
+    "answered": (
+        "share of questions with an extracted answer (extraction status ok or multiple_answers)",
+        "harness run 'answered'",
+    ),
+    "valid format": (
+        "share of questions whose every generation parsed as a search or an answer (no invalid "
+        "action, no empty query)",
+        "Search-R1 'valid action' (its correction message follows an invalid one)",
+    ),
+}
+
+
+def dataset_label(dataset: str) -> str:
+    return DATASET_LABELS.get(dataset, dataset)
+
+
+def is_fraction_metric(metric: str) -> bool:
+    """Whether ``metric`` is a fraction in [0, 1] (shown in %); counts such as ``n_retrievals``
+    are not and are never multiplied by 100."""
+    return metric not in COUNT_METRICS
+
+
+def find_metric(name: str, known: list[str]) -> str | None:
+    """The metric of ``known`` that ``name`` names, case-insensitively, by id or by label
+    (``EM``, ``Em``, ``cover-EM`` all work); None when none does."""
+    low = name.strip().lower()
+    for m in known:
+        if low in (m.lower(), metric_label(m).lower()):
+            return m
+    return None
 
 
 def metric_label(metric: str) -> str:
@@ -151,7 +265,8 @@ def ci_text_column(key: str, label: str) -> Column:
     )
 
 
-# The reported-vs-reproduced table.
+# The reported-vs-reproduced table (long format; the app pivots it per paper table). Values keep
+# the metric's unit (``unit``: "%" for fractions, "count" for counts such as n_retrievals).
 REPORTED_COLUMNS: tuple[Column, ...] = (
     Column(key="paper", label="paper", kind="text", filter="multiselect"),
     Column(key="setting", label="table", kind="text", help="paper table and variant"),
@@ -159,19 +274,21 @@ REPORTED_COLUMNS: tuple[Column, ...] = (
     Column(key="model", label="model (paper)", kind="text", filter="multiselect"),
     Column(key="dataset", label="dataset", kind="text", filter="multiselect"),
     Column(key="metric", label="metric", kind="text", filter="multiselect"),
-    Column(key="reported", label="reported", kind="score", help="the paper's number"),
-    Column(key="measured", label="measured", kind="score", help="this harness, same method/model/dataset"),
-    Column(key="measured_lo", label="measured 95% lo", kind="interval"),
-    Column(key="measured_hi", label="measured 95% hi", kind="interval"),
+    Column(key="unit", label="unit", kind="text", help="%: a fraction shown in %; count: as printed"),
+    Column(key="reported", label="reported", kind="number", help="the paper's number (in its unit)"),
+    Column(key="measured", label="ours", kind="number", help="this harness, same method, dataset, metric"),
+    Column(key="measured_lo", label="ours 95% lo", kind="number"),
+    Column(key="measured_hi", label="ours 95% hi", kind="number"),
     Column(
         key="diff",
-        label="measured - reported",
-        kind="points",
-        help="difference in percentage points",
+        label="ours - reported",
+        kind="number",
+        help="only when like with like: the same model and, for an average, the same datasets",
     ),
-    Column(key="n", label="n", kind="count", help="questions behind the measured number"),
-    Column(key="measured_model", label="model (measured)", kind="text"),
-    Column(key="coverage", label="coverage", kind="text", help="datasets behind a measured average"),
+    Column(key="n", label="n", kind="count", help="questions behind our number"),
+    Column(key="measured_model", label="model (ours)", kind="text"),
+    Column(key="coverage", label="our coverage", kind="text", help="datasets behind our average"),
+    Column(key="differs", label="differs", kind="text", help="model, coverage, corpus, retriever, top-k"),
     Column(key="source", label="source", kind="text", help="citation of the reported number"),
     Column(key="note", label="note", kind="text"),
 )
@@ -182,9 +299,20 @@ COST_COLUMNS: tuple[Column, ...] = (
     Column(key="label", label="label", kind="text"),
     Column(key="model", label="model", kind="text", filter="multiselect"),
     Column(key="accuracy", label="accuracy", kind="score", help="the chosen metric"),
+    Column(key="accuracy_lo", label="accuracy 95% lo", kind="interval"),
+    Column(key="accuracy_hi", label="accuracy 95% hi", kind="interval"),
+    Column(key="answered", label="answered %", kind="score", help="questions with an extracted answer"),
     Column(key="retrievals", label="retrievals / q", kind="number", help="mean retrieval calls per question"),
     Column(
         key="tokens", label="tokens / q", kind="number", help="mean prompt + completion tokens per question"
+    ),
+    Column(key="prompt_tokens", label="prompt tokens / q", kind="number"),
+    Column(key="completion_tokens", label="completion tokens / q", kind="number"),
+    Column(
+        key="tokens_per_correct",
+        label="tokens / correct",
+        kind="number",
+        help="all tokens of the row over its correct answers (the chosen metric's sum); empty when none is correct",
     ),
     Column(key="llm_calls", label="LLM calls / q", kind="number"),
     Column(key="seconds", label="s / q", kind="number", help="mean wall time per question"),
@@ -195,7 +323,20 @@ COST_COLUMNS: tuple[Column, ...] = (
         help="mean cost per question in USD (harness.cost prices); empty when any question's cost is unknown",
         fmt="$%.6f",
     ),
+    Column(
+        key="usd_per_correct",
+        label="$ / correct",
+        kind="number",
+        help="total USD over correct answers; empty when a cost is unknown or none is correct",
+        fmt="$%.6f",
+    ),
     Column(key="n", label="n", kind="count"),
+    Column(
+        key="coverage",
+        label="coverage",
+        kind="text",
+        help="datasets the row has of the view's; a row missing some has no all-datasets accuracy",
+    ),
     Column(
         key="pareto_retrievals",
         label="Pareto (retrievals)",

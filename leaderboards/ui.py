@@ -56,14 +56,20 @@ def load_metrics(db: str, version: tuple[int, int], protocol_id: str) -> list[st
 
 @st.cache_data(ttl=300, show_spinner=False)
 def load_values(
-    db: str, version: tuple[int, int], protocol_id: str, metrics: tuple[str, ...]
+    db: str,
+    version: tuple[int, int],
+    protocol_id: str,
+    metrics: tuple[str, ...],
+    include_partial: bool = False,
 ) -> pd.DataFrame:
-    return queries.latest_values(_store(db), protocol_id, list(metrics))
+    return queries.latest_values(_store(db), protocol_id, list(metrics), complete_only=not include_partial)
 
 
 @st.cache_data(ttl=300, show_spinner=False)
-def load_costs(db: str, version: tuple[int, int], protocol_id: str) -> pd.DataFrame:
-    return queries.latest_costs(_store(db), protocol_id)
+def load_costs(
+    db: str, version: tuple[int, int], protocol_id: str, include_partial: bool = False
+) -> pd.DataFrame:
+    return queries.latest_costs(_store(db), protocol_id, complete_only=not include_partial)
 
 
 @st.cache_data(ttl=300, show_spinner=False)
@@ -73,18 +79,25 @@ def load_latest_runs(db: str, version: tuple[int, int], protocol_id: str) -> pd.
 
 @st.cache_data(ttl=300, show_spinner=False)
 def load_reported(db: str, version: tuple[int, int]) -> pd.DataFrame:
-    return queries.reported(_store(db))
+    """The database's published numbers, plus the registered papers' rows it lacks."""
+    from leaderboards.reported_sync import reported_frame
+
+    return reported_frame(_store(db))
 
 
 @st.cache_data(ttl=300, show_spinner=False)
-def load_leaderboard(db: str, version: tuple[int, int], protocol_id: str, metric: str) -> views.Leaderboard:
-    return views.leaderboard_from_db(_store(db), protocol_id, metric)
+def load_leaderboard(
+    db: str, version: tuple[int, int], protocol_id: str, metric: str, include_partial: bool = False
+) -> views.Leaderboard:
+    return views.leaderboard_from_db(_store(db), protocol_id, metric, include_partial=include_partial)
 
 
 @st.cache_data(ttl=300, show_spinner=False)
 def load_reported_boards(db: str, version: tuple[int, int], protocol_id: str) -> dict[str, views.Leaderboard]:
+    from leaderboards.reported_sync import reported_frame
+
     store = _store(db)
-    return views.reported_boards(store, protocol_id, queries.reported(store))
+    return views.reported_boards(store, protocol_id, reported_frame(store))
 
 
 @st.cache_data(ttl=300, show_spinner=False)
@@ -127,6 +140,75 @@ def current_protocol() -> str | None:
     return st.session_state.get(PROTOCOL_KEY)
 
 
+def from_link(
+    key: str,
+    options: list[str] | None = None,
+    *,
+    multi: bool = False,
+    kind: type = str,
+    default: object = None,
+) -> None:
+    """Before a widget with ``key`` is built: take its value from the URL (``?key=value``; a
+    multiselect's values comma-separated) when the session has none yet and the value is valid,
+    else ``default`` (when given). The widget is then built without a value argument."""
+    if key in st.session_state:
+        have = st.session_state[key]
+        if options is None or kind is bool:
+            return
+        if multi:
+            st.session_state[key] = [v for v in have if v in options]
+            return
+        if have in options:
+            return
+        del st.session_state[key]  # e.g. a dataset the newly chosen protocol does not have
+    raw = st.query_params.get(key)
+    if raw is not None:
+        if multi:
+            st.session_state[key] = [v for v in raw.split(",") if v and (options is None or v in options)]
+            return
+        if kind is bool and raw in ("0", "1"):
+            st.session_state[key] = raw == "1"
+            return
+        if kind is str and (options is None or raw in options):
+            st.session_state[key] = raw
+            return
+    if default is not None:
+        st.session_state[key] = default
+
+
+def to_link(key: str, value: object, default: object = None) -> None:
+    """Put a widget's value in the URL (removed when it is the default), so the page is a permalink."""
+    if isinstance(value, bool):
+        text = "1" if value else "0"
+        dflt = None if default is None else ("1" if default else "0")
+    elif isinstance(value, (list, tuple)):
+        text, dflt = ",".join(str(v) for v in value), ""
+    else:
+        text, dflt = str(value), None if default is None else str(default)
+    if text == dflt or text == "":
+        if key in st.query_params:
+            del st.query_params[key]
+    else:
+        st.query_params[key] = text
+
+
+# A qualitative palette of 20 distinguishable colours (Tableau 20 reordered so that neighbours
+# differ in hue first); a method keeps its colour on every page and in every run of the app.
+PALETTE = (
+    "#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f",
+    "#bcbd22", "#17becf", "#aec7e8", "#ffbb78", "#98df8a", "#ff9896", "#c5b0d5", "#c49c94",
+    "#f7b6d2", "#c7c7c7", "#dbdb8d", "#9edae5",
+)  # fmt: skip
+
+
+def method_colors(methods: list[str]) -> dict[str, str]:
+    """A fixed colour per method: registered methods by their place in the registry, others after."""
+    from harness.methods_registry import METHODS
+
+    order = list(METHODS.names()) + sorted(set(methods) - set(METHODS.names()))
+    return {m: PALETTE[order.index(m) % len(PALETTE)] for m in methods}
+
+
 def column_config(columns: list[Column]) -> dict[str, object]:
     """Streamlit column settings for the declared columns (header, help, number format).
 
@@ -134,8 +216,11 @@ def column_config(columns: list[Column]) -> dict[str, object]:
     formats = {"score": "%.1f", "interval": "%.1f", "points": "%+.1f", "count": "%d"}
     cfg: dict[str, object] = {}
     for c in columns:
+        pinned = True if c.key == "method" else None
         if c.kind == "text":
-            cfg[c.key] = st.column_config.TextColumn(c.label, help=c.help or None)
+            cfg[c.key] = st.column_config.TextColumn(c.label, help=c.help or None, pinned=pinned)
+        elif c.kind == "link":
+            cfg[c.key] = st.column_config.LinkColumn(c.label, help=c.help or None, display_text="paper")
         else:
             fmt = c.fmt or formats.get(c.kind, "%.3f")
             cfg[c.key] = st.column_config.NumberColumn(c.label, help=c.help or None, format=fmt)
@@ -143,28 +228,43 @@ def column_config(columns: list[Column]) -> dict[str, object]:
 
 
 def schema_filters(df: pd.DataFrame, columns: list[Column], key_prefix: str) -> pd.DataFrame:
-    """One multiselect per declared filterable column (empty selection = no filter); the filtered rows."""
+    """One multiselect per declared filterable column (empty selection = no filter; the choice is
+    in the URL); the filtered rows."""
     filterable = [c for c in columns if c.filter == "multiselect" and c.key in df.columns]
     if not filterable:
         return df
     cols = st.columns(len(filterable))
     for slot, c in zip(cols, filterable, strict=True):
         options = sorted({str(x) for x in df[c.key].dropna()})
-        chosen = slot.multiselect(c.label, options=options, key=f"{key_prefix}_{c.key}", placeholder="all")
+        key = f"{key_prefix}_{c.key}"
+        from_link(key, options, multi=True)
+        chosen = slot.multiselect(c.label, options=options, key=key, placeholder="all")
+        to_link(key, chosen)
         if chosen:
             df = df[df[c.key].astype(str).isin(chosen)]
     return df
 
 
-def show_table(df: pd.DataFrame, columns: list[Column], *, key: str) -> None:
-    """The declared columns of ``df``; score-like columns multiplied by 100 (shown in %)."""
+def show_table(
+    df: pd.DataFrame, columns: list[Column], *, key: str, bold: dict[str, set[int]] | None = None
+) -> None:
+    """The declared columns of ``df`` (method pinned); score-like columns multiplied by 100 (shown
+    in %); ``bold``: column key -> row positions shown in bold (the best of a column)."""
     keys = [c.key for c in columns if c.key in df.columns]
-    shown = df[keys].copy()
+    shown = df[keys].copy().reset_index(drop=True)
     for c in columns:
         if c.key in keys and c.kind in PERCENT_KINDS:
             shown[c.key] = shown[c.key] * 100
+    data: object = shown
+    if bold:
+        marks = pd.DataFrame("", index=shown.index, columns=shown.columns)
+        for col, rows in bold.items():
+            for r in rows:
+                if col in marks.columns and r in marks.index:
+                    marks.loc[r, col] = "font-weight: bold"
+        data = shown.style.apply(lambda _: marks, axis=None)
     st.dataframe(
-        shown,
+        data,
         column_config=column_config([c for c in columns if c.key in keys]),
         hide_index=True,
         width="stretch",

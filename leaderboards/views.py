@@ -3,40 +3,52 @@
 Each ``build_*`` function turns query results (``leaderboards.queries``) into a typed view with
 a numeric frame whose columns follow ``leaderboards.schema``. Nothing here touches Streamlit.
 
-Intervals are 95% percentile-bootstrap intervals over per-question values
-(:func:`harness.metrics.bootstrap.bootstrap_ci`, seed 0, so they are reproducible). An average
-column is the unweighted mean of its datasets' means (as the papers' "Avg."); its interval
-resamples the pooled questions with each question weighted ``N / (D * n_d)``, so that every
-dataset counts equally, as in the point estimate.
+Intervals (95%). A metric whose every value is 0 or 1 gets Wilson score intervals per dataset
+(``scipy.stats.binomtest(...).proportion_ci(method="wilson")``): a percentile bootstrap of 0 of 3
+is [0, 0], Wilson's is [0, 56.1]. An average of such datasets gets the stratified Agresti-Coull
+interval (each dataset's proportion with two successes and two failures added, variances summed
+with weight 1/D^2; Agresti & Coull 1998), clipped to [0, 1]. Any other metric gets the percentile
+bootstrap over per-question values (:func:`harness.metrics.bootstrap.bootstrap_ci`, seed 0); an
+average's bootstrap resamples the pooled questions with each question weighted ``N / (D * n_d)``,
+so that every dataset counts equally, as in the point estimate. An average column is the
+unweighted mean of its datasets' means (as the papers' "Avg."), and only for rows that have every
+dataset of the column: averages never span different dataset sets.
 """
 
 from __future__ import annotations
 
+import json
 import math
+import re
 from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
 
+from harness.data.benches import MULTIHOP, SINGLEHOP
 from harness.errors import ConfigError
 from harness.metrics.bootstrap import Aggregate, bootstrap_ci
 from leaderboards import queries
 from leaderboards.schema import (
     COST_COLUMNS,
+    DATASET_ORDER,
     LEADERBOARD_COLUMNS,
+    LEADING_KEYS,
     REPORTED_COLUMNS,
     RUNS_COLUMN,
     AverageGroup,
     Column,
     averages_for,
-    ci_text_column,
+    dataset_label,
     interval_columns,
+    is_fraction_metric,
     metric_label,
     order_datasets,
     score_column,
 )
 
 N_RESAMPLES = 1000
+Z95 = 1.959963984540054
 PARETO_COSTS = ("retrievals", "tokens", "usd")
 ROW_KEY = ["method", "model"]
 
@@ -45,21 +57,106 @@ def _nan_aggregate() -> Aggregate:
     return Aggregate(math.nan, math.nan, math.nan, 0)
 
 
-def dataset_aggregate(values: np.ndarray, n_resamples: int = N_RESAMPLES) -> Aggregate:
-    """Mean of one dataset's per-question values with its bootstrap interval."""
+def is_binary(values: np.ndarray) -> bool:
+    """Every value is 0 or 1 (EM, cover-EM, a judge's verdict)."""
+    return bool(len(values)) and bool(np.all((values == 0) | (values == 1)))
+
+
+def wilson_aggregate(values: np.ndarray) -> Aggregate:
+    """Mean of 0/1 values with the Wilson score 95% interval."""
+    from scipy.stats import binomtest
+
+    n, k = len(values), int(values.sum())
+    ci = binomtest(k, n).proportion_ci(confidence_level=0.95, method="wilson")
+    return Aggregate(k / n, float(ci.low), float(ci.high), n)
+
+
+def dataset_aggregate(
+    values: np.ndarray, n_resamples: int = N_RESAMPLES, *, binary: bool = False
+) -> Aggregate:
+    """Mean of one dataset's per-question values with its 95% interval (Wilson when ``binary``)."""
+    if binary:
+        return wilson_aggregate(values)
     return bootstrap_ci(values, n_resamples=n_resamples)
 
 
-def macro_aggregate(per_dataset: list[np.ndarray], n_resamples: int = N_RESAMPLES) -> Aggregate:
-    """Unweighted mean of dataset means, with a bootstrap interval over the weighted pooled questions."""
+def macro_aggregate(
+    per_dataset: list[np.ndarray], n_resamples: int = N_RESAMPLES, *, binary: bool = False
+) -> Aggregate:
+    """Unweighted mean of dataset means, with its 95% interval (see the module docstring)."""
     sizes = [len(v) for v in per_dataset]
     if not per_dataset or min(sizes) == 0:
         return _nan_aggregate()
     total, d = sum(sizes), len(per_dataset)
+    exact = float(np.mean([v.mean() for v in per_dataset]))  # the same number without float drift
+    if binary:
+        if d == 1:
+            return wilson_aggregate(per_dataset[0])
+        tilde = [(v.sum() + 2) / (len(v) + 4) for v in per_dataset]
+        var = sum(p * (1 - p) / (len(v) + 4) for p, v in zip(tilde, per_dataset, strict=True)) / d**2
+        centre, half = float(np.mean(tilde)), Z95 * math.sqrt(var)
+        return Aggregate(exact, max(0.0, centre - half), min(1.0, centre + half), total)
     pooled = np.concatenate([v * (total / (d * len(v))) for v in per_dataset])
     agg = bootstrap_ci(pooled, n_resamples=n_resamples)
-    exact = float(np.mean([v.mean() for v in per_dataset]))  # the same number without float drift
     return Aggregate(exact, agg.lo, agg.hi, total)
+
+
+# -- methods and protocols as the tables describe them ----------------------------------------------
+METHOD_TYPES = ("prompt baseline", "trained", "untrained policy")
+UNTRAINED = "untrained policy"  # the run label of an RL method scored with its base model
+
+
+def method_type(method: str, label: str) -> str:
+    """``prompt baseline`` (not an RL method), ``untrained policy`` (an RL method run with its base
+    model, labelled so by ``harness run``) or ``trained``; ``?`` for a method not registered here."""
+    from harness.methods_registry import METHODS, get_method
+
+    if method not in METHODS.names():
+        return "?"
+    if not get_method(method).trained:
+        return "prompt baseline"
+    return UNTRAINED if UNTRAINED in label else "trained"
+
+
+def paper_link(method: str) -> str:
+    """A link to the method's paper (arXiv) or code (GitHub) from its declared source; '' if none."""
+    from harness.methods_registry import METHODS, get_method
+
+    if method not in METHODS.names():
+        return ""
+    src = get_method(method).source
+    if m := re.search(r"arXiv (\d{4}\.\d{4,5})", src):
+        return f"https://arxiv.org/abs/{m.group(1)}"
+    if m := re.search(r"\(([\w.-]+/[\w.-]+)[ ,)]", src):
+        return f"https://github.com/{m.group(1)}"
+    return ""
+
+
+def uses_retrieval(method: str) -> bool:
+    from harness.methods_registry import METHODS, get_method
+
+    return method not in METHODS.names() or bool(get_method(method).uses_retrieval)
+
+
+def model_size(model: str) -> str:
+    """The parameter count in a model name (``smollm2-135m`` -> ``135M``, ``Qwen2.5-7B`` -> ``7B``)."""
+    m = re.search(r"(?<![\w.])(\d+(?:\.\d+)?)([mb])(?![a-z])", model.lower().replace("_", "-"))
+    return f"{m.group(1)}{m.group(2).upper()}" if m else ""
+
+
+def retriever_text(protocol: dict) -> str:
+    """The protocol's retriever in a few words (``bm25s``, ``dense e5-base-v2 Flat``)."""
+    r = protocol.get("retriever") or {}
+    kind = str(r.get("kind", "?"))
+    enc = r.get("encoder")
+    if isinstance(enc, dict):
+        name = str(enc.get("name") or enc.get("model") or "").split("/")[-1]
+        return f"{kind} {name} {r.get('index_type', '')}".strip()
+    return kind
+
+
+def corpus_text(protocol: dict) -> str:
+    return str((protocol.get("corpus") or {}).get("id", "?"))
 
 
 # -- leaderboard ---------------------------------------------------------------------------------
@@ -74,10 +171,34 @@ class Leaderboard:
     averages: list[tuple[AverageGroup, tuple[str, ...]]]
     frame: pd.DataFrame  # fixed columns, then per score key: key, key_lo, key_hi
     cells: dict[tuple[str, str, str], Aggregate] = field(default_factory=dict)  # (method, model, key)
+    binary: bool = False  # every value 0/1: Wilson intervals
 
     @property
     def score_keys(self) -> list[str]:
         return [*(g.key for g, _ in self.averages), *self.datasets]
+
+    def members(self, key: str) -> tuple[str, ...]:
+        """The datasets behind a score column (one for a dataset column)."""
+        for g, m in self.averages:
+            if g.key == key:
+                return m
+        return (key,)
+
+    def n_range(self, key: str) -> tuple[int, int]:
+        """Smallest and largest n over the rows that have the column."""
+        ns = [a.n for (_, _, k), a in self.cells.items() if k == key and not math.isnan(a.mean)]
+        return (min(ns), max(ns)) if ns else (0, 0)
+
+    def header(self, key: str) -> str:
+        """The column's header: readable name, coverage of an average, n (``avg multi-hop ·
+        2/4 sets · n=8``); a range of n when rows differ."""
+        lo, hi = self.n_range(key)
+        n = f"n={lo}" if lo == hi else f"n={lo}–{hi}"
+        for g, m in self.averages:
+            if g.key == key:
+                total = len(g.datasets) if g.datasets else len(m)
+                return f"{g.label} · {len(m)}/{total} sets · {n}"
+        return f"{dataset_label(key)} · {n}"
 
     def score_columns(self) -> list[Column]:
         """Averages first (the first is the default ranking), then the datasets."""
@@ -88,26 +209,58 @@ class Leaderboard:
         return cols
 
     def columns(self, *, ci: str) -> list[Column]:
-        """The table's columns in order. ``ci``: ``"text"`` (one ``[lo, hi]`` column after each
-        score, for display), ``"bounds"`` (numeric ``_lo``/``_hi`` columns, for files) or ``"none"``."""
-        out = list(LEADERBOARD_COLUMNS[:3])
+        """The table's columns in order. ``ci``: ``"text"`` (one ``score [lo, hi]`` text column
+        per score, for display), ``"bounds"`` (numeric ``_lo``/``_hi`` columns after each score,
+        for files) or ``"none"``."""
+        out = [c for c in LEADERBOARD_COLUMNS if c.key in LEADING_KEYS]
         for c in self.score_columns():
-            out.append(c)
             if ci == "text":
-                out.append(ci_text_column(c.key, c.label))
-            elif ci == "bounds":
-                out.extend(interval_columns(c.key, c.label))
-        out.extend([*LEADERBOARD_COLUMNS[3:], RUNS_COLUMN])
+                out.append(Column(key=f"{c.key}_text", label=self.header(c.key), kind="text", help=c.help))
+            else:
+                out.append(c)
+                if ci == "bounds":
+                    out.extend(interval_columns(c.key, c.label))
+        out.extend([c for c in LEADERBOARD_COLUMNS if c.key not in LEADING_KEYS])
+        out.append(RUNS_COLUMN)
         return out
+
+    def cell_text(self, key: str, row: pd.Series) -> str:
+        """``score [lo, hi]`` in % with one decimal: the score and its 95% interval in one cell
+        (bounds rather than ± because a Wilson interval is asymmetric: 4 of 4 is [51.0, 100.0])."""
+        mean, lo, hi = row[key], row[f"{key}_lo"], row[f"{key}_hi"]
+        if pd.isna(mean):
+            return ""
+        if pd.isna(lo):
+            return f"{100 * mean:.1f}"
+        return f"{100 * mean:.1f} [{100 * lo:.1f}, {100 * hi:.1f}]"
+
+    def best_and_ties(self, key: str, frame: pd.DataFrame | None = None) -> tuple[set[int], set[int]]:
+        """Row positions (in ``frame``, default the board's) of the best score in a column and of
+        the scores whose interval overlaps the best's (ties with the best)."""
+        df = self.frame if frame is None else frame
+        col = df[key].to_numpy(float)
+        if not len(col) or np.all(np.isnan(col)):
+            return set(), set()
+        top = np.nanmax(col)
+        best = {i for i, v in enumerate(col) if v == top}
+        b = next(iter(best))
+        blo = df[f"{key}_lo"].to_numpy(float)[b]
+        ties = {
+            i
+            for i, (v, hi) in enumerate(zip(col, df[f"{key}_hi"].to_numpy(float), strict=True))
+            if i not in best
+            and not math.isnan(v)
+            and not math.isnan(hi)
+            and not math.isnan(blo)
+            and hi >= blo
+        }
+        return best, ties
 
     def display_frame(self, *, ci: str = "text") -> pd.DataFrame:
         df = self.frame.copy()
-        for key in self.score_keys:
-            if ci == "text":
-                df[f"{key}_ci"] = [  # in percent, as the scores are shown
-                    "" if math.isnan(lo) else f"[{100 * lo:.1f}, {100 * hi:.1f}]"
-                    for lo, hi in zip(df[f"{key}_lo"], df[f"{key}_hi"], strict=True)
-                ]
+        if ci == "text":
+            for key in self.score_keys:
+                df[f"{key}_text"] = [self.cell_text(key, r) for _, r in df.iterrows()]
         return df[[c.key for c in self.columns(ci=ci)]]
 
     def coverage(self, key: str) -> str:
@@ -128,8 +281,13 @@ def build_leaderboard(
     models: list[str] | None = None,
     methods: list[str] | None = None,
     n_resamples: int = N_RESAMPLES,
+    row_stats: pd.DataFrame | None = None,
+    protocol: dict | None = None,
 ) -> Leaderboard:
-    """The leaderboard of ``metric`` from :func:`queries.latest_values` rows of one protocol."""
+    """The leaderboard of ``metric`` from :func:`queries.latest_values` rows of one protocol.
+
+    ``row_stats`` (:func:`queries.latest_row_stats`) fills answered %, valid-format %, errors and
+    partial-run marks; ``protocol`` (the protocol's JSON as a dict) the retriever and top-k."""
     if not values.empty and set(values["protocol_id"]) - {protocol_id}:
         raise ValueError(f"rows of several protocols given for leaderboard of {protocol_id}")
     v = values[values["metric"] == metric]
@@ -137,30 +295,51 @@ def build_leaderboard(
         v = v[v["model"].isin(models)]
     if methods is not None:
         v = v[v["method"].isin(methods)]
+    binary = is_binary(v["value"].to_numpy(dtype=np.float64))
     datasets = order_datasets(sorted(set(v["dataset"])))
     averages = averages_for(datasets)
+    stats = row_stats.set_index(ROW_KEY) if row_stats is not None and len(row_stats) else None
     rows, cells = [], {}
     for (method, model), g in v.groupby(ROW_KEY, sort=True):
         per = {d: gd["value"].to_numpy(dtype=np.float64) for d, gd in g.groupby("dataset")}
+        label = ", ".join(sorted({str(x) for x in g["label"] if x}))
+        retrieves = uses_retrieval(str(method))
+        st = stats.loc[(method, model)] if stats is not None and (method, model) in stats.index else None
         row: dict[str, object] = {
             "method": method,
             "model": model,
-            "label": ", ".join(sorted({str(x) for x in g["label"] if x})),
+            "label": label,
+            "size": model_size(str(model)),
+            "type": method_type(str(method), label),
+            "retriever": retriever_text(protocol) if protocol and retrieves else ("—" if protocol else ""),
+            "top_k": int(protocol["top_k"]) if protocol and retrieves else None,
+            "paper": paper_link(str(method)),
+            "answered": float(st["answered"]) if st is not None else math.nan,
+            "valid_format": float(st["valid_format"]) if st is not None else math.nan,
+            "errors": int(st["n_error"]) if st is not None else 0,
+            "status": (
+                f"partial: {st['partial_runs']}" if st is not None and int(st["n_partial"]) else "complete"
+            ),
             "n": int(len(g)),
             "runs": ", ".join(sorted(set(g["run_id"]))),
         }
         for d in datasets:
-            agg = dataset_aggregate(per[d], n_resamples) if d in per else _nan_aggregate()
+            agg = dataset_aggregate(per[d], n_resamples, binary=binary) if d in per else _nan_aggregate()
             cells[(method, model, d)] = agg
             row.update({d: agg.mean, f"{d}_lo": agg.lo, f"{d}_hi": agg.hi})
         for grp, members in averages:
             have = all(d in per for d in members)
-            agg = macro_aggregate([per[d] for d in members], n_resamples) if have else _nan_aggregate()
+            agg = (
+                macro_aggregate([per[d] for d in members], n_resamples, binary=binary)
+                if have
+                else _nan_aggregate()
+            )
             cells[(method, model, grp.key)] = agg
             row.update({grp.key: agg.mean, f"{grp.key}_lo": agg.lo, f"{grp.key}_hi": agg.hi})
         rows.append(row)
     keys = [*(g.key for g, _ in averages), *datasets]
-    cols = ["method", "model", "label", "n", "runs"] + [f"{k}{s}" for k in keys for s in ("", "_lo", "_hi")]
+    fixed = [c.key for c in LEADERBOARD_COLUMNS]
+    cols = [*fixed, "runs"] + [f"{k}{s}" for k in keys for s in ("", "_lo", "_hi")]
     frame = pd.DataFrame(rows, columns=cols)
     sort_key = keys[0] if keys else None  # avg all when there are several datasets
     if sort_key is not None and len(frame):
@@ -173,19 +352,49 @@ def build_leaderboard(
         averages=averages,
         frame=frame.reset_index(drop=True),
         cells=cells,
+        binary=binary,
     )
 
 
-def leaderboard_from_db(store, protocol_id: str, metric: str, **kw: object) -> Leaderboard:
-    """Query and build in one step (``harness export`` and the app share this)."""
+def leaderboard_from_db(
+    store, protocol_id: str, metric: str, *, include_partial: bool = False, **kw: object
+) -> Leaderboard:
+    """Query and build in one step (``harness export`` and the app share this). Partial runs (not
+    ``complete``) are left out unless ``include_partial``; then their rows say so in ``status``."""
     name = protocol_name(store, protocol_id)
-    values = queries.latest_values(store, protocol_id, [metric])
+    complete_only = not include_partial
+    values = queries.latest_values(store, protocol_id, [metric], complete_only=complete_only)
     if values.empty:
         known = ", ".join(queries.metrics_present(store, protocol_id)) or "none"
+        partial = "" if include_partial else " in complete runs (partial runs are left out by default)"
         raise ConfigError(
-            f"no values of metric {metric!r} under protocol {protocol_id}; metrics stored: {known}"
+            f"no values of metric {metric!r} under protocol {protocol_id}{partial}; metrics stored: {known}"
         )
-    return build_leaderboard(values, protocol_id=protocol_id, protocol_name=name, metric=metric, **kw)  # type: ignore[arg-type]
+    raw = queries.protocol_json(store, protocol_id)
+    return build_leaderboard(
+        values,
+        protocol_id=protocol_id,
+        protocol_name=name,
+        metric=metric,
+        row_stats=queries.latest_row_stats(store, protocol_id, complete_only=complete_only),
+        protocol=json.loads(raw) if raw else None,
+        **kw,  # type: ignore[arg-type]
+    )
+
+
+def resolve_metric(store, protocol_id: str, metric: str) -> str:
+    """The stored metric ``metric`` names, case-insensitively (``EM`` -> ``em``); a clear error
+    listing the stored ones otherwise."""
+    from leaderboards.schema import find_metric
+
+    known = queries.metrics_present(store, protocol_id)
+    found = find_metric(metric, known)
+    if found is None:
+        raise ConfigError(
+            f"no values of metric {metric!r} under protocol {protocol_id}; metrics stored: "
+            + (", ".join(known) or "none")
+        )
+    return found
 
 
 def protocol_name(store, protocol_id: str) -> str:
@@ -225,25 +434,79 @@ def choose_protocol(store, protocol: str | None) -> str:
 
 
 # -- reported vs reproduced ------------------------------------------------------------------------
-def build_reported(
-    reported: pd.DataFrame, boards: dict[str, Leaderboard], *, match_model: bool = True
-) -> pd.DataFrame:
-    """Each published number next to the measured one for the same method, model, dataset and metric.
+PAPER_AVERAGES: dict[str, tuple[str, ...]] = {
+    "avg": DATASET_ORDER,
+    "avg_singlehop": SINGLEHOP,
+    "avg_multihop": MULTIHOP,
+}
+"""What a paper's average covers (``methods/reported``: ``avg`` is all seven sets)."""
 
-    ``boards`` maps metric name -> leaderboard of the chosen protocol. A reported average
-    (``avg``, ``avg_multihop``, ``avg_singlehop``) is matched to the same average column; its
-    ``coverage`` says which datasets the measured average has. ``em_f1_mean`` (R-Search) is the
-    mean of the measured EM and F1. With ``match_model=False`` a reported row is matched to every
-    measured model of the method (one output row each).
+
+def paper_protocol(paper: str) -> dict | None:
+    """The registered evaluation protocol of ``paper`` (``<paper>-eval``, or the paper's name without
+    underscores, e.g. ``searchr1``) as a dict; None when none is registered."""
+    from harness.protocol import PROTOCOLS, preset
+
+    for name in (f"{paper}-eval", paper.replace("_", "")):
+        if name in PROTOCOLS.names():
+            return json.loads(preset(name).model_dump_json())
+    return None
+
+
+def _model_key(model: str) -> str:
+    return model.split("/")[-1].lower()
+
+
+def protocol_differences(paper: dict | None, ours: dict | None) -> list[str]:
+    """What differs between a paper's protocol and ours: corpus, retriever, top-k."""
+    if paper is None or ours is None:
+        return ["paper protocol not registered"] if ours is not None else []
+    out = []
+    if corpus_text(paper) != corpus_text(ours):
+        out.append(f"corpus {corpus_text(paper)} vs {corpus_text(ours)}")
+    if retriever_text(paper) != retriever_text(ours):
+        out.append(f"retriever {retriever_text(paper)} vs {retriever_text(ours)}")
+    if paper.get("top_k") != ours.get("top_k"):
+        out.append(f"top-k {paper.get('top_k')} vs {ours.get('top_k')}")
+    return out
+
+
+def build_reported(
+    reported: pd.DataFrame,
+    boards: dict[str, Leaderboard],
+    *,
+    match_model: bool = False,
+    protocol: dict | None = None,
+) -> pd.DataFrame:
+    """Each published number next to the measured one for the same method, dataset and metric.
+
+    ``boards`` maps metric name -> leaderboard of the chosen protocol. A row is matched to every
+    measured model of the method (one output row each; only the paper's model when
+    ``match_model``). The difference ``diff`` is given only when the comparison is like with like:
+    the same model, and for an average the same datasets (a seven-set average against our
+    three-set one gets none); ``differs`` says what is not the same (model, coverage, corpus,
+    retriever, top-k). Values keep the metric's unit: fractions for EM-like metrics, raw numbers
+    for counts (``unit``). ``em_f1_mean`` (R-Search) is the mean of the measured EM and F1.
     """
     key_of = {g.reported_name: g.key for b in boards.values() for g, _ in b.averages}
+    protos: dict[str, dict | None] = {}
     out = []
     for r in reported.itertuples(index=False):
+        if r.paper not in protos:
+            protos[r.paper] = paper_protocol(r.paper)
         key = key_of.get(r.dataset, r.dataset)
         matches = _measured(boards, r.method, r.model, key, r.metric, match_model)
+        proto_diff = protocol_differences(protos[r.paper], protocol) if matches else []
         if not matches:
-            matches = [("", _nan_aggregate(), "")]
-        for model, agg, coverage in matches:
+            matches = [("", _nan_aggregate(), ())]
+        for model, agg, members in matches:
+            differs = []
+            if model and _model_key(model) != _model_key(r.model):
+                differs.append(f"model {r.model} vs {model}")
+            paper_cover = PAPER_AVERAGES.get(r.dataset)
+            if model and paper_cover is not None and set(members) != set(paper_cover):
+                differs.append(f"coverage {len(paper_cover)} vs {len(members)} sets")
+            like = bool(model) and not differs
             out.append(
                 {
                     "paper": r.paper,
@@ -252,14 +515,16 @@ def build_reported(
                     "model": r.model,
                     "dataset": r.dataset,
                     "metric": r.metric,
+                    "unit": "%" if is_fraction_metric(r.metric) else "count",
                     "reported": r.value,
                     "measured": agg.mean,
                     "measured_lo": agg.lo,
                     "measured_hi": agg.hi,
-                    "diff": agg.mean - r.value,
+                    "diff": agg.mean - r.value if like else math.nan,
                     "n": agg.n,
                     "measured_model": model,
-                    "coverage": coverage,
+                    "coverage": ", ".join(members) if paper_cover is not None else "",
+                    "differs": "; ".join([*differs, *proto_diff]),
                     "source": r.source,
                     "note": r.note,
                 }
@@ -269,14 +534,14 @@ def build_reported(
 
 def _measured(
     boards: dict[str, Leaderboard], method: str, model: str, key: str, metric: str, match_model: bool
-) -> list[tuple[str, Aggregate, str]]:
+) -> list[tuple[str, Aggregate, tuple[str, ...]]]:
     parts = ("em", "f1") if metric == "em_f1_mean" else (metric,)
     if any(p not in boards for p in parts):
         return []
     first = boards[parts[0]]
     found = []
     for m in sorted({mm for (me, mm, _k) in first.cells if me == method}):
-        if match_model and m != model:
+        if match_model and _model_key(m) != _model_key(model):
             continue
         aggs = [boards[p].cells.get((method, m, key)) for p in parts]
         if any(a is None or math.isnan(a.mean) for a in aggs):
@@ -285,9 +550,143 @@ def _measured(
             agg = aggs[0]
         else:  # mean of EM and F1: no interval
             agg = Aggregate(float(np.mean([a.mean for a in aggs])), math.nan, math.nan, aggs[0].n)  # type: ignore[union-attr]
-        coverage = first.coverage(key) if key not in first.datasets else ""
-        found.append((m, agg, coverage))  # type: ignore[arg-type]
+        found.append((m, agg, first.members(key)))  # type: ignore[arg-type]
     return found
+
+
+def format_value(value: float, unit: str, *, signed: bool = False) -> str:
+    """A value in its unit: a fraction in % with one decimal, a count as printed (2.9 stays 2.9)."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return ""
+    sign = "+" if signed else ""
+    if unit == "%":
+        return f"{100 * value:{sign}.1f}"
+    return f"{value:{sign}.2f}".rstrip("0").rstrip(".")
+
+
+@dataclass(frozen=True)
+class ReportedPivot:
+    """One paper table and metric as the paper prints it: rows (method, paper model, our model),
+    one column per dataset (averages last), each cell ``reported / ours / difference``."""
+
+    paper: str
+    setting: str
+    metric: str
+    unit: str
+    source: str
+    frame: pd.DataFrame  # method, model, ours, differs, then one text column per dataset
+    datasets: list[str]
+    n_compared: int  # cells with a difference
+    n_measured: int  # cells with an own number
+
+    @property
+    def title(self) -> str:
+        unit = "in %" if self.unit == "%" else "raw counts"
+        return f"{self.setting} · {metric_label(self.metric)} ({unit})"
+
+
+def reported_pivots(table: pd.DataFrame) -> list[ReportedPivot]:
+    """The long ``build_reported`` table as one pivot per (paper, table, metric), in table order.
+    (Plain Python over the records: a pandas group-by per pivot is ~50x slower on 2,000 rows.)"""
+    groups: dict[tuple[str, str, str], list[dict]] = {}
+    for r in table.to_dict("records"):
+        groups.setdefault((r["paper"], r["setting"], r["metric"]), []).append(r)
+    protocol_level = ("corpus", "retriever", "top-k", "paper protocol")
+    out = []
+    for (paper, setting, metric), recs in groups.items():
+        unit = str(recs[0]["unit"])
+        present = {r["dataset"] for r in recs}
+        datasets = [
+            *order_datasets(sorted(present - set(PAPER_AVERAGES))),
+            *(d for d in PAPER_AVERAGES if d in present),
+        ]
+        rows: dict[tuple[str, str, str], dict[str, object]] = {}
+        differs: dict[tuple[str, str, str], list[str]] = {}
+        for r in recs:
+            ours = str(r["measured_model"] or "")
+            key = (str(r["method"]), str(r["model"]), ours)
+            row = rows.setdefault(key, {"method": key[0], "model": key[1], "ours": ours or "—"})
+            rep = format_value(r["reported"], unit)
+            if ours:
+                mine = format_value(r["measured"], unit) or "—"
+                diff = format_value(r["diff"], unit, signed=True) or "—"
+                row[r["dataset"]] = f"{rep} / {mine} / {diff}"
+            else:
+                row[r["dataset"]] = rep
+            seen = differs.setdefault(key, [])
+            seen += [d for d in str(r["differs"] or "").split("; ") if d and d not in seen]
+        for key, row in rows.items():
+            row["differs"] = "; ".join(sorted(differs[key], key=lambda d: d.startswith(protocol_level)))
+        frame = pd.DataFrame(list(rows.values()), columns=["method", "model", "ours", "differs", *datasets])
+        out.append(
+            ReportedPivot(
+                paper=str(paper),
+                setting=str(setting),
+                metric=str(metric),
+                unit=unit,
+                source=str(recs[0]["source"]),
+                frame=frame.fillna(""),
+                datasets=datasets,
+                n_compared=sum(1 for r in recs if not _isnan(r["diff"])),
+                n_measured=sum(1 for r in recs if not _isnan(r["measured"])),
+            )
+        )
+    return out
+
+
+def _isnan(x: object) -> bool:
+    return x is None or (isinstance(x, float) and math.isnan(x))
+
+
+def no_comparison_reason(table: pd.DataFrame, measured_methods: dict[str, set[str]]) -> str:
+    """One sentence saying why a paper's rows have no difference; '' when some have one.
+    ``measured_methods``: method -> the models measured under the protocol."""
+    if table["diff"].notna().any():
+        return ""
+    methods = sorted(set(table["method"]))
+    ran = [m for m in methods if m in measured_methods]
+    if not ran:
+        return (
+            f"No run under this protocol is of this paper's methods ({', '.join(methods[:8])}"
+            + (", ..." if len(methods) > 8 else "")
+            + ")."
+        )
+    paper_models = sorted({str(m) for m in table[table["method"].isin(ran)]["model"]})
+    ours = sorted({m for meth in ran for m in measured_methods[meth]})
+    if not {_model_key(m) for m in paper_models} & {_model_key(m) for m in ours}:
+        return (
+            f"The paper used {', '.join(paper_models)}; no run here used those models "
+            f"(ours: {', '.join(ours)}), so no difference is computed."
+        )
+    return (
+        "The runs with the paper's model do not cover the same datasets as the paper's numbers "
+        "(an average over other sets is not comparable), so no difference is computed."
+    )
+
+
+def reported_boards(store, protocol_id: str, reported: pd.DataFrame) -> dict[str, Leaderboard]:
+    """One leaderboard per metric the reported numbers use that the protocol has values of, plus
+    ``n_retrievals`` (search calls per question, from the samples) when a paper reports it."""
+    present = set(queries.metrics_present(store, protocol_id, complete_only=True))
+    wanted = set(reported["metric"]) if len(reported) else set()
+    if "em_f1_mean" in wanted:
+        wanted |= {"em", "f1"}
+    name = protocol_name(store, protocol_id)
+    metrics = sorted(wanted & present)
+    values = queries.latest_values(store, protocol_id, metrics, complete_only=True)
+    boards = {
+        m: build_leaderboard(values, protocol_id=protocol_id, protocol_name=name, metric=m) for m in metrics
+    }
+    if "n_retrievals" in wanted:
+        c = queries.latest_costs(store, protocol_id, complete_only=True)
+        if len(c):
+            counts = c.assign(
+                protocol_id=protocol_id, protocol_name=name, metric="n_retrievals", value=c["retrievals"]
+            )
+            boards["n_retrievals"] = build_leaderboard(
+                counts, protocol_id=protocol_id, protocol_name=name, metric="n_retrievals"
+            )
+    return boards
 
 
 # -- cost and efficiency ---------------------------------------------------------------------------
@@ -297,33 +696,50 @@ def build_cost(
     """Accuracy against mean retrievals, tokens and USD per question, per (method, model).
 
     ``dataset=None`` uses every dataset of the protocol: accuracy is the unweighted mean over
-    datasets (rows missing a dataset get NaN), costs are means over all questions. A USD mean is
-    NaN unless every question's cost is known (as the store's cost views rule).
+    datasets (rows missing a dataset get NaN and say so in ``coverage``), costs are means over all
+    questions. A USD mean is NaN unless every question's cost is known (as the store's cost views
+    rule). ``tokens_per_correct`` and ``usd_per_correct`` divide the row's totals by the sum of the
+    metric's values (its correct answers); NaN when that is 0. Accuracy intervals as the leaderboard's.
     """
     v = values[values["metric"] == metric]
     if dataset is not None:
         v = v[v["dataset"] == dataset]
         costs = costs[costs["dataset"] == dataset]
+    binary = is_binary(v["value"].to_numpy(dtype=np.float64))
     datasets = sorted(set(v["dataset"]))
     rows = []
     for (method, model), g in v.groupby(ROW_KEY, sort=True):
         per = {d: gd["value"].to_numpy(dtype=np.float64) for d, gd in g.groupby("dataset")}
-        acc = (
-            float(np.mean([per[d].mean() for d in datasets])) if all(d in per for d in datasets) else math.nan
-        )
+        full = all(d in per for d in datasets)
+        agg = macro_aggregate([per[d] for d in datasets], binary=binary) if full else _nan_aggregate()
         c = costs[(costs["method"] == method) & (costs["model"] == model)]
+        correct = float(g["value"].sum())
+        usd_known = len(c) and c["usd"].notna().all()
+        tokens_known = len(c) and c["tokens"].notna().all()
         rows.append(
             {
                 "method": method,
                 "label": ", ".join(sorted({str(x) for x in g["label"] if x})),
                 "model": model,
-                "accuracy": acc,
+                "accuracy": agg.mean,
+                "accuracy_lo": agg.lo,
+                "accuracy_hi": agg.hi,
+                "answered": float(c["answered"].mean()) if "answered" in c and len(c) else math.nan,
                 "retrievals": float(c["retrievals"].mean()),
                 "tokens": float(c["tokens"].mean()),
+                "prompt_tokens": float(c["prompt_tokens"].mean()) if "prompt_tokens" in c else math.nan,
+                "completion_tokens": float(c["completion_tokens"].mean())
+                if "completion_tokens" in c
+                else math.nan,
+                "tokens_per_correct": float(c["tokens"].sum()) / correct
+                if tokens_known and correct
+                else math.nan,
                 "llm_calls": float(c["llm_calls"].mean()),
                 "seconds": float(c["seconds"].mean()),
-                "usd": float(c["usd"].mean()) if len(c) and c["usd"].notna().all() else math.nan,
+                "usd": float(c["usd"].mean()) if usd_known else math.nan,
+                "usd_per_correct": float(c["usd"].sum()) / correct if usd_known and correct else math.nan,
                 "n": int(len(c)),
+                "coverage": f"{len(per)} of {len(datasets)} datasets" + ("" if full else " (partial)"),
             }
         )
     df = pd.DataFrame(rows, columns=[c.key for c in COST_COLUMNS if not c.key.startswith("pareto_")])
@@ -331,6 +747,12 @@ def build_cost(
         front = pareto_front(df["accuracy"].to_numpy(float), df[cost].to_numpy(float))
         df[f"pareto_{cost}"] = ["yes" if f else "" for f in front]
     return df[[c.key for c in COST_COLUMNS]]
+
+
+def all_costs_zero_or_unknown(table: pd.DataFrame) -> bool:
+    """No row has a known, non-zero dollar cost (a $ plot would show nothing)."""
+    usd = table["usd"].to_numpy(float)
+    return bool(np.all(np.isnan(usd) | (usd == 0)))
 
 
 def pareto_front(accuracy: np.ndarray, cost: np.ndarray) -> list[bool]:
@@ -377,20 +799,6 @@ def question_table(
     return df.reset_index(drop=True)
 
 
-def reported_boards(store, protocol_id: str, reported: pd.DataFrame) -> dict[str, Leaderboard]:
-    """One leaderboard per metric the reported numbers use (that the protocol has values of)."""
-    present = set(queries.metrics_present(store, protocol_id))
-    wanted = set(reported["metric"]) if len(reported) else set()
-    if "em_f1_mean" in wanted:
-        wanted |= {"em", "f1"}
-    name = protocol_name(store, protocol_id)
-    metrics = sorted(wanted & present)
-    values = queries.latest_values(store, protocol_id, metrics)
-    return {
-        m: build_leaderboard(values, protocol_id=protocol_id, protocol_name=name, metric=m) for m in metrics
-    }
-
-
 @dataclass(frozen=True)
 class PassageView:
     doc_id: str
@@ -400,10 +808,16 @@ class PassageView:
     text: str | None
 
 
+INJECTED = "injected"
+"""Kind of a reconstructed turn: environment text the engine appended after a generation without
+an action (the dialect's correction message), recovered from the stored response (the engine
+stores no turn for it; see :func:`injected_messages`)."""
+
+
 @dataclass(frozen=True)
 class TurnView:
     index: int
-    kind: str
+    kind: str  # generate | retrieve | message | llm_call | judge | injected
     text: str
     query: str | None
     passages: list[PassageView]
@@ -428,11 +842,68 @@ class SampleView:
     metrics: dict[str, float]
     turns: list[TurnView]
     judgements: pd.DataFrame
+    prompt: str | None = None  # the method's full prompt (meta "prompt"), when stored
+    response: str = ""
+    never_retrieved: list[PassageView] = field(default_factory=list)  # gold passages never retrieved
+
+
+def injected_messages(response: str, turns: list[tuple[str, str]]) -> dict[int, str]:
+    """Environment text between two consecutive generations, by the position of the later one
+    (``len(turns)`` for text after the last turn).
+
+    ``response`` is the stored full text (generations with every environment text interleaved);
+    ``turns`` are the stored ``(kind, text)`` in order. A retrieval's observation and a ``message``
+    turn are stored as turns; the correction message after a generation without an action is not
+    (``harness.rollout.engine`` appends it with ``append_env`` and records no turn), so it is the
+    text that sits between one generation and the next. Returns {} when the turns cannot be located
+    in the response in order (then nothing is reconstructed rather than something wrong)."""
+    out: dict[int, str] = {}
+    pos, prev = 0, None
+    for i, (kind, text) in enumerate(turns):
+        if kind not in ("generate", "retrieve", "message"):
+            continue
+        if not text:
+            prev = kind
+            continue
+        at = response.find(text, pos)
+        if at < 0:
+            return {}
+        gap = response[pos:at]
+        if kind == "generate" and prev == "generate" and gap.strip():
+            out[i] = gap
+        pos, prev = at + len(text), kind
+    tail = response[pos:]
+    if prev == "generate" and tail.strip():
+        out[len(turns)] = tail
+    return out
+
+
+_REPEAT = re.compile(r"(.{8,300}?)\1{2,}", re.DOTALL)
+MAX_COLLAPSE_CHARS = 50_000
+
+
+def collapse_repeats(text: str) -> tuple[str, int]:
+    """``text`` with every run of 3+ consecutive copies of a span (8-300 characters) shown once,
+    followed by ``[... repeated N more times ...]``; and how many runs were collapsed. A 500-token
+    loop becomes one line; texts over 50,000 characters are left as they are."""
+    if len(text) > MAX_COLLAPSE_CHARS:
+        return text, 0
+    count = 0
+
+    def sub(m: re.Match[str]) -> str:
+        nonlocal count
+        count += 1
+        unit = m.group(1)
+        more = len(m.group(0)) // len(unit) - 1
+        return f"{unit} [... repeated {more} more times ...] "
+
+    return _REPEAT.sub(sub, text), count
 
 
 def sample_view(store, run_id: str, dataset: str, sample_id: str, passage_text=None) -> SampleView:
     """Everything stored about one question of one run; ``passage_text(doc_id) -> contents | None``
-    fills passage titles and texts (e.g. from the packaged closed corpus)."""
+    fills passage titles and texts (e.g. from the packaged closed corpus). Correction messages the
+    engine stored no turn for are reconstructed from the response as ``injected`` turns."""
     from harness.types import split_contents
 
     s = queries.sample_row(store, run_id, dataset, sample_id)
@@ -440,22 +911,32 @@ def sample_view(store, run_id: str, dataset: str, sample_id: str, passage_text=N
         raise ConfigError(f"run {run_id} has no sample {dataset}/{sample_id} in {store.path}")
     row = s.iloc[0]
     gold = [str(x) for x in _as_list(row["gold_ids"])]
-    turns = []
-    for t in queries.turn_rows(store, run_id, dataset, sample_id).itertuples(index=False):
+
+    def passage(d: str, score: float | None) -> PassageView:
+        contents = passage_text(d) if passage_text is not None else None
+        title, text = split_contents(contents) if contents is not None else (None, None)
+        return PassageView(d, score, d in gold, title, text)
+
+    stored = list(queries.turn_rows(store, run_id, dataset, sample_id).itertuples(index=False))
+    response = "" if row["response"] is None or pd.isna(row["response"]) else str(row["response"])
+    injected = injected_messages(response, [(str(t.kind), str(t.text or "")) for t in stored])
+    turns: list[TurnView] = []
+
+    def add_injected(at: int) -> None:
+        if at in injected:
+            turns.append(TurnView(-1, INJECTED, injected[at], None, [], 0, 0, 0, None, "reconstructed"))
+
+    for pos, t in enumerate(stored):
+        add_injected(pos)
         ids = [str(x) for x in _as_list(t.doc_ids)]
         scores = [float(x) for x in _as_list(t.doc_scores)]
-        passages = []
-        for i, d in enumerate(ids):
-            contents = passage_text(d) if passage_text is not None else None
-            title, text = split_contents(contents) if contents is not None else (None, None)
-            passages.append(PassageView(d, scores[i] if i < len(scores) else None, d in gold, title, text))
         turns.append(
             TurnView(
                 index=int(t.turn_index),
                 kind=str(t.kind),
                 text=str(t.text or ""),
                 query=None if t.query is None or pd.isna(t.query) else str(t.query),
-                passages=passages,
+                passages=[passage(d, scores[i] if i < len(scores) else None) for i, d in enumerate(ids)],
                 prompt_tokens=int(t.prompt_tokens or 0),
                 completion_tokens=int(t.completion_tokens or 0),
                 observation_tokens=int(t.observation_tokens or 0),
@@ -463,6 +944,10 @@ def sample_view(store, run_id: str, dataset: str, sample_id: str, passage_text=N
                 status=str(t.status),
             )
         )
+    add_injected(len(stored))
+    retrieved = {str(x) for x in _as_list(row["retrieved_ids"])}
+    meta = json.loads(row["meta_json"]) if row["meta_json"] and not pd.isna(row["meta_json"]) else {}
+    prompt = meta.get("prompt")
     m = queries.sample_metric_rows(store, run_id, dataset, sample_id)
     prediction = str(row["prediction"] or "")
     return SampleView(
@@ -478,8 +963,11 @@ def sample_view(store, run_id: str, dataset: str, sample_id: str, passage_text=N
         metrics=dict(zip(m["metric"], m["value"].astype(float), strict=True)),
         turns=turns,
         judgements=queries.judgement_rows(
-            store, str(row["question"]), [t for t in (prediction, str(row["response"] or "")) if t]
+            store, str(row["question"]), [t for t in (prediction, response) if t]
         ),
+        prompt=str(prompt) if prompt else None,
+        response=response,
+        never_retrieved=[passage(g, None) for g in gold if g not in retrieved],
     )
 
 
@@ -489,3 +977,35 @@ def _as_list(x: object) -> list:
     if isinstance(x, float) and math.isnan(x):
         return []
     return list(x)  # type: ignore[call-overload]
+
+
+def glossary() -> list[dict[str, str]]:
+    """Every metric name the app can show: ``name, label, unit, definition, also_called``. Answer
+    and retrieval metrics come from the metric registry (its description and source); judge scores,
+    R-Search's EM/F1 mean, counts, answered % and valid format % from ``schema.EXTRA_GLOSSARY``."""
+    from harness.metrics.registry import METRICS
+    from leaderboards.schema import EXTRA_GLOSSARY
+
+    out = []
+    for name in METRICS.names():
+        m = METRICS.get(name)
+        out.append(
+            {
+                "name": name,
+                "label": metric_label(name),
+                "unit": "%",
+                "definition": m.description,
+                "also_called": m.source,
+            }
+        )
+    for name, (definition, also) in EXTRA_GLOSSARY.items():
+        out.append(
+            {
+                "name": name,
+                "label": metric_label(name),
+                "unit": "%" if is_fraction_metric(name) else "count",
+                "definition": definition,
+                "also_called": also,
+            }
+        )
+    return out

@@ -13,14 +13,20 @@ EXAMPLES = """\
   harness export --format csv --metric f1 --out leaderboard.csv
   harness export --format parquet --view cost --protocol mini --out cost.parquet
   harness export --format markdown --view reported --protocol 69c8288e8887 --out reported.md
+  harness export --format latex --metric EM --protocol mini --out table.tex   # a paper table (booktabs)
+  harness export --format csv --include-partial --out all.csv                  # killed runs too, marked
 """
 
 DESCRIPTION = """\
 Export one view of the leaderboard app for one protocol: `leaderboard` (methods x datasets with
 average columns and 95% bootstrap bounds), `reported` (published vs measured numbers) or `cost`
-(accuracy, retrievals, tokens, Pareto flags). Numbers are fractions; intervals are numeric
-`<column>_lo` / `<column>_hi` columns. --protocol takes an id or a unique name; it may be omitted
-when the database holds a single protocol."""
+(accuracy, retrievals, tokens, Pareto flags). CSV and Parquet are data: fractions, numeric
+`<column>_lo` / `<column>_hi` interval columns. Markdown and LaTeX are paper tables: % with one
+decimal, best in bold, readable dataset names, rows grouped by method type. --metric is matched
+case-insensitively (EM, em, cover-EM). Partial runs (not `complete`) are left out unless
+--include-partial. --protocol takes an id or a unique name; it may be omitted when the database
+holds a single protocol. The reported view works on any database: the registered papers' numbers
+are read from the package when the file has none."""
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -42,7 +48,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--metric", default="em", help="metric (default em; see the app's metric list)")
     p.add_argument("--dataset", default=None, help="cost view: one dataset (default: all)")
     p.add_argument("--db", type=Path, default=Path("results/harness.duckdb"), help="results database")
-    p.add_argument("--out", type=Path, default=None, help="output file (markdown: default stdout)")
+    p.add_argument("--out", type=Path, default=None, help="output file (markdown, latex: default stdout)")
+    p.add_argument(
+        "--include-partial",
+        action="store_true",
+        help="include runs that did not end complete (marked in the status column)",
+    )
 
 
 def handle(args: argparse.Namespace) -> int:
@@ -50,7 +61,12 @@ def handle(args: argparse.Namespace) -> int:
     from leaderboards.queries import open_results
 
     view = build_view(
-        open_results(args.db), args.view, protocol=args.protocol, metric=args.metric, dataset=args.dataset
+        open_results(args.db),
+        args.view,
+        protocol=args.protocol,
+        metric=args.metric,
+        dataset=args.dataset,
+        include_partial=args.include_partial,
     )
     text = write(view, args.format, args.out)
     if text is not None:

@@ -13,6 +13,7 @@ LENGTH = "response_len_mean"
 st.title("Training runs")
 db = ui.db_path()
 runs = ui.load_train_runs(db, ui.stamp(db))
+st.caption("Steps are numbered from 1, as `harness train` prints them.")
 if runs.empty:
     st.info("No training runs in this database (`harness train` logs every step to the train_steps table).")
     st.stop()
@@ -24,6 +25,8 @@ labels = {
 run_id = st.selectbox("Run", list(labels), format_func=labels.__getitem__, key="train_run")
 steps = ui.load_train_steps(db, ui.stamp(db), run_id)
 wide = steps.pivot_table(index="step", columns="metric", values="value", aggfunc="first").sort_index()
+wide.index = wide.index + 1  # stored 0-based; shown 1-based, as `harness train` prints "step 1/N"
+wide.index.name = "step"
 
 rewards = [m for m in wide.columns if m.startswith("reward/")]
 left, right = st.columns(2)

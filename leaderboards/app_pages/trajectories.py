@@ -1,4 +1,9 @@
-"""Trajectory explorer: every turn of one question, gold passages highlighted; disagreements filter."""
+"""Trajectory explorer: every turn of one question as the model saw it — the prompt, each
+generation, each observation, every message the environment injected — with gold passages
+highlighted, repetition loops collapsed, and a side-by-side comparison with a second method.
+
+Method, dataset, comparison, metric and question live in the URL (a permalink opens the question).
+"""
 
 from __future__ import annotations
 
@@ -22,10 +27,17 @@ systems = sorted({f"{r.method} · {r.model}" for r in runs.itertuples()})
 by_system = {s: runs[(runs["method"] + " · " + runs["model"]) == s] for s in systems}
 
 c1, c2, c3 = st.columns(3)
+ui.from_link("traj_a", systems)
 a = c1.selectbox("Method", systems, key="traj_a")
+ui.to_link("traj_a", a, systems[0])
 datasets = sorted(set(by_system[a]["dataset"]))
+ui.from_link("traj_dataset", datasets)
 dataset = c2.selectbox("Dataset", datasets, key="traj_dataset")
-b = c3.selectbox("Compare with", [NONE, *(s for s in systems if s != a)], key="traj_b")
+ui.to_link("traj_dataset", dataset, datasets[0])
+others = [NONE, *(s for s in systems if s != a)]
+ui.from_link("traj_b", others)
+b = c3.selectbox("Compare with", others, key="traj_b")
+ui.to_link("traj_b", b, NONE)
 
 
 def run_of(system: str) -> str | None:
@@ -38,7 +50,9 @@ run_a = run_of(a)
 run_b = run_of(b) if b != NONE else None
 metrics = ui.load_metrics(db, ui.stamp(db), protocol)
 c4, c5 = st.columns([2, 1])
+ui.from_link("traj_metric", metrics)
 metric = c4.selectbox("Metric", metrics, format_func=metric_label, key="traj_metric")
+ui.to_link("traj_metric", metric, metrics[0] if metrics else None)
 only_dis = c5.toggle(
     "Only disagreements",
     value=False,
@@ -65,12 +79,21 @@ if qs.empty:
     st.info("No questions match.")
     st.stop()
 
+
+def badge(value: float | None) -> str:
+    if value is None or pd.isna(value):
+        return "·"
+    return "✓" if value >= 1 else ("✗" if value <= 0 else "◐")
+
+
 labels = {
-    r.sample_id: f"{r.position}. {r.question[:110]}"
+    r.sample_id: f"{badge(r.a)} {r.position}. {r.question[:110]}"
     + (f"  [{r.a:.2f} vs {r.b:.2f}]" if run_b and pd.notna(r.b) else "")
     for r in qs.itertuples()
 }
-sample_id = st.selectbox("Question", list(labels), format_func=labels.__getitem__, key="traj_question")
+ui.from_link("q", list(labels))
+sample_id = st.selectbox("Question", list(labels), format_func=labels.__getitem__, key="q")
+ui.to_link("q", sample_id)
 pjson = ui.load_protocol_json(db, ui.stamp(db), protocol)
 
 
@@ -88,11 +111,29 @@ def show_passage(p: views.PassageView) -> None:
         st.markdown(body)
 
 
+def show_text(text: str) -> None:
+    collapsed, n = views.collapse_repeats(text)
+    st.code(collapsed or "∅", language=None, wrap_lines=True)
+    if n:
+        st.caption(f"{n} repetition loop(s) collapsed")
+
+
 def show_sample(s: views.SampleView, system: str) -> None:
+    value = s.metrics.get(metric)
+    mark = badge(value)
+    verdict = {"✓": "correct", "✗": "wrong", "◐": "partly right", "·": "not scored"}[mark]
     st.subheader(system)
-    st.markdown(f"**answer:** `{s.prediction or '∅'}` · extraction: `{s.extraction_status}`")
+    st.markdown(
+        f"**{mark} {verdict}** ({metric_label(metric)} {'' if value is None else f'{value:.2f}'}) · "
+        f"**answer:** `{s.prediction or '∅'}` · extraction: `{s.extraction_status}`"
+    )
     if s.error:
         st.error(s.error)
+    with st.expander("prompt (as the model saw it)", expanded=False):
+        if s.prompt:
+            st.code(s.prompt, language=None, wrap_lines=True)
+        else:
+            st.caption("this run stored no prompt")
     if s.metrics:
         st.dataframe(
             pd.DataFrame({"metric": [metric_label(k) for k in s.metrics], "value": list(s.metrics.values())}),
@@ -101,22 +142,31 @@ def show_sample(s: views.SampleView, system: str) -> None:
         )
     for t in s.turns:
         tokens = f"{t.prompt_tokens} prompt / {t.completion_tokens} completion tokens"
-        if t.kind == "retrieve":
-            with st.container(border=True):
+        with st.container(border=True):
+            if t.kind == "retrieve":
+                found = f"{len(t.passages)} passages" if t.passages else "**0 passages**"
                 st.markdown(
-                    f"**turn {t.index} · search** `{t.query}` · {t.observation_tokens} observation tokens"
+                    f"**turn {t.index} · search** `{t.query}` · {found} · {t.observation_tokens} observation tokens"
                 )
                 for p in t.passages:
                     show_passage(p)
-                if t.text:
-                    with st.expander("observation as the model saw it"):
-                        st.code(t.text, language=None, wrap_lines=True)
-        else:
-            with st.container(border=True):
+                st.markdown("observation text (as inserted into the context):")
+                show_text(t.text)
+            elif t.kind == views.INJECTED:
+                st.markdown("**injected message** · after a generation without a search or an answer")
+                st.warning(t.text.strip(), icon=":material/reply:")
+            elif t.kind == "message":
+                st.markdown(f"**turn {t.index} · injected message** ({t.status}) · refused query `{t.query}`")
+                st.warning(t.text.strip(), icon=":material/reply:")
+            else:
                 st.markdown(
                     f"**turn {t.index} · {t.kind}** · {tokens} · stop: `{t.stop_reason}` · {t.status}"
                 )
-                st.code(t.text or "∅", language=None, wrap_lines=True)
+                show_text(t.text)
+    if s.never_retrieved:
+        st.markdown(f"**gold passages never retrieved** ({len(s.never_retrieved)})")
+        for p in s.never_retrieved:
+            show_passage(p)
     if not s.judgements.empty:
         st.markdown("**judge verdicts**")
         st.dataframe(s.judgements, hide_index=True, key=f"judge_{s.run_id}")

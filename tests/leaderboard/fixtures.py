@@ -14,6 +14,14 @@ Correct answers per method (1 = the prediction is the gold answer):
     naive_rag   1 1 0 0   1 0 0 0  1 1 1 0      0.50     0.25    0.75 |    0.375        0.50
     search_r1   1 1 1 0   1 1 0 0  1 1 1 1      0.75     0.50    1.00 |    0.625        0.75
 
+Search-R1's trajectories carry the prompt (``meta["prompt"]``) and a response with every
+environment text interleaved, as the engine stores them. Its question 0 of every dataset starts
+with a generation without an action, answered by the correction message (``CORRECTION``, which
+the engine stores no turn for); its question 3 makes a search that returns 0 passages. The
+reported rows include a count (TIRESRAG-R1's ``n_retrievals`` 2.9, ours 1) and a seven-dataset
+average against our three-dataset one (no difference). ``build(partial=True)`` adds a killed
+run (status ``interrupted``, IRCoT on hotpotqa, 2 of 4 questions).
+
 ``p`` is a partial answer ("Lovelace" for "Ada Lovelace"): EM 0, F1 2/3, so direct's F1 on
 hotpotqa is (1 + 2/3) / 4 = 0.41667 while its EM is 0.25. An LLM judge (``JUDGE_METRIC``, with a
 stored verdict and rationale for that answer) accepts it: direct's judge score on hotpotqa is 0.5.
@@ -27,9 +35,13 @@ from pathlib import Path
 from harness.cost import sync_prices
 from harness.judge.core import Judgement
 from harness.protocol import Protocol, preset
+from harness.rollout.dialect import SEARCH_R1_INVALID_MESSAGE
 from harness.runner import score_trajectory
 from harness.store import ReportedRow, RunRecord, ScoredSample, Store
 from harness.types import Trajectory, Turn
+
+CORRECTION = SEARCH_R1_INVALID_MESSAGE
+PROMPT = "Answer the given question. You must conduct reasoning inside <think> and </think> ..."
 
 DATASETS = ("hotpotqa", "musique", "popqa")
 ANSWERS = ("Paris", "Ada Lovelace", "1969", "blue whale")
@@ -131,9 +143,23 @@ def _turns(method: str, dataset: str, i: int, prediction: str) -> list[Turn]:
                 stop_reason="eos",
             ),
         ]
-    return [
+    turns = []
+    if i == 0:  # a generation without an action: the engine appends CORRECTION (no turn stored)
+        turns.append(
+            Turn(
+                index=0,
+                kind="generate",
+                text="<think>I should look this up.</think>",
+                prompt_tokens=100,
+                completion_tokens=10,
+                stop_reason="eos",
+                status="invalid_action",
+            )
+        )
+    empty = i == 3  # a search that returns nothing
+    turns += [
         Turn(
-            index=0,
+            index=len(turns),
             kind="generate",
             text=f"<think>I need thing {i}.</think><search>thing {i}</search>",
             prompt_tokens=200,
@@ -141,16 +167,16 @@ def _turns(method: str, dataset: str, i: int, prediction: str) -> list[Turn]:
             stop_reason="</search>",
         ),
         Turn(
-            index=1,
+            index=len(turns) + 1,
             kind="retrieve",
-            text=f"<information>Doc 1: thing {i}</information>",
+            text="" if empty else f"Doc 1: thing {i}",
             query=f"thing {i}",
-            doc_ids=[other, gold[0]],
-            doc_scores=[6.0, 5.5],
-            observation_tokens=40,
+            doc_ids=[] if empty else [other, gold[0]],
+            doc_scores=[] if empty else [6.0, 5.5],
+            observation_tokens=5 if empty else 40,
         ),
         Turn(
-            index=2,
+            index=len(turns) + 2,
             kind="generate",
             text=f"<think>Found it.</think><answer>{prediction}</answer>",
             prompt_tokens=300,
@@ -158,6 +184,21 @@ def _turns(method: str, dataset: str, i: int, prediction: str) -> list[Turn]:
             stop_reason="</answer>",
         ),
     ]
+    return turns
+
+
+def _response(turns: list[Turn]) -> str:
+    """The stored response: generations, with the correction message after a generation without an
+    action and each observation wrapped in the Search-R1 tags (as the engine's ``append_env``)."""
+    out = []
+    for t in turns:
+        if t.kind == "generate":
+            out.append(t.text)
+            if t.status == "invalid_action":
+                out.append(CORRECTION)
+        elif t.kind == "retrieve":
+            out.append(f"\n\n<information>{t.text}</information>\n\n")
+    return "".join(out)
 
 
 def _run_record(
@@ -187,15 +228,17 @@ def _samples(method: str, patterns: dict[str, str], proto: Protocol, corrupt: bo
     for dataset, codes in patterns.items():
         for i, code in enumerate(codes):
             pred = "corrupted output" if corrupt else _prediction(code, i)
+            turns = _turns(method, dataset, i, pred)
             t = Trajectory(
                 example_id=f"{dataset}-{i}",
                 dataset=dataset,
                 question=question(dataset, i),
                 answers=[ANSWERS[i]],
-                turns=_turns(method, dataset, i, pred),
+                turns=turns,
                 prediction=pred,
                 extraction_status="ok",
-                response=pred,
+                response=_response(turns) if method == "search_r1" else pred,
+                meta={"prompt": f"{PROMPT}\nQuestion: {question(dataset, i)}"},
             )
             g = gold_ids(dataset, i)
             out.append(
@@ -205,8 +248,9 @@ def _samples(method: str, patterns: dict[str, str], proto: Protocol, corrupt: bo
     return out
 
 
-def build(path: Path, *, corrupt: str | None = None, tag: str = "") -> FixtureDB:
-    """Write the fixture database at ``path``; ``corrupt`` names a method whose predictions are garbage."""
+def build(path: Path, *, corrupt: str | None = None, tag: str = "", partial: bool = False) -> FixtureDB:
+    """Write the fixture database at ``path``; ``corrupt`` names a method whose predictions are
+    garbage; ``partial`` adds a killed run."""
     store = Store(path)
     sync_prices(store)  # the presets: the packaged model on the in-process backend costs $0
     proto = preset("mini")
@@ -259,6 +303,7 @@ def build(path: Path, *, corrupt: str | None = None, tag: str = "") -> FixtureDB
             ReportedRow(
                 "search_r1", "naive_rag", MODEL, "avg_multihop", "em", 0.3, "Search-R1, Table 2", "Table 2"
             ),
+            ReportedRow("search_r1", "naive_rag", MODEL, "avg", "em", 0.35, "Search-R1, Table 2", "Table 2"),
             ReportedRow(
                 "search_r1",
                 "search_r1",
@@ -271,6 +316,26 @@ def build(path: Path, *, corrupt: str | None = None, tag: str = "") -> FixtureDB
             ),
         ],
     )
+    store.replace_reported(
+        "tiresrag_r1",
+        [
+            ReportedRow(
+                "tiresrag_r1",
+                "search_r1",
+                MODEL,
+                "hotpotqa",
+                "n_retrievals",
+                2.9,
+                "TIRESRAG-R1, Table 5",
+                "Table 5",
+            ),
+        ],
+    )
+    if partial:
+        killed = f"ircot-fixture{tag}-killed"
+        store.create_run(_run_record(killed, "ircot", proto))
+        store.add_samples(killed, _samples("naive_rag", {"hotpotqa": "cc"}, proto, False))
+        store.finish_run(killed, "interrupted", 1.0)
     train_id = f"train-search_r1-fixture{tag}"
     store.create_run(_run_record(train_id, "search_r1", proto, "recipe cpu-smoke", kind="train"))
     for step in range(3):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -11,7 +12,7 @@ pytest.importorskip("streamlit", reason="the leaderboard app needs the ui extra 
 from streamlit.testing.v1 import AppTest  # noqa: E402
 
 import leaderboards  # noqa: E402
-from tests.leaderboard.fixtures import EXPECTED_EM, MODEL, OTHER_MODEL, TOP5_NAIVE_RAG_EM  # noqa: E402
+from tests.leaderboard.fixtures import CORRECTION, MODEL, OTHER_MODEL, PROMPT, TOP5_NAIVE_RAG_EM  # noqa: E402
 
 APP = Path(leaderboards.__file__).resolve().parent / "app.py"
 
@@ -26,9 +27,9 @@ def app(fixture_db, monkeypatch) -> AppTest:
     return at
 
 
-def _table(at: AppTest):
+def _table(at: AppTest, i: int = 0):
     assert not at.exception, [e.value for e in at.exception]
-    return at.dataframe[0].value
+    return at.dataframe[i].value
 
 
 def _main_model(at: AppTest):
@@ -39,23 +40,28 @@ def _main_model(at: AppTest):
 def test_leaderboard_page(app):
     assert app.title[0].value == "Leaderboard"
     rows = _table(app)
-    assert sorted(zip(rows["method"], rows["model"], strict=True)) == [
-        ("direct", OTHER_MODEL), ("direct", MODEL), ("naive_rag", MODEL), ("search_r1", MODEL),
+    assert list(zip(rows["method"], rows["model"], strict=True)) == [
+        ("search_r1", MODEL), ("naive_rag", MODEL), ("direct", MODEL), ("direct", OTHER_MODEL),
     ]  # fmt: skip
     df = _main_model(app)
-    for method, expected in EXPECTED_EM.items():
-        for key, value in expected.items():
-            assert df.loc[method, key] == pytest.approx(100 * value), (method, key)  # shown in %
-    assert df.loc["search_r1", "label"] == "untrained policy"
-    assert df.loc["search_r1", "popqa_ci"] == "[100.0, 100.0]"
+    # score and 95% Wilson interval in one cell, in %; ties with the best marked
+    assert df.loc["search_r1", "avg_all_text"] == "75.0 [43.6, 81.4]"  # stratified Agresti-Coull
+    assert df.loc["naive_rag", "hotpotqa_text"] == "50.0 [15.0, 85.0] ≈"
+    assert df.loc["search_r1", "popqa_text"] == "100.0 [51.0, 100.0]"
+    assert df.loc["search_r1", "type"] == "untrained policy" and df.loc["direct", "type"] == "prompt baseline"
+    assert df.loc["search_r1", "valid_format"] == 75.0 and df.loc["search_r1", "answered"] == 100.0
+    assert "status" not in rows.columns  # partial runs are left out, so no status column
+    cfg = json.loads(app.dataframe[0].proto.columns)
+    assert cfg["method"]["pinned"] is True  # stays visible when the table scrolls sideways
+    assert cfg["avg_multihop_text"]["label"] == "avg multi-hop · 2/4 sets · n=8"  # coverage and n
 
 
 def test_protocol_selector_changes_rows(app, fixture_db):
     app.selectbox(key="protocol").set_value(fixture_db.other_protocol.protocol_id).run()
     df = _table(app)
     assert list(df["method"]) == ["naive_rag"]
-    assert df.loc[0, "hotpotqa"] == 100 * TOP5_NAIVE_RAG_EM
-    assert "musique" not in df.columns
+    assert df.loc[0, "hotpotqa_text"].startswith(f"{100 * TOP5_NAIVE_RAG_EM:.1f} [")
+    assert "musique_text" not in df.columns
     options = app.selectbox(key="protocol").options
     assert all(o.startswith("mini · ") for o in options) and len(options) == 2
 
@@ -71,11 +77,34 @@ def test_protocol_from_a_shared_link(fixture_db, monkeypatch):
     assert len(_table(at)) == 4
 
 
+def test_permalink_restores_metric_sort_and_filters(fixture_db, monkeypatch):
+    monkeypatch.setenv(leaderboards.DB_ENV, str(fixture_db.path))
+    at = AppTest.from_file(str(APP), default_timeout=60)
+    at.query_params.update(
+        {
+            "protocol": fixture_db.protocol.protocol_id,
+            "metric": "f1",
+            "sort": "popqa",
+            "lb_method": "direct,naive_rag",
+        }
+    )
+    at.run()
+    assert at.selectbox(key="metric").value == "f1" and at.selectbox(key="sort").value == "popqa"
+    assert at.multiselect(key="lb_method").value == ["direct", "naive_rag"]
+    assert list(zip(_table(at)["method"], _table(at)["model"], strict=True)) == [
+        ("naive_rag", MODEL), ("direct", MODEL), ("direct", OTHER_MODEL),
+    ]  # fmt: skip
+    at.selectbox(key="metric").set_value("em").run()  # the URL follows the widgets
+    assert "metric" not in at.query_params  # the default is left out
+    assert at.query_params["sort"] == "popqa"
+
+
 def test_metric_selector_changes_values(app):
+    app.toggle(key="show_ci").set_value(False).run()  # numeric score columns
     assert _main_model(app).loc["direct", "hotpotqa"] == 25.0
     app.selectbox(key="metric").set_value("f1").run()
     assert _main_model(app).loc["direct", "hotpotqa"] == pytest.approx(100 * (1 + 2 / 3) / 4)
-    assert "F1" in app.caption[0].value
+    assert "F1" in app.caption[0].value and "percentile-bootstrap" in app.caption[0].value
 
 
 def test_judge_metric_in_the_selector(app):
@@ -83,7 +112,7 @@ def test_judge_metric_in_the_selector(app):
     assert labels[:4] == ["EM", "F1", "cover-EM", "cover-EM (tokens)"]
     assert "judge (judge-test:abc123)" in labels
     app.selectbox(key="metric").set_value("judge@judge-test:abc123").run()
-    assert _table(app)[["method", "hotpotqa"]].values.tolist() == [["direct", 50.0]]
+    assert _table(app)[["method", "hotpotqa_text"]].values.tolist() == [["direct", "50.0 [15.0, 85.0]"]]
 
 
 def test_filters_sort_and_interval_toggle(app):
@@ -92,31 +121,51 @@ def test_filters_sort_and_interval_toggle(app):
     app.multiselect(key="lb_model").set_value([OTHER_MODEL]).run()
     assert list(zip(_table(app)["method"], _table(app)["model"], strict=True)) == [("direct", OTHER_MODEL)]
     app.multiselect(key="lb_model").set_value([]).run()
-    app.selectbox(key="sort_by").set_value("popqa").run()  # naive_rag 0.75, then direct 0.5 and 0.25
+    app.selectbox(key="sort").set_value("popqa").run()  # naive_rag 0.75, then direct 0.5 and 0.25
     assert list(_table(app)["model"]) == [MODEL, MODEL, OTHER_MODEL]
     app.toggle(key="show_ci").set_value(False).run()
-    assert not any(c.endswith("_ci") for c in _table(app).columns)
+    assert not any(c.endswith("_text") for c in _table(app).columns)
+    assert app.query_params["show_ci"] == "0"
 
 
 def test_reported_page(app):
     app.switch_page("app_pages/reported.py").run()
     assert app.title[0].value == "Reported vs reproduced"
-    t = _table(app).set_index(["method", "dataset"])
-    assert t.loc[("naive_rag", "hotpotqa"), "measured"] == 50.0
-    assert t.loc[("naive_rag", "hotpotqa"), "diff"] == pytest.approx(10.0)  # percentage points
-    app.toggle(key="only_measured").set_value(True).run()
-    assert len(_table(app)) == 2
-    app.toggle(key="match_model").set_value(False).run()
-    assert len(_table(app)) == 3
+    app.selectbox(key="paper").set_value("search_r1").run()
+    pivots = {s.value: i for i, s in enumerate(app.subheader)}
+    em = _table(app, pivots["Table 2 · EM (in %)"]).set_index(["method", "model"])
+    row = em.loc[("naive_rag", MODEL)]
+    assert (row["hotpotqa"], row["avg"], row["avg_multihop"]) == (
+        "40.0 / 50.0 / +10.0",
+        "35.0 / 50.0 / —",  # seven datasets against our three: no difference
+        "30.0 / 37.5 / —",
+    )
+    assert "coverage 7 vs 3 sets" in row["differs"]
+    assert em.loc[("search_r1", "Qwen2.5-7B"), "hotpotqa"] == "43.3 / 75.0 / —"
+    app.selectbox(key="paper").set_value("tiresrag_r1").run()
+    counts = _table(app, 0)
+    assert counts.loc[0, "hotpotqa"] == "2.9 / 1 / -1.9"  # a count stays a count
+
+
+def test_reported_page_says_why_nothing_matches(app):
+    app.switch_page("app_pages/reported.py").run()
+    app.selectbox(key="paper").set_value("r_search").run()
+    [w] = [w.value for w in app.warning]
+    assert w.startswith("The paper used ") and "no run here used those models" in w
 
 
 def test_cost_page(app):
     app.switch_page("app_pages/cost.py").run()
     assert app.title[0].value == "Cost and efficiency"
-    assert len(app.get("vega_lite_chart")) == 3  # retrievals, tokens, dollars (prices known)
-    assert _main_model(app).loc["search_r1", "accuracy"] == 75.0
+    # retrievals, tokens, prompt vs completion; no $ plot: every cost is $0 (in-process backend)
+    assert len(app.get("vega_lite_chart")) == 3
+    assert any("no $ plot" in c.value for c in app.caption)
+    assert any("cover fewer datasets" in w.value for w in app.warning)  # the popqa-only row
+    t = _main_model(app)
+    assert t.loc["search_r1", "accuracy"] == 75.0 and t.loc["naive_rag", "tokens_per_correct"] == 812.0
     app.selectbox(key="cost_dataset").set_value("musique").run()
     assert _main_model(app).loc["search_r1", "accuracy"] == 50.0
+    assert app.query_params["cost_dataset"] == "musique"
 
 
 def test_trajectory_explorer_and_disagreements(app, fixture_db):
@@ -124,26 +173,58 @@ def test_trajectory_explorer_and_disagreements(app, fixture_db):
     assert app.title[0].value == "Trajectory explorer"
     app.selectbox(key="traj_a").set_value("naive_rag · smollm2-135m-instruct").run()
     app.selectbox(key="traj_dataset").set_value("hotpotqa").run()
-    assert app.selectbox(key="traj_question").options[0].startswith("0. hotpotqa question 0")
+    assert app.selectbox(key="q").options[0] == "✓ 0. hotpotqa question 0: what is thing 0?"
     text = " ".join(m.value for m in app.markdown)
-    assert "search** `hotpotqa question 0: what is thing 0?`" in text
+    assert "search** `hotpotqa question 0: what is thing 0?` · 3 passages" in text
+    assert "**✓ correct** (EM 1.00)" in text
     gold = [s.value for s in app.success]
     assert len(gold) == 2 and all("GOLD · `closed-0001" in g for g in gold)
     app.selectbox(key="traj_b").set_value("direct · smollm2-135m-instruct").run()
-    assert len(app.selectbox(key="traj_question").options) == 4
+    assert len(app.selectbox(key="q").options) == 4
     app.toggle(key="traj_disagree").set_value(True).run()
     assert not app.exception, [e.value for e in app.exception]
-    [only] = app.selectbox(key="traj_question").options
-    assert only.startswith("1. hotpotqa question 1") and only.endswith("[1.00 vs 0.00]")
+    [only] = app.selectbox(key="q").options
+    assert only.startswith(
+        "✓ 1. hotpotqa question 1"
+    )  # naive_rag's badge and only.endswith("[1.00 vs 0.00]")
     assert "1 where EM differs" in " ".join(c.value for c in app.caption)
     assert any(s.value == "direct · smollm2-135m-instruct" for s in app.subheader)
+    assert app.query_params["q"] == "hotpotqa-1"
+
+
+def test_trajectory_shows_prompt_correction_and_empty_search(app):
+    app.switch_page("app_pages/trajectories.py").run()
+    app.selectbox(key="traj_a").set_value("search_r1 · smollm2-135m-instruct").run()
+    app.selectbox(key="traj_dataset").set_value("hotpotqa").run()
+    app.selectbox(key="q").set_value("hotpotqa-0").run()
+    assert not app.exception, [e.value for e in app.exception]
+    codes = [c.value for c in app.code]
+    assert any(c.startswith(PROMPT) for c in codes)  # in the collapsed "prompt" expander
+    assert [w.value for w in app.warning] == [CORRECTION.strip()]
+    assert "gold passages never retrieved** (1)" in " ".join(m.value for m in app.markdown)
+    app.selectbox(key="q").set_value("hotpotqa-3").run()
+    assert "· **0 passages** ·" in " ".join(m.value for m in app.markdown)
+
+
+def test_trajectory_permalink_opens_the_question(fixture_db, monkeypatch):
+    monkeypatch.setenv(leaderboards.DB_ENV, str(fixture_db.path))
+    at = AppTest.from_file(str(APP), default_timeout=60)
+    at.query_params.update({"protocol": fixture_db.protocol.protocol_id})
+    at.run()
+    at.switch_page("app_pages/trajectories.py")
+    at.query_params.update(
+        {"traj_a": "direct · smollm2-135m-instruct", "traj_dataset": "hotpotqa", "q": "hotpotqa-1"}
+    )
+    at.run()
+    assert at.selectbox(key="q").value == "hotpotqa-1"
+    assert "**answer:** `Lovelace`" in " ".join(m.value for m in at.markdown)
 
 
 def test_trajectory_shows_judge_verdict(app):
     app.switch_page("app_pages/trajectories.py").run()
     app.selectbox(key="traj_a").set_value("direct · smollm2-135m-instruct").run()
     app.selectbox(key="traj_dataset").set_value("hotpotqa").run()
-    app.selectbox(key="traj_question").set_value("hotpotqa-1").run()
+    app.selectbox(key="q").set_value("hotpotqa-1").run()
     assert not app.exception, [e.value for e in app.exception]
     assert "**answer:** `Lovelace`" in " ".join(m.value for m in app.markdown)
     verdicts = [d.value for d in app.dataframe if "rationale" in d.value.columns]
@@ -161,6 +242,21 @@ def test_training_page(app, fixture_db):
         "Searches per rollout",
         "Response length",
     ]
+    assert list(_table(app).index) == [1, 2, 3]  # 1-based, as `harness train` prints them
+
+
+def test_glossary_page(app):
+    app.switch_page("app_pages/glossary.py").run()
+    assert app.title[0].value == "Metric glossary"
+    g = _table(app).set_index("name")
+    assert "FlashRAG acc" in g.loc["cover_em", "also_called"]
+    assert g.loc["n_retrievals", "unit"] == "count" and g.loc["em", "unit"] == "%"
+
+
+def test_no_icon_is_fetched(app):
+    """The favicon is an emoji (an inline SVG in the browser), not a Material icon, which the browser
+    would fetch from fonts.gstatic.com."""
+    assert 'page_icon="📊"' in APP.read_text()
 
 
 def test_missing_database(tmp_path, monkeypatch):

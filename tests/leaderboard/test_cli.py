@@ -56,7 +56,7 @@ def test_no_sync_leaves_the_file_alone(fixture_db, tmp_path, captured_exec):
     shutil.copy(fixture_db.path, db)
     with pytest.raises(_Exec):
         main(["leaderboard", "--db", str(db), "--no-sync"])
-    assert set(reported(open_results(db))["paper"]) == {"search_r1"}  # the fixture's own rows
+    assert set(reported(open_results(db))["paper"]) == {"search_r1", "tiresrag_r1"}  # the fixture's own rows
     assert captured_exec[0][1][captured_exec[0][1].index("--server.port") + 1] == "8501"
 
 

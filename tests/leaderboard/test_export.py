@@ -54,44 +54,106 @@ def test_parquet_round_trip_is_exact(fixture_db, tmp_path):
     pd.testing.assert_frame_equal(pd.read_parquet(out), _board(fixture_db, "f1").display_frame(ci="bounds"))
 
 
-def test_markdown_to_stdout(fixture_db, capsys):
+def test_markdown_is_a_paper_table(fixture_db, capsys):
     pid = fixture_db.protocol.protocol_id
-    assert main(["export", "--format", "markdown", "--protocol", pid, "--db", str(fixture_db.path)]) == 0
+    args = ["export", "--format", "markdown", "--protocol", pid, "--db", str(fixture_db.path)]
+    assert main([*args, "--metric", "EM"]) == 0  # the label works, case-insensitively
     text = capsys.readouterr().out
     assert text.startswith(f"**Leaderboard · EM · protocol mini ({pid})**")
-    assert "| method | label | model | avg all | avg all 95% lo | avg all 95% hi | avg single-hop |" in text
-    assert "| search_r1 | untrained policy | smollm2-135m-instruct | 0.7500 |" in text
-    assert "| direct |  | qwen-test |  |  |  | 0.2500 |" in text  # no avg all without every dataset
+    lines = text.splitlines()
+    assert (
+        "| Method | Model | PopQA | HotpotQA | MuSiQue | Avg. (3/3) | Avg. single-hop (1/3) | Avg. multi-hop (2/4) |"
+        in lines
+    )
+    table = lines[lines.index("| *Prompt baselines* |  |  |  |  |  |  |  |") :]
+    assert table[1] == "| naive_rag | smollm2-135m-instruct | 75.0 | 50.0 | 25.0 | 50.0 | 75.0 | 37.5 |"
+    assert table[3] == "| direct | qwen-test | 25.0 |  |  |  | 25.0 |  |"  # no average over fewer sets
+    assert table[4] == "| *Untrained policies* |  |  |  |  |  |  |  |"
+    assert table[5] == (
+        "| search_r1 | smollm2-135m-instruct | **100.0** | **75.0** | **50.0** | **75.0** | **100.0** | **62.5** |"
+    )
+    assert "n = 4 questions per dataset; best in bold" in text
+    assert main([*args, "--metric", "em"]) == 0 and capsys.readouterr().out == text
+
+
+def test_latex_export(fixture_db, capsys):
+    pid = fixture_db.protocol.protocol_id
+    args = [
+        "export",
+        "--format",
+        "latex",
+        "--metric",
+        "Cover-EM",
+        "--protocol",
+        pid,
+        "--db",
+        str(fixture_db.path),
+    ]
+    assert main(args) == 0
+    tex = capsys.readouterr().out
+    assert r"\begin{tabular}{llrrrrrr}" in tex and r"\toprule" in tex and r"\bottomrule" in tex
+    assert r"\multicolumn{8}{l}{\textit{Prompt baselines}} \\" in tex
+    assert r"search\_r1 & smollm2-135m-instruct & \textbf{100.0} & \textbf{75.0}" in tex
+    assert r"cover-EM (\%)" in tex
+
+
+def test_latex_escapes():
+    from leaderboards.export import latex_escape
+
+    assert latex_escape("search_r1 & 50% #1") == r"search\_r1 \& 50\% \#1"
 
 
 def test_cost_and_reported_views(fixture_db, tmp_path):
     store = open_results(fixture_db.path)
     pid = fixture_db.protocol.protocol_id
     cost = build_view(store, "cost", protocol=pid, metric="em")
-    assert cost.frame.set_index("method").loc["search_r1", "tokens"] == 535
+    assert cost.frame.set_index("method").loc["search_r1", "tokens"] == 535 + 110 * 3 / 12
     assert len(cost.frame) == 4
     rep = build_view(store, "reported", protocol=pid)
-    assert rep.frame.set_index(["method", "dataset"]).loc[("naive_rag", "hotpotqa"), "measured"] == 0.5
+    ours = rep.frame[rep.frame["paper"] == "search_r1"].set_index(["method", "dataset"])
+    assert ours.loc[("naive_rag", "hotpotqa"), "measured"] == 0.5
+    assert {"eval_rar", "r_search", "when_to_search"} <= set(rep.frame["paper"])  # from the package
     out = tmp_path / "rep.md"
+    args = [
+        "export",
+        "--format",
+        "markdown",
+        "--view",
+        "reported",
+        "--protocol",
+        pid,
+        "--db",
+        str(fixture_db.path),
+    ]
+    assert main([*args, "--out", str(out)]) == 0
+    text = out.read_text()
+    assert "| Method | Model (paper) | Model (ours) | HotpotQA | Differs |" in text
     assert (
-        main(
-            [
-                "export",
-                "--format",
-                "markdown",
-                "--view",
-                "reported",
-                "--protocol",
-                pid,
-                "--db",
-                str(fixture_db.path),
-                "--out",
-                str(out),
-            ]
-        )
-        == 0
+        "| search_r1 | smollm2-135m-instruct | smollm2-135m-instruct | 2.9 / 1 / -1.9 | top-k 5 vs 3 |"
+        in text
     )
-    assert "| paper | table | method | model (paper) |" in out.read_text()
+    assert "| 40.0 / 50.0 / +10.0 | 35.0 / 50.0 / — | 30.0 / 37.5 / — |" in text  # averages: no difference
+
+
+def test_reported_export_on_a_fresh_database(tmp_path, capsys):
+    """No `harness leaderboard` ever ran on it: the registered papers' numbers come from the package."""
+    from harness.store import Store
+    from tests.leaderboard import fixtures
+
+    db = tmp_path / "fresh.duckdb"
+    store = Store(db)
+    proto = fixtures.preset("mini")
+    store.create_run(fixtures._run_record("r1", "search_r1", proto))
+    store.add_samples("r1", fixtures._samples("search_r1", {"hotpotqa": "c0"}, proto, False))
+    store.finish_run("r1", "complete", 1.0)
+    out = tmp_path / "rep.csv"
+    assert main(["export", "--format", "csv", "--view", "reported", "--db", str(db), "--out", str(out)]) == 0
+    back = pd.read_csv(out)
+    assert {"search_r1", "tiresrag_r1", "r_search"} <= set(back["paper"])
+    counts = back[(back["paper"] == "tiresrag_r1") & (back["metric"] == "n_retrievals")]
+    assert len(counts) and set(counts["unit"]) == {"count"}
+    assert main(["export", "--format", "markdown", "--view", "reported", "--db", str(db)]) == 0
+    assert "Table 5 · n_retrievals (raw counts)" in capsys.readouterr().out
 
 
 def test_export_refuses_to_mix_protocols(fixture_db, capsys):

@@ -81,19 +81,90 @@ def test_judge_metric_is_a_leaderboard_metric(store, fixture_db):
     assert board.frame.loc[0, "hotpotqa"] == 0.5  # the judge accepts "Lovelace"; EM does not
 
 
-def test_intervals_are_the_bootstrap_of_the_per_question_values(store, fixture_db):
+def test_binary_metrics_get_wilson_intervals(store, fixture_db):
     board = views.leaderboard_from_db(store, fixture_db.protocol.protocol_id, "em")
+    assert board.binary
     df = by_method(board.frame)
-    agg = bootstrap_ci([1.0, 1.0, 0.0, 0.0], n_resamples=views.N_RESAMPLES)  # naive_rag hotpotqa, by position
-    assert (df.loc["naive_rag", "hotpotqa_lo"], df.loc["naive_rag", "hotpotqa_hi"]) == (agg.lo, agg.hi)
-    assert (df.loc["search_r1", "popqa_lo"], df.loc["search_r1", "popqa_hi"]) == (1.0, 1.0)
+    # 2 of 4 (naive_rag hotpotqa): Wilson [0.150, 0.850]; 0 of 4 (direct musique): [0, 0.490], not [0, 0]
+    assert (df.loc["naive_rag", "hotpotqa_lo"], df.loc["naive_rag", "hotpotqa_hi"]) == pytest.approx(
+        (0.15003, 0.84997), abs=1e-5
+    )
+    assert df.loc["direct", "musique_lo"] == 0.0
+    assert df.loc["direct", "musique_hi"] == pytest.approx(0.48990, abs=1e-5)
+    assert df.loc["search_r1", "popqa_lo"] == pytest.approx(0.51010, abs=1e-5)  # 4 of 4 is not [1, 1]
     for key in board.score_keys:
         for m in df.index:
             assert df.loc[m, f"{key}_lo"] <= df.loc[m, key] <= df.loc[m, f"{key}_hi"]
-    assert (
-        bootstrap_ci([1.0, 0.0, 0.0, 0.0], n_resamples=views.N_RESAMPLES).hi
-        == df.loc["naive_rag", "musique_hi"]
-    )
+
+
+def test_wilson_for_zero_of_three():
+    agg = views.dataset_aggregate(np.zeros(3), binary=True)
+    assert (agg.mean, agg.lo) == (0.0, 0.0) and agg.hi == pytest.approx(0.561497, abs=1e-6)  # z^2 / (3 + z^2)
+    boot = views.dataset_aggregate(np.zeros(3))
+    assert (boot.lo, boot.hi) == (0.0, 0.0)  # what the percentile bootstrap says
+
+
+def test_non_binary_metrics_keep_the_bootstrap(store, fixture_db):
+    board = views.leaderboard_from_db(store, fixture_db.protocol.protocol_id, "f1")
+    assert not board.binary
+    df = by_method(board.frame)
+    agg = bootstrap_ci([1.0, 2 / 3, 0.0, 0.0], n_resamples=views.N_RESAMPLES)  # direct hotpotqa, by position
+    assert (df.loc["direct", "hotpotqa_lo"], df.loc["direct", "hotpotqa_hi"]) == (agg.lo, agg.hi)
+
+
+def test_stratified_binary_average_interval():
+    a, b = np.array([1.0, 1.0, 0.0, 0.0]), np.array([0.0, 0.0, 0.0, 0.0])
+    agg = views.macro_aggregate([a, b], binary=True)
+    assert agg.mean == 0.25 and agg.n == 8
+    # Agresti-Coull per dataset: (2+2)/8 = 0.5 and (0+2)/8 = 0.25; var = (0.25/8 + 0.1875/8) / 4
+    half = views.Z95 * math.sqrt((0.25 / 8 + 0.1875 / 8) / 4)
+    assert (agg.lo, agg.hi) == pytest.approx((0.375 - half, 0.375 + half))
+
+
+def test_best_and_ties(store, fixture_db):
+    board = views.leaderboard_from_db(store, fixture_db.protocol.protocol_id, "em")
+    best, ties = board.best_and_ties("hotpotqa")
+    methods = list(board.frame["method"])
+    assert [methods[i] for i in best] == ["search_r1"]
+    # search_r1 3/4 [0.301, 0.954] overlaps naive_rag 2/4 and direct 1/4 (n=4 cannot separate them)
+    assert sorted(methods[i] for i in ties) == ["direct", "naive_rag"]
+
+
+def test_headers_carry_coverage_and_n(store, fixture_db):
+    board = views.leaderboard_from_db(store, fixture_db.protocol.protocol_id, "em")
+    assert board.header("avg_multihop") == "avg multi-hop · 2/4 sets · n=8"
+    assert board.header("avg_singlehop") == "avg single-hop · 1/3 sets · n=4"
+    assert board.header("popqa") == "PopQA · n=4"
+    assert board.header("avg_all") == "avg all · 3/3 sets · n=12"
+
+
+def test_row_columns(store, fixture_db):
+    df = by_method(views.leaderboard_from_db(store, fixture_db.protocol.protocol_id, "em").frame)
+    assert df["type"].to_dict() == {
+        "search_r1": "untrained policy", "naive_rag": "prompt baseline", "direct": "prompt baseline",
+    }  # fmt: skip
+    assert set(df["size"]) == {"135M"}
+    assert df.loc["naive_rag", "retriever"] == "bm25s" and df.loc["naive_rag", "top_k"] == 3
+    assert df.loc["direct", "retriever"] == "—" and pd.isna(df.loc["direct", "top_k"])
+    assert df.loc["search_r1", "paper"] == "https://arxiv.org/abs/2503.09516"
+    # search_r1's question 0 of each dataset starts with an invalid action: 9 of 12 valid
+    assert df.loc["search_r1", "valid_format"] == 0.75 and df.loc["search_r1", "answered"] == 1.0
+    assert set(df["status"]) == {"complete"}
+
+
+def test_partial_runs_are_left_out_or_marked(tmp_path):
+    from tests.leaderboard import fixtures
+
+    db = fixtures.build(tmp_path / "partial.duckdb", partial=True)
+    store = queries.open_results(db.path)
+    pid = db.protocol.protocol_id
+    board = views.leaderboard_from_db(store, pid, "em")
+    assert "ircot" not in set(board.frame["method"])
+    with_partial = views.leaderboard_from_db(store, pid, "em", include_partial=True)
+    ircot = with_partial.frame.set_index("method").loc["ircot"]
+    assert ircot["status"] == "partial: ircot-fixture-killed interrupted"
+    assert ircot["n"] == 2 and ircot["hotpotqa"] == 1.0
+    assert pd.isna(ircot["avg_all"]) and pd.isna(ircot["avg_multihop"])  # never an average over fewer sets
 
 
 def test_macro_aggregate_weights_datasets_equally():
@@ -156,12 +227,13 @@ def test_model_and_method_filters(store, fixture_db):
 def test_columns_follow_the_schema(store, fixture_db):
     board = views.leaderboard_from_db(store, fixture_db.protocol.protocol_id, "em")
     shown = board.display_frame(ci="text")
-    assert list(shown.columns[:3]) == ["method", "label", "model"]
+    assert list(shown.columns[:6]) == ["method", "type", "label", "model", "size", "avg_all_text"]
     assert list(shown.columns) == [c.key for c in board.columns(ci="text")]
-    assert by_method(shown).loc["search_r1", "popqa_ci"] == "[100.0, 100.0]"
+    assert by_method(shown).loc["naive_rag", "hotpotqa_text"] == "50.0 [15.0, 85.0]"
+    assert by_method(shown).loc["search_r1", "popqa_text"] == "100.0 [51.0, 100.0]"
     bounds = board.display_frame(ci="bounds")
-    assert "popqa_lo" in bounds and "popqa_ci" not in bounds
-    assert {c.key for c in LEADERBOARD_COLUMNS if c.filter == "multiselect"} == {"method", "model"}
+    assert "popqa_lo" in bounds and "popqa_text" not in bounds
+    assert {c.key for c in LEADERBOARD_COLUMNS if c.filter == "multiselect"} == {"method", "model", "type"}
 
 
 def test_choose_protocol(store, fixture_db):
@@ -178,16 +250,65 @@ def test_choose_protocol(store, fixture_db):
 def test_reported_vs_reproduced(store, fixture_db):
     rep = queries.reported(store)
     boards = views.reported_boards(store, fixture_db.protocol.protocol_id, rep)
-    assert set(boards) == {"em"}
-    t = views.build_reported(rep, boards).set_index(["method", "dataset"])
-    assert t.loc[("naive_rag", "hotpotqa"), "measured"] == 0.5
-    assert t.loc[("naive_rag", "hotpotqa"), "diff"] == pytest.approx(0.1)
-    assert t.loc[("naive_rag", "avg_multihop"), "measured"] == 0.375
-    assert t.loc[("naive_rag", "avg_multihop"), "coverage"] == "hotpotqa, musique (2 of 4)"
-    assert math.isnan(t.loc[("search_r1", "hotpotqa"), "measured"])  # paper model Qwen2.5-7B: not measured
-    any_model = views.build_reported(rep, boards, match_model=False).set_index(["method", "dataset"])
-    assert any_model.loc[("search_r1", "hotpotqa"), "measured"] == 0.75
-    assert any_model.loc[("search_r1", "hotpotqa"), "measured_model"] == MODEL
+    assert set(boards) == {"em", "n_retrievals"}
+    t = views.build_reported(rep, boards).set_index(["method", "dataset", "metric"])
+    row = t.loc[("naive_rag", "hotpotqa", "em")]
+    assert (row["measured"], row["unit"]) == (0.5, "%")
+    assert row["diff"] == pytest.approx(0.1)
+    # averages over other dataset sets: our number shown, no difference, the coverage named
+    avg = t.loc[("naive_rag", "avg", "em")]
+    assert avg["measured"] == 0.5 and math.isnan(avg["diff"])
+    assert "coverage 7 vs 3 sets" in avg["differs"]
+    multi = t.loc[("naive_rag", "avg_multihop", "em")]
+    assert (
+        multi["measured"] == 0.375 and math.isnan(multi["diff"]) and multi["coverage"] == "hotpotqa, musique"
+    )
+    # another model: our number shown, no difference, the model named
+    other = t.loc[("search_r1", "hotpotqa", "em")]
+    assert other["measured"] == 0.75 and math.isnan(other["diff"])
+    assert other["differs"].startswith("model Qwen2.5-7B vs smollm2-135m-instruct")
+    # a count stays a count: 2.9 retrievals per question against our 1.0
+    count = t.loc[("search_r1", "hotpotqa", "n_retrievals")]
+    assert (count["reported"], count["measured"], count["unit"]) == (2.9, 1.0, "count")
+    assert count["diff"] == pytest.approx(-1.9)
+    same = views.build_reported(rep, boards, match_model=True).set_index(["method", "dataset", "metric"])
+    assert math.isnan(same.loc[("search_r1", "hotpotqa", "em"), "measured"])
+
+
+def test_reported_pivots_keep_units():
+    cols = ["paper", "setting", "method", "model", "dataset", "metric", "value", "source", "note"]
+    rows = pd.DataFrame(
+        [
+            ("p", "T5", "m", "M", "hotpotqa", "n_retrievals", 2.9, "src", ""),
+            ("p", "T5", "m", "M", "avg_multihop", "n_retrievals", 2.95, "src", ""),
+            ("p", "T3", "m", "M", "hotpotqa", "em", 0.41, "src", ""),
+            ("p", "T3", "m", "M", "avg", "em", 0.35, "src", ""),
+        ],
+        columns=cols,
+    )
+    table = views.build_reported(rows, {})
+    pivots = {p.metric: p for p in views.reported_pivots(table)}
+    counts = pivots["n_retrievals"].frame.iloc[0]
+    assert (counts["hotpotqa"], counts["avg_multihop"]) == ("2.9", "2.95")
+    assert pivots["n_retrievals"].datasets == ["hotpotqa", "avg_multihop"]
+    assert pivots["em"].frame.iloc[0]["hotpotqa"] == "41.0" and pivots["em"].title == "T3 · EM (in %)"
+    assert (
+        views.no_comparison_reason(table, {}) == "No run under this protocol is of this paper's methods (m)."
+    )
+    assert views.no_comparison_reason(table, {"m": {"tiny"}}) == (
+        "The paper used M; no run here used those models (ours: tiny), so no difference is computed."
+    )
+
+
+def test_reported_rows_come_from_the_package_on_a_fresh_db(tmp_path):
+    from harness.store import Store
+    from leaderboards.reported_sync import registered_reported, reported_frame
+
+    Store(tmp_path / "fresh.duckdb")
+    rows = reported_frame(queries.open_results(tmp_path / "fresh.duckdb"))
+    assert len(rows) == sum(len(r) for r in registered_reported().values())
+    t = rows[(rows["paper"] == "tiresrag_r1") & (rows["metric"] == "n_retrievals")]
+    assert len(t) and (t["value"] > 1).any()  # counts stored raw, never scaled
 
 
 def test_cost_and_pareto(store, fixture_db):
@@ -197,18 +318,27 @@ def test_cost_and_pareto(store, fixture_db):
     )
     assert t[t["model"] == OTHER_MODEL]["accuracy"].isna().all()  # popqa only: no all-datasets accuracy
     assert t[t["model"] == OTHER_MODEL]["pareto_tokens"].tolist() == [""]
+    assert t[t["model"] == OTHER_MODEL]["coverage"].tolist() == ["1 of 3 datasets (partial)"]
     t = by_method(t)
     assert t.loc["direct", "accuracy"] == 0.25
     assert list(t["retrievals"]) == [0.0, 1.0, 1.0]
+    # search_r1: 535 tokens per question, plus 110 on the three questions with an invalid first action
     assert (
         t.loc["direct", "tokens"] == 55
         and t.loc["naive_rag", "tokens"] == 406
-        and t.loc["search_r1", "tokens"] == 535
+        and t.loc["search_r1", "tokens"] == 535 + 110 * 3 / 12
     )
+    assert t.loc["search_r1", "prompt_tokens"] == 500 + 100 * 3 / 12
+    assert t.loc["search_r1", "completion_tokens"] == 35 + 10 * 3 / 12
+    assert t.loc["naive_rag", "tokens_per_correct"] == 406 * 12 / 6  # 6 of 12 right
+    assert t.loc["direct", "answered"] == 1.0
+    assert t.loc["direct", "accuracy_lo"] < 0.25 < t.loc["direct", "accuracy_hi"]
+    assert t.loc["direct", "coverage"] == "3 of 3 datasets"
+    assert views.all_costs_zero_or_unknown(t.reset_index())
     assert t["pareto_retrievals"].to_dict() == {"direct": "yes", "naive_rag": "", "search_r1": "yes"}
     assert t["pareto_tokens"].to_dict() == {"direct": "yes", "naive_rag": "yes", "search_r1": "yes"}
     # the packaged model on the in-process backend costs $0 (harness.cost): only the best is optimal
-    assert list(t["usd"]) == [0.0, 0.0, 0.0]
+    assert list(t["usd"]) == [0.0, 0.0, 0.0] and list(t["usd_per_correct"]) == [0.0, 0.0, 0.0]
     assert t["pareto_usd"].to_dict() == {"direct": "", "naive_rag": "", "search_r1": "yes"}
     one = views.build_cost(
         queries.latest_values(store, pid, ["em"]),
@@ -269,6 +399,56 @@ def test_sample_view_marks_gold_passages_and_reads_packaged_text(store, fixture_
     assert no_text.turns[0].passages[0].title is None
     with pytest.raises(ConfigError, match="no sample"):
         views.sample_view(store, fixture_db.run_ids["naive_rag"], "hotpotqa", "nope")
+
+
+def test_sample_view_shows_prompt_injected_correction_and_empty_search(store, fixture_db):
+    from tests.leaderboard.fixtures import CORRECTION, PROMPT
+
+    s = views.sample_view(store, fixture_db.run_ids["search_r1"], "hotpotqa", "hotpotqa-0")
+    assert s.prompt is not None and s.prompt.startswith(PROMPT)
+    assert [t.kind for t in s.turns] == ["generate", views.INJECTED, "generate", "retrieve", "generate"]
+    assert s.turns[1].text == CORRECTION  # reconstructed from the response, exactly
+    assert s.turns[3].text == "Doc 1: thing 0" and len(s.turns[3].passages) == 2
+    assert [p.doc_id for p in s.never_retrieved] == ["closed-000101"]  # gold, never retrieved
+    empty = views.sample_view(store, fixture_db.run_ids["search_r1"], "hotpotqa", "hotpotqa-3")
+    assert [t.kind for t in empty.turns] == ["generate", "retrieve", "generate"]
+    assert empty.turns[1].passages == [] and empty.turns[1].text == ""
+    assert len(empty.never_retrieved) == 2
+
+
+def test_injected_messages_from_the_response():
+    turns = [("generate", "a"), ("generate", "b<search>q</search>"), ("retrieve", "DOC"), ("generate", "c")]
+    resp = "aFIX\nb<search>q</search>\n<information>DOC</information>\nc"
+    assert views.injected_messages(resp, turns) == {1: "FIX\n"}  # observation wrappers are not messages
+    assert views.injected_messages("a" + "FIX", [("generate", "a")]) == {1: "FIX"}  # after the last turn
+    assert views.injected_messages("zzz", [("generate", "a")]) == {}  # not locatable: nothing invented
+
+
+def test_collapse_repeats():
+    text, n = views.collapse_repeats("Let me think. " + "I will search again. " * 60 + "Done.")
+    assert n == 1 and len(text) < 120
+    assert "repeated" in text and text.startswith("Let me think.") and text.endswith("Done.")
+    assert views.collapse_repeats("no loops here at all") == ("no loops here at all", 0)
+
+
+def test_glossary_covers_every_metric():
+    names = {g["name"] for g in views.glossary()}
+    from harness.metrics.registry import METRICS
+
+    assert set(METRICS.names()) <= names
+    assert {"judge@<model>:<hash>", "n_retrievals", "answered", "valid format", "em_f1_mean"} <= names
+    cover = next(g for g in views.glossary() if g["name"] == "cover_em")
+    assert "FlashRAG acc" in cover["also_called"] and "subem" in cover["also_called"]
+
+
+def test_find_metric_is_case_insensitive():
+    from leaderboards.schema import find_metric
+
+    known = ["em", "f1", "cover_em", JUDGE_METRIC]
+    assert find_metric("EM", known) == "em"
+    assert find_metric("Cover-EM", known) == "cover_em"
+    assert find_metric("COVER_EM", known) == "cover_em"
+    assert find_metric("nope", known) is None
 
 
 def test_other_corpus_has_no_packaged_text(fixture_db):
