@@ -9,7 +9,10 @@ also *override* those (fields ``renderer``/``prompt_template``/``answer_extracto
 ``"method"`` = each method's own, recorded in the run), which changes the protocol id.
 
 ``protocol_id`` = first 12 hex digits of sha256 over the canonical JSON of every field except
-``name`` and ``description`` (so a renamed copy with identical settings has the same id).
+``name`` and ``description`` (so a renamed copy with identical settings has the same id). When
+retrieval is served by a remote server (``remote``, see :class:`RemoteRetrieval`) the id carries a
+suffix that says so: ``-remote`` (the server described itself), ``-remote-declared`` (the user
+declared what it serves) or ``-remote-unverified`` (nobody did).
 """
 
 from __future__ import annotations
@@ -54,6 +57,27 @@ class JudgeRef(_Frozen):
     prompt_hash: str
 
 
+class RemoteRetrieval(_Frozen):
+    """Retrieval from a Search-R1-compatible server (``--retriever-url``) instead of in-process.
+
+    ``described_by``: ``server``: its ``GET /health`` gave the corpus (id, content hash, size), the
+    retriever spec and the index id, and the protocol's ``corpus`` and ``retriever`` are those;
+    ``user``: the user declared the retriever spec (not checkable); ``nobody``: the server says
+    nothing, so the protocol's corpus and retriever are assumed, unverified. The URL itself is not
+    part of the protocol (the same server on another host or port is the same environment); runs
+    store it in their command line.
+    """
+
+    described_by: Literal["server", "user", "nobody"]
+    index_id: str | None = None
+
+    @property
+    def id_suffix(self) -> str:
+        return {"server": "-remote", "user": "-remote-declared", "nobody": "-remote-unverified"}[
+            self.described_by
+        ]
+
+
 class Protocol(_Frozen):
     name: str
     description: str = ""
@@ -71,15 +95,19 @@ class Protocol(_Frozen):
     metrics: dict[str, str] = Field(default_factory=dict)  # metric name -> version
     primary_metric: str = "em"
     judge: JudgeRef | None = None
+    remote: RemoteRetrieval | None = None  # None: the retriever runs in-process
 
     # -- identity ------------------------------------------------------------------------------
     def canonical_json(self) -> str:
         data = self.model_dump(mode="json", exclude={"name", "description"})
+        if data["remote"] is None:  # in-process retrieval: ids stay what they were before the field
+            del data["remote"]
         return json.dumps(data, sort_keys=True, separators=(",", ":"))
 
     @property
     def protocol_id(self) -> str:
-        return hashlib.sha256(self.canonical_json().encode()).hexdigest()[:12]
+        digest = hashlib.sha256(self.canonical_json().encode()).hexdigest()[:12]
+        return digest + (self.remote.id_suffix if self.remote is not None else "")
 
     @property
     def resolved(self) -> bool:

@@ -12,6 +12,8 @@ EXAMPLES = """\
   harness eval-retrieval                                      # bm25s on mini-multihop, k = 1,3,5
   harness eval-retrieval --bench mini-multihop --retrievers bm25s,pyserini,dense,hybrid --k 1,3,5
   harness eval-retrieval --bench mini --retrievers bm25s --k 1,5,10 --limit 100 --db /tmp/r.duckdb
+  harness eval-retrieval --retriever-url http://127.0.0.1:8000/retrieve     # a retrieval server
+  harness eval-retrieval --retriever-url http://127.0.0.1:8000/retrieve --retrievers bm25s   # both
 """
 
 
@@ -26,14 +28,22 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--bench", default="mini-multihop", help="bench name (default mini-multihop)")
     p.add_argument(
         "--retrievers",
-        default="bm25s",
-        help="comma-separated: bm25s, pyserini, dense, dense-hnsw, hybrid (default bm25s)",
+        default=None,
+        help="comma-separated: bm25s, pyserini, dense, dense-hnsw, hybrid "
+        "(default bm25s, or none with --retriever-url)",
     )
     p.add_argument("--k", default="1,3,5", help="comma-separated cut-offs (default 1,3,5)")
     p.add_argument("--limit", type=int, default=None, help="first N questions of each dataset")
     p.add_argument("--corpus", type=Path, default=None, help="corpus file (default: packaged closed corpus)")
     p.add_argument("--db", type=Path, default=None, help="DuckDB file (default results/harness.duckdb)")
     p.add_argument("--no-store", action="store_true", help="print only; do not write to the database")
+    p.add_argument(
+        "--retriever-url",
+        default=None,
+        metavar="URL",
+        help="also evaluate a Search-R1-compatible server (POST /retrieve), as retriever 'remote' "
+        "('remote-unverified' when it does not describe its corpus and index in GET /health)",
+    )
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -49,8 +59,9 @@ def _run(args: argparse.Namespace) -> int:
 
     setup_logging()
     ks = parse_ks(args.k)
-    names = [n.strip() for n in args.retrievers.split(",") if n.strip()]
-    if not names:
+    default = "" if args.retriever_url else "bm25s"
+    names = [n.strip() for n in (args.retrievers or default).split(",") if n.strip()]
+    if not names and not args.retriever_url:
         raise ConfigError("--retrievers is empty")
     if args.limit is not None and args.limit < 1:
         raise ConfigError("--limit must be >= 1")
@@ -58,16 +69,36 @@ def _run(args: argparse.Namespace) -> int:
     bench = get_bench(args.bench)
     selection = Selection(mode="first", n=args.limit) if args.limit else Selection()
     entries = load_bench(bench, selection)
-    corpus = as_corpus(args.corpus, progress=True)
     out = Console()
+    # (name, spec, corpus spec, make retriever): the corpus recorded with each row is the one searched
+    todo: list = []
+    corpus = None
+    if specs:
+        corpus = as_corpus(args.corpus, progress=True)
+        for name, spec in specs:
+            todo.append(
+                (name, spec, corpus.spec, lambda spec=spec: build_retriever(spec, corpus, progress=True))
+            )
+    if args.retriever_url:
+        from harness.retrieval.client import RetrievalClient
+        from harness.retrieval.spec import CorpusSpec
+
+        client = RetrievalClient(args.retriever_url)
+        remote_corpus = client.corpus_spec  # an unreachable server fails here, naming the URL
+        name = "remote" if remote_corpus is not None else "remote-unverified"
+        if remote_corpus is None:
+            remote_corpus = CorpusSpec(id="unknown", content_hash="", n_passages=0)
+        out.print(f"[dim]{name}: {client.base_url} serves {client.spec.model_dump_json()}[/dim]")
+        names.append(name)
+        todo.append((name, client.spec, remote_corpus, lambda: client))
 
     results = []
-    for name, spec in specs:
-        r = build_retriever(spec, corpus, progress=True)
+    for name, spec, corpus_spec, make in todo:
+        r = make()
         try:
             for entry, examples in entries:
                 rows = recall_at_ks(r, entry.dataset, examples, ks, name=name)
-                results.extend((spec, row) for row in rows)
+                results.extend((spec, corpus_spec, row) for row in rows)
                 skipped = rows[0].skipped
                 note = f" ({skipped} without gold passages skipped)" if skipped else ""
                 out.print(
@@ -76,8 +107,9 @@ def _run(args: argparse.Namespace) -> int:
         finally:
             r.close()
 
+    shown = corpus.spec if corpus is not None else todo[0][2]
     title = (
-        f"recall of gold passages @k: bench {bench.name}, corpus {corpus.spec.id} ({len(corpus):,} passages)"
+        f"recall of gold passages @k: bench {bench.name}, corpus {shown.id} ({shown.n_passages:,} passages)"
     )
     table = Table(title=title)
     table.add_column("dataset", no_wrap=True)
@@ -86,7 +118,7 @@ def _run(args: argparse.Namespace) -> int:
     for k in ks:
         table.add_column(f"@{k}", justify="right", no_wrap=True)
     datasets = [e.dataset for e, _ in entries]
-    by_key = {(row.dataset, row.retriever, row.k): row for _, row in results}
+    by_key = {(row.dataset, row.retriever, row.k): row for _, _, row in results}
     sections = [*datasets, "all (micro)"] if len(datasets) > 1 else datasets
     for si, ds in enumerate(sections):
         for ni, nm in enumerate(names):
@@ -111,14 +143,14 @@ def _run(args: argparse.Namespace) -> int:
                 dataset=row.dataset,
                 retriever=row.retriever,
                 retriever_spec=spec_json(spec),
-                corpus_id=corpus.spec.id,
-                corpus_hash=corpus.spec.content_hash,
+                corpus_id=corpus_spec.id,
+                corpus_hash=corpus_spec.content_hash,
                 k=row.k,
                 recall=row.recall,
                 n=row.n,
                 seconds=row.seconds,
             )
-            for spec, row in results
+            for spec, corpus_spec, row in results
         ]
         Store(db).add_retrieval_evals(store_rows)
         out.print(f"[dim]{len(store_rows)} rows stored in {db} (table retrieval_evals)[/dim]")

@@ -10,7 +10,7 @@ import time
 import uuid
 from pathlib import Path
 
-from harness.cli import add_command
+from harness.cli import add_command, positive_int
 
 EXAMPLES = """\
   harness train --method eval_rar --recipe cpu-smoke                  # a few steps on this CPU
@@ -33,7 +33,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--method", required=True, help="a trainable method (see `harness list methods`)")
     p.add_argument("--recipe", default="cpu-smoke", help="recipe name of the method (default cpu-smoke)")
     p.add_argument("--model", default="smollm2-135m-instruct", help="base model: name or local HF dir")
-    p.add_argument("--steps", type=int, default=None, help="override the recipe's number of steps")
+    p.add_argument(
+        "--steps", type=positive_int, default=None, help="override the recipe's number of steps"
+    )
     p.add_argument(
         "--recipe-override",
         nargs="*",
@@ -55,6 +57,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--db", type=Path, default=Path("results/harness.duckdb"), help="results database")
     p.add_argument("--resume", action="store_true", help="continue from --out/checkpoint")
     p.add_argument("--show", action="store_true", help="print the resolved recipe as JSON and exit")
+    from harness.retrieval.cli_options import add_remote_args
+
+    add_remote_args(p)
 
 
 def handle(args: argparse.Namespace) -> int:
@@ -73,12 +78,14 @@ def handle(args: argparse.Namespace) -> int:
 def run_training(method, recipe, args: argparse.Namespace) -> int:
     from harness.llm.base import make_backend
     from harness.protocol import preset, resolve_corpus
-    from harness.retrieval.factory import make_protocol_retriever
+    from harness.retrieval.cli_options import remote_protocol_from_args
     from harness.rl.trainer import Trainer, rollout_protocol
     from harness.runner import git_commit, versions
     from harness.store import RunRecord, Store
 
-    proto = resolve_corpus(preset(args.protocol), args.corpus)
+    proto = remote_protocol_from_args(preset(args.protocol), args)  # --retriever-url
+    if proto.remote is None or args.corpus is not None:
+        proto = resolve_corpus(proto, args.corpus)
     out = args.out or Path("runs") / f"{method.name}-{recipe.name}"
     out.mkdir(parents=True, exist_ok=True)
     store = Store(args.db)
@@ -103,28 +110,32 @@ def run_training(method, recipe, args: argparse.Namespace) -> int:
             command=" ".join(shlex.quote(a) for a in sys.argv),
         )
     )
-    aux = {role: make_backend(spec) for role, spec in recipe.aux_models.items()}
-    from harness.retrieval.cache import CachedRetriever, ResultCache
-
-    retriever = CachedRetriever(make_protocol_retriever(rp, args.corpus), ResultCache.default())
-    trainer = Trainer(
-        method,
-        recipe,
-        model=args.model,
-        out_dir=out,
-        protocol=proto,
-        retriever=retriever,
-        store=store,
-        resume=args.resume,
-        aux_models=aux,
-        run_id=run_id,
-        log=lambda s: print(s, file=sys.stderr),
-    )
     t0 = time.perf_counter()
     status = "failed"
-    try:
+    try:  # a bad aux model or dead server still ends the run's row (failed), never `running`
+        aux = {role: make_backend(spec) for role, spec in recipe.aux_models.items()}
+        from harness.retrieval.cache import CachedRetriever, ResultCache
+        from harness.retrieval.factory import make_protocol_retriever
+
+        retriever = CachedRetriever(make_protocol_retriever(rp, args.corpus), ResultCache.default())
+        trainer = Trainer(
+            method,
+            recipe,
+            model=args.model,
+            out_dir=out,
+            protocol=proto,
+            retriever=retriever,
+            store=store,
+            resume=args.resume,
+            aux_models=aux,
+            run_id=run_id,
+            log=lambda s: print(s, file=sys.stderr),
+        )
         result = trainer.train()
         status = "complete"
+    except KeyboardInterrupt:
+        status = "interrupted"
+        raise
     finally:
         store.finish_run(run_id, status, time.perf_counter() - t0)
     print(f"checkpoint: {result.checkpoint}\nrun: {run_id} (metrics in {args.db}, table train_steps)")

@@ -44,3 +44,51 @@ def parse_ks(text: str) -> list[int]:
     if not ks or ks[0] < 1:
         raise ConfigError(f"--k values must be >= 1, got {text!r}")
     return ks
+
+
+def add_remote_args(p: argparse.ArgumentParser) -> None:
+    """``--retriever-url`` and ``--retriever-declare`` (see harness.retrieval.remote)."""
+    p.add_argument(
+        "--retriever-url",
+        default=None,
+        metavar="URL",
+        help="search through a Search-R1-compatible server (POST /retrieve), e.g. "
+        "http://127.0.0.1:8000/retrieve from `harness serve-retriever`; the protocol records what "
+        "its GET /health describes, and its id ends in -remote (-remote-unverified if nothing)",
+    )
+    p.add_argument(
+        "--retriever-declare",
+        default=None,
+        metavar="SPEC",
+        help="with --retriever-url, for a server without GET /health: the retriever it runs "
+        "(a preset name or JSON spec, as --retriever); the protocol id ends in -remote-declared",
+    )
+
+
+def remote_protocol_from_args(proto, args: argparse.Namespace):
+    """``proto`` with remote retrieval when ``--retriever-url`` is given (else ``proto``); prints
+    one line on stderr saying what the protocol records about the server."""
+    import sys
+
+    from harness.errors import ConfigError
+
+    url = getattr(args, "retriever_url", None)
+    declared = getattr(args, "retriever_declare", None)
+    if url is None:
+        if declared is not None:
+            raise ConfigError("--retriever-declare needs --retriever-url")
+        return proto
+    from harness.retrieval.client import RetrievalClient
+    from harness.retrieval.remote import describe_remote, parse_declared, remote_protocol
+
+    if not url.startswith(("http://", "https://")):
+        raise ConfigError(f"--retriever-url must be an http(s) URL, got {url!r}")
+    client = RetrievalClient(url)
+    try:
+        out = remote_protocol(
+            proto, client, declared=parse_declared(declared), corpus_path=getattr(args, "corpus", None)
+        )
+    finally:
+        client.close()
+    print(describe_remote(out, client.base_url), file=sys.stderr)
+    return out
