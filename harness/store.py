@@ -326,38 +326,45 @@ class Store:
 
     def _check_file(self) -> None:
         """Refuse a truncated or damaged file before any work starts: it must open, and every block
-        its tables and metadata use must lie inside the file (a cut file opens, then fails mid-run)."""
+        its tables and metadata use must lie inside the file (a cut file opens, then fails mid-run).
+        A file shorter than its blocks need is read in full before it is called damaged."""
         if not self.path.exists():
             return
-        size = self.path.stat().st_size
-        if size == 0:
+        if self.path.stat().st_size == 0:
             raise self._damaged(ValueError("the file is empty"))
+        wal = self.path.with_name(self.path.name + ".wal")
         try:
             with self.connect() as con:
-                block_size = con.execute(
+                # measured while this connection holds the file: no other process writes meanwhile;
+                # with a WAL, replayed blocks may not be on disk yet, so only opening is checked
+                size, has_wal = self.path.stat().st_size, wal.exists()
+                tables = [
+                    str(t)
+                    for (t,) in con.execute(
+                        "SELECT table_name FROM duckdb_tables() WHERE database_name = current_database()"
+                    ).fetchall()
+                ]
+                if has_wal:
+                    return
+                (block_size,) = con.execute(
                     "SELECT block_size FROM pragma_database_size() WHERE database_name = current_database()"
                 ).fetchone()
-                last = con.execute("SELECT max(block_id) FROM pragma_metadata_info()").fetchone()[0]
-                for (table,) in con.execute(
-                    "SELECT table_name FROM duckdb_tables() WHERE database_name = current_database()"
-                ).fetchall():
+                last = con.execute("SELECT max(block_id) FROM pragma_metadata_info()").fetchone()[0] or 0
+                for table in tables:
                     used = con.execute(
                         "SELECT max(block_id) FROM pragma_storage_info(?) WHERE block_id >= 0", [table]
                     ).fetchone()[0]
-                    if used is not None and (last is None or used > last):
-                        last = used
+                    last = max(last, used or 0)
+                needed = 3 * 4096 + (int(last) + 1) * int(block_size)  # 3 header blocks, then data
+                if size < needed:  # suspicious: read every column of every table to be sure
+                    for table in tables:
+                        con.execute(f'SELECT max(hash(COLUMNS(*))) FROM "{table}"').fetchall()
         except StoreError as e:
             if "lock" in str(e) or "ermission" in str(e):
                 raise
             raise self._damaged(e.__cause__ or e) from e
         except duckdb.Error as e:
             raise self._damaged(e) from e
-        wal = self.path.with_name(self.path.name + ".wal")
-        if block_size is not None and last is not None and not wal.exists():
-            # (a WAL's blocks may not be on disk yet; it is replayed and checked when it opens)
-            needed = 3 * 4096 + (int(last) + 1) * int(block_size[0])  # 3 header blocks, then data
-            if size < needed:
-                raise self._damaged(ValueError(f"{size} bytes, its blocks need {needed}"))
 
     # -- connections -------------------------------------------------------------------------
     @contextmanager

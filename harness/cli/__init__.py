@@ -13,6 +13,7 @@ import importlib
 import pkgutil
 import sys
 from collections.abc import Callable, Sequence
+from typing import NoReturn
 
 from harness.errors import HarnessError
 
@@ -24,6 +25,14 @@ examples:
   harness retrieve "who wrote hamlet" --k 3    # a quick look at the default retriever
   harness <command> --help                     # every command has examples
 """
+
+
+class Parser(argparse.ArgumentParser):
+    """An argument parser whose errors are one line (``harness run: error: argument --limit: ...``)
+    naming the command and ``--help``, instead of the whole usage block; exit status 2."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
 def positive_int(text: str) -> int:
@@ -92,7 +101,7 @@ def add_command(
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="harness",
         description="Benchmark and evaluation harness for retrieval-augmented reasoning.",
         epilog=EXAMPLES,
