@@ -115,9 +115,11 @@ def run_training(method, recipe, args: argparse.Namespace) -> int:
     try:  # a bad aux model or dead server still ends the run's row (failed), never `running`
         aux = {role: make_backend(spec) for role, spec in recipe.aux_models.items()}
         from harness.retrieval.cache import CachedRetriever, ResultCache
-        from harness.retrieval.factory import make_protocol_retriever
+        from harness.retrieval.remote import protocol_retriever
 
-        retriever = CachedRetriever(make_protocol_retriever(rp, args.corpus), ResultCache.default())
+        retriever = CachedRetriever(
+            protocol_retriever(rp, args.corpus, args.retriever_url), ResultCache.default()
+        )
         trainer = Trainer(
             method,
             recipe,
