@@ -421,6 +421,7 @@ def verl_overrides(
         "reinforce_pp": "reinforce_plus_plus",
         "reinforce_pp_baseline": "reinforce_plus_plus_baseline",
         "rloo": "rloo",
+        "gae": "gae",
     }[a.adv_estimator]
     turns = recipe.max_turns if uses_retrieval else 0
     max_response = recipe.max_new_tokens * (turns + 1) + (recipe.max_obs_tokens + env_tokens) * turns
@@ -469,6 +470,27 @@ def verl_overrides(
     ]
     if a.grad_clip is not None:
         ov.append(f"actor_rollout_ref.actor.grad_clip={a.grad_clip}")
+    if a.critic is not None:  # PPO: verl's critic worker (a value model from the same base model)
+        c = a.critic
+        warm = (
+            [f"critic.optim.lr_warmup_steps={c.lr_warmup_steps}"]
+            if c.lr_warmup_steps is not None
+            else [f"critic.optim.lr_warmup_steps_ratio={c.lr_warmup_ratio}"]
+        )
+        ov += [
+            f"algorithm.gamma={a.gamma}",
+            f"algorithm.lam={c.lam}",
+            f"critic.model.path={model_path}",
+            f"critic.optim.lr={c.lr}",
+            *warm,
+            f"critic.optim.weight_decay={c.weight_decay}",
+            f"critic.cliprange_value={c.cliprange_value}",
+            f"critic.ppo_mini_batch_size={a.mini_batch_size}",
+            f"critic.ppo_epochs={a.ppo_epochs}",
+            f"trainer.critic_warmup={c.warmup_steps}",
+        ]
+        if c.grad_clip is not None:
+            ov.append(f"critic.grad_clip={c.grad_clip}")
     if a.loss_norm_length is not None:
         ov.append(f"actor_rollout_ref.actor.loss_scale_factor={a.loss_norm_length}")
     return ov

@@ -32,7 +32,25 @@ name                              advantage of trajectory i in group g (broadcas
                                   plus ``scores[i]`` at the last valid token), whitened over
                                   every valid token of the batch (Hu 2025, arXiv 2501.03262;
                                   verl ``reinforce_plus_plus``). No groups.
+``gae``                           PPO with a critic: GAE over valid tokens with the critic's
+                                  ``values`` (Schulman et al. 2016, arXiv 1506.02438), then
+                                  whitened over every valid token of the batch (verl
+                                  ``compute_gae_advantage_return``). No groups. See below.
 ================================  =======================================================
+
+``gae``: with ``r_t`` as for ``reinforce_pp`` and ``V_t`` = ``batch.values`` (the critic's value
+of the state before token t), over the *valid* tokens of a row only, ``next(t)`` being the next
+valid token (none after the last)::
+
+    delta_t = r_t + gamma * V_next(t) - V_t        (V_next = 0 after the last valid token)
+    A_t     = delta_t + gamma * lam * A_next(t)
+    return_t = A_t + V_t                            (the critic's regression target, unwhitened)
+
+Observation tokens (mask 0) are neither value nor advantage positions: the recursion steps over
+them, as the environment's part of the transition; this is verl's ``compute_gae_advantage_return``
+today ("skip values and TD-error on observation tokens"). The Search-R1 fork's older copy runs GAE
+over every response token, observations included (its ``info_mask`` masks the actor loss only);
+with its gamma = lam = 1 both give ``A_t = R - V_t`` on model tokens.
 
 Whitening is ``(x - mean) / sqrt(var + eps)`` over valid tokens (``masked.masked_whiten``),
 so longer responses weigh more in the batch statistics, exactly as in verl.
@@ -82,14 +100,15 @@ class AdvantageParams:
     ``norm_by_std``: ``grpo`` divides by the group std (``dr_grpo`` requires False; the others
     ignore it). ``std_unbiased``: divisor ``n - 1`` (True) or ``n`` (False) for the group std and
     for the batch variance of whitening. ``eps``: ``grpo`` divides by ``std + eps``; the
-    whitening estimators by ``sqrt(var + eps)``. ``gamma``: discount of ``reinforce_pp``
-    (others ignore it).
+    whitening estimators by ``sqrt(var + eps)``. ``gamma``: discount of ``reinforce_pp`` and
+    ``gae`` (others ignore it). ``lam``: GAE's lambda (read by ``gae`` only).
     """
 
     norm_by_std: bool
     std_unbiased: bool
     eps: float
     gamma: float
+    lam: float
 
 
 @dataclass(frozen=True)
@@ -102,12 +121,14 @@ class AdvantageBatch:
         tokens; 0 on prompt padding, observation tokens, and filtered samples).
     token_rewards: (B, T) float or None, extra per-token rewards counted on valid tokens only,
         e.g. ``kl.kl_penalty_reward(...)`` (= -beta * KL) for KL-in-reward.
+    values: (B, T) float or None, the critic's values at the response positions (``gae`` only).
     """
 
     scores: Tensor
     group: Tensor
     response_mask: Tensor
     token_rewards: Tensor | None = None
+    values: Tensor | None = None
 
     def __post_init__(self) -> None:
         if self.scores.dim() != 1:
@@ -125,6 +146,11 @@ class AdvantageBatch:
             raise ConfigError(
                 f"token_rewards must have the response_mask's shape {tuple(self.response_mask.shape)}, "
                 f"got {tuple(self.token_rewards.shape)}"
+            )
+        if self.values is not None and self.values.shape != self.response_mask.shape:
+            raise ConfigError(
+                f"values must have the response_mask's shape {tuple(self.response_mask.shape)}, "
+                f"got {tuple(self.values.shape)}"
             )
 
     def sequence_returns(self) -> Tensor:
@@ -279,6 +305,49 @@ def reinforce_pp(batch: AdvantageBatch, params: AdvantageParams, adjust: SeqAdju
         )
     returns = discounted_returns(rewards, batch.response_mask, params.gamma)
     out = masked_whiten(returns, batch.response_mask, unbiased=params.std_unbiased, eps=params.eps)
+    return out.to(_out_dtype(batch))
+
+
+def _token_rewards(batch: AdvantageBatch) -> Tensor:
+    """(B, T) float64: the score on each row's last valid token plus the token rewards, on valid tokens."""
+    rewards = outcome_token_rewards(batch.scores.detach().to(torch.float64), batch.response_mask)
+    if batch.token_rewards is not None:
+        rewards = rewards + masked_fill_zero(
+            batch.token_rewards.detach().to(torch.float64), batch.response_mask
+        )
+    return rewards
+
+
+def gae_advantages_returns(batch: AdvantageBatch, params: AdvantageParams) -> tuple[Tensor, Tensor]:
+    """GAE over valid tokens (formulas in the module docstring): raw advantages and returns, both
+    (B, T) float64 and exactly 0 at masked positions."""
+    if batch.values is None:
+        raise ConfigError("adv_estimator 'gae' needs the critic's values (AdvantageBatch.values)")
+    valid = as_bool(batch.response_mask)
+    rewards = _token_rewards(batch)
+    values = masked_fill_zero(batch.values.detach().to(torch.float64), batch.response_mask)
+    b, t_len = rewards.shape
+    next_value = torch.zeros(b, dtype=torch.float64, device=rewards.device)
+    running = torch.zeros_like(next_value)
+    adv = torch.zeros_like(rewards)
+    for t in range(t_len - 1, -1, -1):
+        m = valid[:, t]
+        delta = rewards[:, t] + params.gamma * next_value - values[:, t]
+        a_t = delta + params.gamma * params.lam * running
+        running = torch.where(m, a_t, running)
+        next_value = torch.where(m, values[:, t], next_value)
+        adv[:, t] = torch.where(m, a_t, torch.zeros_like(a_t))
+    returns = masked_fill_zero(adv + values, batch.response_mask)
+    return adv, returns
+
+
+@ADV_ESTIMATORS.register("gae")
+def gae(batch: AdvantageBatch, params: AdvantageParams, adjust: SeqAdjust | None = None) -> Tensor:
+    """PPO's GAE advantages, whitened over every valid token of the batch (verl's ``gae``)."""
+    if adjust is not None:
+        raise ConfigError("gae has token-level advantages only; a sequence-level adjust hook cannot apply")
+    adv, _ = gae_advantages_returns(batch, params)
+    out = masked_whiten(adv, batch.response_mask, unbiased=params.std_unbiased, eps=params.eps)
     return out.to(_out_dtype(batch))
 
 

@@ -24,11 +24,48 @@ from harness.rl.dapo import AllOf, DropZeroVariance, GroupFilter, ThresholdFilte
 from harness.rl.kl import KlEstimatorName
 from harness.rl.losses import AggMode
 
-AdvEstimatorName = Literal["grpo", "dr_grpo", "reinforce_pp", "reinforce_pp_baseline", "rloo"]
+AdvEstimatorName = Literal["grpo", "dr_grpo", "reinforce_pp", "reinforce_pp_baseline", "rloo", "gae"]
 
 
 class _Strict(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class CriticConfig(_Strict):
+    """The critic of PPO (``adv_estimator='gae'``; :mod:`harness.rl.ppo`), every field explicit.
+
+    ``lam``: GAE's lambda (the discount is ``AlgoConfig.gamma``). The critic is a copy of the
+    policy's initial backbone with a scalar value head, trained by the clipped value loss
+    ``0.5 * token-mean(max((V - R)^2, (clip(V, V_old +- cliprange_value) - R)^2))`` over the model
+    tokens (verl ``compute_value_loss``), with its own AdamW (``lr``, ``adam_betas``,
+    ``weight_decay``), warm-up (exactly one of ``lr_warmup_steps`` / ``lr_warmup_ratio`` of its
+    optimizer steps, then constant) and ``grad_clip`` (or null). ``warmup_steps``: training steps
+    during which only the critic is updated (verl ``trainer.critic_warmup``).
+    """
+
+    lam: float = Field(ge=0, le=1)
+    lr: float = Field(gt=0)
+    lr_warmup_steps: int | None
+    lr_warmup_ratio: float | None
+    cliprange_value: float = Field(gt=0)
+    warmup_steps: int = Field(ge=0)
+    adam_betas: tuple[float, float]
+    weight_decay: float = Field(ge=0)
+    grad_clip: float | None
+
+    @model_validator(mode="after")
+    def _check(self) -> CriticConfig:
+        if (self.lr_warmup_steps is None) == (self.lr_warmup_ratio is None):
+            raise ValueError(
+                "critic: set exactly one of lr_warmup_steps and lr_warmup_ratio (the other null)"
+            )
+        if self.lr_warmup_ratio is not None and not 0 <= self.lr_warmup_ratio <= 1:
+            raise ValueError("critic.lr_warmup_ratio must be in [0, 1]")
+        if self.lr_warmup_steps is not None and self.lr_warmup_steps < 0:
+            raise ValueError("critic.lr_warmup_steps must be >= 0")
+        if self.grad_clip is not None and self.grad_clip <= 0:
+            raise ValueError("critic.grad_clip must be > 0 (or null for none)")
+        return self
 
 
 class OverlongConfig(_Strict):
@@ -136,7 +173,9 @@ class AlgoConfig(_Strict):
         norm_adv_by_std: divide by the group std; only ``grpo`` may set it True.
         adv_std_unbiased: std/variance divisor n-1 (True, torch.std and verl) or n (False).
         adv_eps: ``grpo``: A = (R - mean)/(std + eps); whitening estimators: / sqrt(var + eps).
-        gamma: discount of ``reinforce_pp`` (read by no other estimator).
+        gamma: discount of ``reinforce_pp`` and ``gae`` (read by no other estimator).
+        critic: ``CriticConfig`` (GAE's lambda, the value model's training) for ``gae``, and
+            only there; null for every critic-free estimator.
     Policy loss
         clip_low / clip_high: ratio clip range [1 - clip_low, 1 + clip_high] (DAPO clip-higher
             when clip_high > clip_low).
@@ -171,6 +210,7 @@ class AlgoConfig(_Strict):
     adv_std_unbiased: bool
     adv_eps: float = Field(ge=0)
     gamma: float = Field(gt=0, le=1)
+    critic: CriticConfig | None
 
     clip_low: float = Field(gt=0, lt=1)
     clip_high: float = Field(gt=0)
@@ -204,6 +244,13 @@ class AlgoConfig(_Strict):
 
     @model_validator(mode="after")
     def _check(self) -> AlgoConfig:
+        if (self.adv_estimator == "gae") != (self.critic is not None):
+            raise ValueError(
+                "a critic config is required by, and only by, adv_estimator 'gae' "
+                f"(got adv_estimator={self.adv_estimator!r}, critic={'set' if self.critic else 'null'})"
+            )
+        if self.adv_estimator == "gae" and self.dynamic_sampling.enabled:
+            raise ValueError("dynamic sampling filters groups; adv_estimator 'gae' has none (group_size 1)")
         if self.norm_adv_by_std and self.adv_estimator != "grpo":
             raise ValueError(
                 f"norm_adv_by_std=true applies to adv_estimator 'grpo' only, not {self.adv_estimator!r}"
@@ -265,6 +312,7 @@ class AlgoConfig(_Strict):
             std_unbiased=self.adv_std_unbiased,
             eps=self.adv_eps,
             gamma=self.gamma,
+            lam=self.critic.lam if self.critic is not None else 1.0,
         )
 
 
@@ -300,6 +348,7 @@ def grpo() -> AlgoConfig:
         adv_std_unbiased=True,
         adv_eps=1e-6,
         gamma=1.0,
+        critic=None,
         clip_low=0.2,
         clip_high=0.2,
         dual_clip_c=None,
@@ -345,6 +394,7 @@ def dr_grpo() -> AlgoConfig:
         adv_std_unbiased=True,
         adv_eps=1e-6,
         gamma=1.0,
+        critic=None,
         clip_low=0.2,
         clip_high=0.2,
         dual_clip_c=None,
@@ -391,6 +441,7 @@ def dapo() -> AlgoConfig:
         adv_std_unbiased=True,
         adv_eps=1e-6,
         gamma=1.0,
+        critic=None,
         clip_low=0.2,
         clip_high=0.28,
         dual_clip_c=None,
@@ -442,6 +493,7 @@ def reinforce_pp() -> AlgoConfig:
         adv_std_unbiased=True,
         adv_eps=1e-8,
         gamma=1.0,
+        critic=None,
         clip_low=0.2,
         clip_high=0.2,
         dual_clip_c=None,
@@ -467,4 +519,59 @@ def reinforce_pp() -> AlgoConfig:
     )
 
 
-PRESETS = {"grpo": grpo, "dr_grpo": dr_grpo, "dapo": dapo, "reinforce_pp": reinforce_pp}
+def ppo() -> AlgoConfig:
+    """PPO with a critic (Schulman et al. 2017, arXiv 1707.06347; GAE arXiv 1506.02438) as verl's
+    ``main_ppo`` runs it with ``algorithm.adv_estimator=gae`` and its ``ppo_trainer.yaml`` defaults:
+    gamma 1.0, lam 1.0; one rollout per prompt (``rollout.n=1``); advantages whitened over the
+    batch (unbiased variance, eps 1e-8, ``verl_F.masked_whiten``); actor clip 0.2, token-mean,
+    entropy 0.001 (``actor.entropy_coeff``), no KL loss (``use_kl_loss=False``) but a k1 KL
+    penalty in the reward (``kl_penalty=kl``, ``kl_ctrl.kl_coef=0.001``, fixed); actor lr 1e-6,
+    constant, no warm-up; critic lr 1e-5, no warm-up (``critic.optim.lr_warmup_steps_ratio=0``),
+    ``critic.cliprange_value=0.5``, ``critic.grad_clip=1.0``, ``trainer.critic_warmup=0``;
+    ``ppo_mini_batch_size=256`` of ``train_batch_size=1024``, ``ppo_epochs=1``; temperature 1.0,
+    top_p 1.0; optimiser defaults as the other presets.
+    """
+    return AlgoConfig(
+        adv_estimator="gae",
+        group_size=1,
+        norm_adv_by_std=False,
+        adv_std_unbiased=True,
+        adv_eps=1e-8,
+        gamma=1.0,
+        critic=CriticConfig(
+            lam=1.0,
+            lr=1e-5,
+            lr_warmup_steps=None,
+            lr_warmup_ratio=0.0,
+            cliprange_value=0.5,
+            warmup_steps=0,
+            adam_betas=(0.9, 0.999),
+            weight_decay=0.01,
+            grad_clip=1.0,
+        ),
+        clip_low=0.2,
+        clip_high=0.2,
+        dual_clip_c=None,
+        loss_agg_mode="token-mean",
+        loss_norm_length=None,
+        kl_placement="reward",
+        kl_estimator="k1",
+        kl_coef=0.001,
+        entropy_coef=0.001,
+        overlong=OverlongConfig(**_NO_OVERLONG),
+        dynamic_sampling=DynamicSamplingConfig(**_NO_DYNAMIC),
+        train_batch_size=1024,
+        mini_batch_size=256,
+        ppo_epochs=1,
+        lr=1e-6,
+        lr_schedule="constant",
+        lr_warmup_steps=0,
+        lr_warmup_ratio=None,
+        min_lr_ratio=0.0,
+        temperature=1.0,
+        top_p=1.0,
+        **_VERL_OPTIM,
+    )
+
+
+PRESETS = {"grpo": grpo, "dr_grpo": dr_grpo, "dapo": dapo, "reinforce_pp": reinforce_pp, "ppo": ppo}

@@ -38,7 +38,7 @@ import torch
 from harness.errors import ConfigError
 from harness.method import RewardBreakdown, RewardContext, RunContext, TrainableMethod
 from harness.protocol import Protocol
-from harness.rl.advantages import AdvantageBatch, compute_advantages
+from harness.rl.advantages import AdvantageBatch, compute_advantages, gae_advantages_returns
 from harness.rl.dapo import DynamicSampler, GroupRewards, overlong_penalty
 from harness.rl.kl import kl_loss, kl_penalty_reward, kl_values
 from harness.rl.losses import agg_loss, agg_units, entropy_from_logits, log_probs_from_logits, policy_loss
@@ -55,6 +55,16 @@ class Group:
     trajectories: list[Trajectory]
     rewards: list[RewardBreakdown]
     group_rewards: GroupRewards
+
+
+@dataclass
+class Critic:
+    """PPO's value model with its optimizer and schedule (``algo.adv_estimator == 'gae'``)."""
+
+    model: Any
+    opt: Any
+    sched: Any
+    params: list[Any]
 
 
 @dataclass
@@ -95,6 +105,44 @@ def _lr_lambda(recipe: Recipe, total_updates: int) -> Callable[[int], float]:
     return f
 
 
+@dataclass(frozen=True)
+class Packed:
+    """A batch of (prompt, response) pairs laid out for one forward: prompts left-padded to
+    ``prompt_len``, responses right-padded to ``response_len``; ``labels`` are the response ids."""
+
+    input_ids: torch.Tensor
+    attention: torch.Tensor
+    position_ids: torch.Tensor
+    labels: torch.Tensor
+    prompt_len: int
+    response_len: int
+
+
+def pack_sequences(
+    model: Any, prompts: list[list[int]], responses: list[list[int]], *, pad_id: int
+) -> Packed:
+    """The layout the policy (:func:`sequence_logprobs`) and the critic
+    (:func:`harness.rl.ppo.sequence_values`) share, on ``model``'s device."""
+    p_len = max(len(p) for p in prompts)
+    t_len = max(max(len(r) for r in responses), 1)
+    ids, attn, labels = [], [], []
+    for p, r in zip(prompts, responses, strict=True):
+        pad_l, pad_r = p_len - len(p), t_len - len(r)
+        ids.append([pad_id] * pad_l + p + r + [pad_id] * pad_r)
+        attn.append([0] * pad_l + [1] * (len(p) + len(r)) + [0] * pad_r)
+        labels.append(r + [pad_id] * pad_r)
+    device = next(model.parameters()).device
+    attention = torch.tensor(attn, device=device)
+    return Packed(
+        input_ids=torch.tensor(ids, device=device),
+        attention=attention,
+        position_ids=(attention.cumsum(-1) - 1).clamp(min=0),
+        labels=torch.tensor(labels, device=device),
+        prompt_len=p_len,
+        response_len=t_len,
+    )
+
+
 def sequence_logprobs(
     model: Any,
     prompts: list[list[int]],
@@ -109,26 +157,18 @@ def sequence_logprobs(
     """Log-probs (B, T) of each response token under ``model`` given its prompt and the response
     so far, at the sampling temperature; prompts are left-padded, responses right-padded, and
     only the response positions' logits are computed (``logits_to_keep``)."""
-    p_len = max(len(p) for p in prompts)
-    t_len = max(max(len(r) for r in responses), 1)
-    ids, attn, labels = [], [], []
-    for p, r in zip(prompts, responses, strict=True):
-        pad_l, pad_r = p_len - len(p), t_len - len(r)
-        ids.append([pad_id] * pad_l + p + r + [pad_id] * pad_r)
-        attn.append([0] * pad_l + [1] * (len(p) + len(r)) + [0] * pad_r)
-        labels.append(r + [pad_id] * pad_r)
-    device = next(model.parameters()).device
-    input_ids = torch.tensor(ids, device=device)
-    attention = torch.tensor(attn, device=device)
-    position_ids = (attention.cumsum(-1) - 1).clamp(min=0)
+    pk = pack_sequences(model, prompts, responses, pad_id=pad_id)
+    t_len = pk.response_len
     out = model(
-        input_ids=input_ids, attention_mask=attention, position_ids=position_ids, logits_to_keep=t_len + 1
+        input_ids=pk.input_ids,
+        attention_mask=pk.attention,
+        position_ids=pk.position_ids,
+        logits_to_keep=t_len + 1,
     )
     logits = out.logits[:, :t_len, :].float()
     if temperature != 1.0:
         logits = logits / temperature
-    label_t = torch.tensor(labels, device=device)
-    logp = log_probs_from_logits(logits, label_t)
+    logp = log_probs_from_logits(logits, pk.labels)
     ent = None
     if with_entropy and mask is not None:
         # entropy is a (B, T, V) computation: it keeps its activations for the backward pass only
@@ -244,6 +284,7 @@ class Trainer:
         opt = torch.optim.AdamW(params, lr=a.lr, betas=a.adam_betas, weight_decay=a.weight_decay)
         total_updates = self.recipe.steps * a.updates_per_step
         sched = torch.optim.lr_scheduler.LambdaLR(opt, _lr_lambda(self.recipe, total_updates))
+        critic = self._make_critic(policy, total_updates) if a.critic is not None else None
 
         examples = self._examples_list()
         order = list(range(len(examples)))
@@ -257,6 +298,12 @@ class Trainer:
             sched.load_state_dict(st["scheduler"])
             start_step, pos, order = st["step"], st["pos"], st["order"]
             torch.set_rng_state(st["torch_rng"])
+            if critic is not None:
+                critic.model.load_state_dict(
+                    torch.load(state_path.parent / "critic_state.pt", map_location="cpu", weights_only=True)
+                )
+                critic.opt.load_state_dict(st["critic_optimizer"])
+                critic.sched.load_state_dict(st["critic_scheduler"])
             self.log(f"resumed from {state_path} at step {start_step}")
 
         def next_examples(n: int) -> list[QAExample]:
@@ -299,7 +346,7 @@ class Trainer:
             metrics: dict[str, float] = {}
             kept: dict[str, float] = {}
             if groups:
-                metrics.update(self._update(policy, ref, pad_id, groups, opt, sched, params, step))
+                metrics.update(self._update(policy, ref, pad_id, groups, opt, sched, params, step, critic))
                 kept = self._rollout_metrics(groups)
                 metrics.update(kept)
             else:
@@ -334,7 +381,7 @@ class Trainer:
                 and (step + 1) % self.recipe.save_every == 0
                 and step + 1 < self.recipe.steps
             ):
-                self._save_checkpoint(policy, tok, opt, sched, step + 1, pos, order)
+                self._save_checkpoint(policy, tok, opt, sched, step + 1, pos, order, critic)
         self._save_final(policy, tok)
         return result
 
@@ -359,7 +406,25 @@ class Trainer:
                 m[f"reward/{name}_mean"] = float(v.mean())
         return m
 
-    def _update(self, policy, ref, pad_id, groups, opt, sched, params, step: int) -> dict[str, float]:
+    def _make_critic(self, policy: Any, total_updates: int) -> Critic:
+        from harness.rl.ppo import ValueModel
+
+        c = self.algo.critic
+        assert c is not None
+        model = ValueModel.from_policy(policy)
+        params = [p for p in model.parameters() if p.requires_grad]
+        opt = torch.optim.AdamW(params, lr=c.lr, betas=c.adam_betas, weight_decay=c.weight_decay)
+        warm = (
+            c.lr_warmup_steps
+            if c.lr_warmup_steps is not None
+            else int(round(c.lr_warmup_ratio * total_updates))
+        )
+        sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda n: (n + 1) / warm if n < warm else 1.0)
+        return Critic(model=model, opt=opt, sched=sched, params=params)
+
+    def _update(
+        self, policy, ref, pad_id, groups, opt, sched, params, step: int, critic: Critic | None = None
+    ) -> dict[str, float]:
         a = self.algo
         trajs = [t for g in groups for t in g.trajectories]
         gids = torch.tensor([i for i, g in enumerate(groups) for _ in g.trajectories], dtype=torch.long)
@@ -417,12 +482,31 @@ class Trainer:
         adjust = self.method.advantage_adjust(
             [r for g in groups for r in g.rewards], gids, name=self.recipe.reward_at(step)
         )
-        adv = compute_advantages(
-            a.adv_estimator,
-            AdvantageBatch(scores=scores, group=gids, response_mask=mask, token_rewards=token_rewards),
-            a.advantage_params(),
-            adjust,
+        old_values = returns = None
+        if critic is not None:
+            from harness.rl.ppo import sequence_values
+
+            with torch.no_grad():
+                old_values = mask * torch.cat(
+                    [
+                        pad_t(
+                            sequence_values(
+                                critic.model,
+                                [prompts[i] for i in c],
+                                [responses[i] for i in c],
+                                pad_id=pad_id,
+                            )
+                        )
+                        for c in chunks
+                    ]
+                )
+        adv_batch = AdvantageBatch(
+            scores=scores, group=gids, response_mask=mask, token_rewards=token_rewards, values=old_values
         )
+        adv = compute_advantages(a.adv_estimator, adv_batch, a.advantage_params(), adjust)
+        if critic is not None:
+            returns = gae_advantages_returns(adv_batch, a.advantage_params())[1].float()
+        update_actor = a.critic is None or step >= a.critic.warmup_steps
 
         stats: dict[str, list[float]] = {
             "clip_frac": [],
@@ -432,6 +516,9 @@ class Trainer:
             "loss": [],
             "grad_norm": [],
         }
+        if critic is not None:
+            for k in ("vf_loss", "vf_clip_frac", "values_mean", "returns_mean", "grad_norm"):
+                stats[f"critic/{k}"] = []
         group_idx = list(range(len(groups)))
         g = a.group_size
         for _epoch in range(a.ppo_epochs):
@@ -442,6 +529,12 @@ class Trainer:
                     for r in range(gi * g, (gi + 1) * g)
                 ]
                 mini_mask = mask[rows]
+                if critic is not None:
+                    self._critic_update(
+                        critic, prompts, responses, rows, mask, old_values, returns, pad_id, stats
+                    )
+                if not update_actor:  # critic warm-up: the policy waits
+                    continue
                 units = agg_units(mini_mask, a.loss_agg_mode)
                 opt.zero_grad(set_to_none=True)
                 for c0 in range(0, len(rows), mb):
@@ -506,7 +599,50 @@ class Trainer:
                     stats["grad_norm"].append(float(gn))
                 opt.step()
                 sched.step()
-        return {k: (sum(v) / len(v) if v else 0.0) for k, v in stats.items()}
+        out = {k: (sum(v) / len(v) if v else 0.0) for k, v in stats.items()}
+        if critic is not None:
+            out["actor_updated"] = float(update_actor)
+            out["critic/lr"] = critic.sched.get_last_lr()[0]
+        return out
+
+    def _critic_update(
+        self, critic: Critic, prompts, responses, rows, mask, old_values, returns, pad_id, stats
+    ) -> None:
+        """One optimizer step of the critic on a mini-batch: the clipped value loss, token-mean
+        over the mini-batch's model tokens, accumulated over micro-batches."""
+        from harness.rl.ppo import sequence_values, value_loss
+
+        c = self.algo.critic
+        assert c is not None
+        mb = self.recipe.micro_batch_size
+        units = agg_units(mask[rows], "token-mean")
+        t_len = mask.shape[1]
+        critic.opt.zero_grad(set_to_none=True)
+        for c0 in range(0, len(rows), mb):
+            idx = rows[c0 : c0 + mb]
+            v = sequence_values(
+                critic.model, [prompts[i] for i in idx], [responses[i] for i in idx], pad_id=pad_id
+            )
+            v = torch.nn.functional.pad(v, (0, t_len - v.shape[1]))
+            loss, st = value_loss(
+                v,
+                old_values[idx],
+                returns[idx],
+                mask[idx],
+                cliprange_value=c.cliprange_value,
+                num_units=units,
+            )
+            loss.backward()
+            stats["critic/vf_loss"].append(float(loss.detach()))
+            stats["critic/vf_clip_frac"].append(st.clip_frac)
+            stats["critic/values_mean"].append(st.values_mean)
+            stats["critic/returns_mean"].append(st.returns_mean)
+        if c.grad_clip is not None:
+            stats["critic/grad_norm"].append(
+                float(torch.nn.utils.clip_grad_norm_(critic.params, c.grad_clip))
+            )
+        critic.opt.step()
+        critic.sched.step()
 
     def _ref_logprobs(self, policy, ref, prompts, responses, pad_id) -> torch.Tensor:
         a = self.algo
@@ -520,7 +656,9 @@ class Trainer:
             )[0]
 
     # -- checkpoints ---------------------------------------------------------------------------
-    def _save_checkpoint(self, policy, tok, opt, sched, step: int, pos: int, order: list[int]) -> None:
+    def _save_checkpoint(
+        self, policy, tok, opt, sched, step: int, pos: int, order: list[int], critic: Critic | None = None
+    ) -> None:
         final = self.out_dir / "checkpoint"
         tmp = self.out_dir / "checkpoint.tmp"
         shutil.rmtree(tmp, ignore_errors=True)
@@ -534,9 +672,19 @@ class Trainer:
                 "pos": pos,
                 "order": order,
                 "torch_rng": torch.get_rng_state(),
+                **(
+                    {
+                        "critic_optimizer": critic.opt.state_dict(),
+                        "critic_scheduler": critic.sched.state_dict(),
+                    }
+                    if critic is not None
+                    else {}
+                ),
             },
             tmp / "trainer_state.pt",
         )
+        if critic is not None:
+            torch.save(critic.model.state_dict(), tmp / "critic_state.pt")
         (tmp / "recipe.json").write_text(self.recipe.model_dump_json(indent=2))
         shutil.rmtree(final, ignore_errors=True)
         tmp.rename(final)

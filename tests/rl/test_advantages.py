@@ -27,7 +27,7 @@ MASK = torch.tensor([[1.0 if t < n else 0.0 for t in range(T)] for n in LENGTHS]
 
 
 def params(norm: bool, unbiased: bool = True, eps: float = 1e-6, gamma: float = 1.0) -> AdvantageParams:
-    return AdvantageParams(norm_by_std=norm, std_unbiased=unbiased, eps=eps, gamma=gamma)
+    return AdvantageParams(norm_by_std=norm, std_unbiased=unbiased, eps=eps, gamma=gamma, lam=1.0)
 
 
 def expected(seq: list[float]) -> torch.Tensor:
@@ -174,9 +174,16 @@ def test_group_stats():
 
 
 def test_registry_names_and_unknown_estimator():
-    assert ADV_ESTIMATORS.names() == ["dr_grpo", "grpo", "reinforce_pp", "reinforce_pp_baseline", "rloo"]
-    with pytest.raises(ConfigError, match="unknown advantage estimator 'gae'"):
-        compute_advantages("gae", AdvantageBatch(SCORES, GROUP, MASK), params(False))
+    assert ADV_ESTIMATORS.names() == [
+        "dr_grpo",
+        "gae",
+        "grpo",
+        "reinforce_pp",
+        "reinforce_pp_baseline",
+        "rloo",
+    ]
+    with pytest.raises(ConfigError, match="unknown advantage estimator 'vtrace'"):
+        compute_advantages("vtrace", AdvantageBatch(SCORES, GROUP, MASK), params(False))
 
 
 def test_batch_shape_errors():

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from harness.errors import ConfigError
-from harness.rl.config import PRESETS, AlgoConfig, dapo, dr_grpo, grpo, reinforce_pp
+from harness.rl.config import PRESETS, AlgoConfig, dapo, dr_grpo, grpo, ppo, reinforce_pp
 from harness.rl.dapo import AllOf, DropZeroVariance, ThresholdFilter
 
 
@@ -29,7 +29,18 @@ def test_presets_hold_the_published_values():
     assert p.updates_per_step == 16
     r = reinforce_pp()
     assert (r.adv_estimator, r.kl_estimator, r.kl_coef, r.lr) == ("reinforce_pp", "k2", 0.001, 3e-6)
-    assert set(PRESETS) == {"grpo", "dr_grpo", "dapo", "reinforce_pp"}
+    o = ppo()
+    assert (o.adv_estimator, o.group_size, o.gamma, o.kl_placement, o.kl_estimator, o.kl_coef) == (
+        "gae",
+        1,
+        1.0,
+        "reward",
+        "k1",
+        0.001,
+    )
+    c = o.critic
+    assert c is not None and (c.lam, c.lr, c.cliprange_value, c.warmup_steps) == (1.0, 1e-5, 0.5, 0)
+    assert set(PRESETS) == {"grpo", "dr_grpo", "dapo", "reinforce_pp", "ppo"}
 
 
 def test_no_field_has_a_default():

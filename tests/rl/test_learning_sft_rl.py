@@ -10,8 +10,9 @@ PopQA questions of the packaged ``learning`` split. Commands, as a user runs the
    dynamic sampling) on outcome EM;
 3. ``harness run --method search_r1 --model M --bench mini-singlehop --sample N --seed 20`` under
    the mini protocol for the untrained model (the first UNTRAINED_N held-out questions: it runs
-   every turn to its 500-token limit, ~1 min a question), the SFT and the SFT+RL checkpoints (every
-   held-out question).
+   every turn to its 500-token limit, minutes a question on a busy CPU), the SFT and the SFT+RL
+   checkpoints (every held-out question). Each evaluation runs in the background while the next
+   training stage goes on (its own database: DuckDB has one writer), so the run fits its budget.
 
 Criteria: the evaluated ids are exactly the split's held-out ids and no demonstration is one of
 them; held-out EM of SFT+RL has its bootstrap interval's lower end above the untrained EM (the
@@ -38,16 +39,39 @@ UNTRAINED_N = 5
 TOP_SHARE_MAX = 0.5
 
 
+def _env() -> dict[str, str]:
+    return {**os.environ, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")}
+
+
 def _harness(*args: str) -> str:
-    env = {**os.environ, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "2")}
     t0 = time.perf_counter()
     proc = subprocess.run(
-        [sys.executable, "-m", "harness", *args], capture_output=True, text=True, env=env, timeout=3 * 3600
+        [sys.executable, "-m", "harness", *args], capture_output=True, text=True, env=_env(), timeout=3 * 3600
     )
     print(f"$ harness {' '.join(args)}  ({time.perf_counter() - t0:.0f}s)")
     print(proc.stderr[-2500:])
     assert proc.returncode == 0, proc.stderr[-3000:]
     return proc.stdout + proc.stderr
+
+
+class _Background:
+    """An evaluation that runs while training goes on (each command is one process; on 2 cores
+    the evaluation of one checkpoint overlaps the training of the next)."""
+
+    def __init__(self, log: Path, *args: str):
+        self.args, self.log, self.t0 = args, log, time.perf_counter()
+        self.fh = log.open("w")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "harness", *args], stdout=self.fh, stderr=subprocess.STDOUT, env=_env()
+        )
+
+    def wait(self) -> None:
+        rc = self.proc.wait(timeout=3 * 3600)
+        self.fh.close()
+        text = self.log.read_text()
+        print(f"$ harness {' '.join(self.args)}  ({time.perf_counter() - self.t0:.0f}s, overlapped)")
+        print(text[-2500:])
+        assert rc == 0, text[-3000:]
 
 
 def _run_id(db: Path, label: str) -> str:
@@ -63,17 +87,8 @@ def _train_run(out: str) -> str:
     return next(line.split()[1] for line in out.splitlines() if line.startswith("run: "))
 
 
-def test_sft_then_grpo_raise_heldout_em_without_collapse(smollm2_dir: Path, tmp_path: Path):
-    from harness.methods_registry import get_trainable
-    from harness.rl.heldout import heldout_report, record_heldout
-    from harness.rl.split import load_split
-    from harness.store import Store
-
-    db = tmp_path / "learn.duckdb"
-    split = load_split("learning")
-    heldout = set(split.heldout["popqa"])
-    sel = split.heldout_selection
-
+def _train(tmp_path: Path, db: Path, heldout: set[str], evals: dict, evaluate, n: int) -> tuple[str, str]:
+    """SFT, then RL from its checkpoint; each checkpoint's evaluation starts as soon as it exists."""
     sft_out = _harness(
         "sft",
         "--method",
@@ -89,6 +104,7 @@ def test_sft_then_grpo_raise_heldout_em_without_collapse(smollm2_dir: Path, tmp_
         json.loads(x)["id"] for x in (tmp_path / "sft" / "demonstrations.jsonl").read_text().splitlines()
     }
     assert demo_ids and not demo_ids & heldout
+    evals["sft"] = evaluate("sft", str(tmp_path / "sft" / "final"), n)
     rl_out = _harness(
         "train",
         "--method",
@@ -102,13 +118,26 @@ def test_sft_then_grpo_raise_heldout_em_without_collapse(smollm2_dir: Path, tmp_
         "--db",
         str(db),
     )
-    models = {
-        "untrained": ("smollm2-135m-instruct", UNTRAINED_N),
-        "sft": (str(tmp_path / "sft" / "final"), sel.n),
-        "sft+rl": (str(tmp_path / "rl" / "final"), sel.n),
-    }
-    for label, (model, n) in models.items():
-        _harness(
+    evals["sft+rl"] = evaluate("sft+rl", str(tmp_path / "rl" / "final"), n)
+    for e in evals.values():
+        e.wait()
+    return sft_out, rl_out
+
+
+def test_sft_then_grpo_raise_heldout_em_without_collapse(smollm2_dir: Path, tmp_path: Path):
+    from harness.methods_registry import get_trainable
+    from harness.rl.heldout import heldout_report, record_heldout
+    from harness.rl.split import load_split
+    from harness.store import Store
+
+    db = tmp_path / "learn.duckdb"
+    split = load_split("learning")
+    heldout = set(split.heldout["popqa"])
+    sel = split.heldout_selection
+
+    def evaluate(label: str, model: str, n: int) -> _Background:
+        return _Background(
+            tmp_path / f"eval-{label}.log",
             "run",
             "--method",
             "search_r1",
@@ -121,13 +150,28 @@ def test_sft_then_grpo_raise_heldout_em_without_collapse(smollm2_dir: Path, tmp_
             "--seed",
             str(sel.seed),
             "--db",
-            str(db),
+            str(tmp_path / f"eval-{label}.duckdb"),
             "--label",
             f"learning {label}",
             "--no-progress",
         )
+
+    evals = {"untrained": evaluate("untrained", "smollm2-135m-instruct", UNTRAINED_N)}
+    try:
+        sft_out, rl_out = _train(tmp_path, db, heldout, evals, evaluate, sel.n)
+    finally:  # a failed stage leaves no evaluation running
+        for e in evals.values():
+            if e.proc.poll() is None:
+                e.proc.kill()
+    models = list(evals)
     store = Store(db)
-    reports = {label: heldout_report(store, _run_id(db, f"learning {label}")) for label in models}
+    reports = {
+        label: heldout_report(
+            Store(tmp_path / f"eval-{label}.duckdb"),
+            _run_id(tmp_path / f"eval-{label}.duckdb", f"learning {label}"),
+        )
+        for label in models
+    }
     for label, rep in reports.items():
         print(rep.line(label))
     # what was evaluated is the held-out part (the untrained model a subset of it)
