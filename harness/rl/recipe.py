@@ -107,14 +107,18 @@ class Recipe(_Strict):
     @model_validator(mode="before")
     @classmethod
     def _absent_stage_sources(cls, data: Any) -> Any:
-        """An optional stage left out (no split, no warm-up) has that as its provenance, so recipes
-        that predate a stage need not name it."""
+        """An optional part left out (no split, no warm-up, no critic) has that as its provenance,
+        so recipes that predate it need not name it."""
         if not isinstance(data, dict):
             return data
         src = dict(data.get("sources") or {})
         for key, text in (("split", "none: no held-out split"), ("sft", "none: no supervised warm-up")):
             if data.get(key) is None:
                 src.setdefault(key, text)
+        algo = data.get("algo")
+        critic = algo.critic if isinstance(algo, AlgoConfig) else (algo or {}).get("critic")
+        if critic is None:
+            src.setdefault("algo.critic", "none: a critic-free estimator")
         return {**data, "sources": src}
 
     def model_copy(self, *, update: dict[str, Any] | None = None, deep: bool = False) -> Recipe:
