@@ -30,6 +30,16 @@ CHROMIUM_FLAGS = [
     "--disable-sync",
 ]
 TABLE_CELLS = '[data-testid="stDataFrame"] [role="gridcell"]'
+HEADER_CELLS = '[data-testid="stDataFrame"] [role="columnheader"]'
+PAGES: dict[str, str] = {
+    "": "Leaderboard",
+    "reported": "Reported vs reproduced",
+    "cost": "Cost and efficiency",
+    "trajectories": "Trajectory explorer",
+    "training": "Training runs",
+    "glossary": "Metric glossary",
+}
+"""The app's pages: URL path -> title."""
 
 
 def chromium_path() -> str | None:
@@ -109,6 +119,20 @@ def table_cells(page, timeout_ms: float = 60_000) -> list[str]:
     """The leaderboard table's cell texts (the grid's accessibility table; visible columns)."""
     page.wait_for_selector(TABLE_CELLS, state="attached", timeout=timeout_ms)
     return page.locator(TABLE_CELLS).all_inner_texts()
+
+
+def grid_headers(page) -> list[str]:
+    """The first table's column headers currently rendered (the grid renders the visible ones)."""
+    grid = page.locator('[data-testid="stDataFrame"]').first
+    return [h.strip() for h in grid.locator('[role="columnheader"]').all_inner_texts()]
+
+
+def wait_for_app(page, title: str, timeout_ms: float = 60_000) -> None:
+    """Until the page's title is shown and Streamlit is no longer running the script."""
+    page.get_by_role("heading", name=title).first.wait_for(state="visible", timeout=timeout_ms)
+    page.wait_for_function(
+        "() => !document.querySelector('[data-testid=\"stStatusWidget\"]')", timeout=timeout_ms
+    )
 
 
 def screenshot(

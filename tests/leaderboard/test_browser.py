@@ -1,13 +1,23 @@
-"""The real app in headless Chromium: the server starts, the leaderboard table shows the methods."""
+"""The real app in headless Chromium (Debian's chromium through Playwright), on the fixture database:
+every page loads, and what issue 21 asked a reader to be able to trust is on screen."""
 
 from __future__ import annotations
 
 import importlib.util
+from urllib.parse import urlencode
 
 import pytest
 
-from tests.leaderboard.browser import chromium_page, chromium_path, leaderboard_server, table_cells
-from tests.leaderboard.fixtures import MODEL, OTHER_MODEL
+from tests.leaderboard.browser import (
+    PAGES,
+    chromium_page,
+    chromium_path,
+    grid_headers,
+    leaderboard_server,
+    table_cells,
+    wait_for_app,
+)
+from tests.leaderboard.fixtures import CORRECTION, MODEL, OTHER_MODEL, PROMPT
 
 pytestmark = [
     pytest.mark.integration,
@@ -25,19 +35,58 @@ pytestmark = [
 
 
 def test_leaderboard_in_chromium(fixture_db, tmp_path):
+    pid = fixture_db.protocol.protocol_id
     with leaderboard_server(fixture_db.path, tmp_path / "server.log") as url, chromium_page() as page:
-        page.goto(f"{url}/?protocol={fixture_db.protocol.protocol_id}")
+        # every page loads without an exception box
+        for path, title in PAGES.items():
+            page.goto(f"{url}/{path}?protocol={pid}")
+            wait_for_app(page, title)
+            assert page.locator('[data-testid="stException"]').count() == 0, path
+
+        # the leaderboard: best average first; the method column stays when scrolled sideways
+        page.goto(f"{url}/?protocol={pid}")
         cells = table_cells(page)
-        headers = page.locator('[data-testid="stDataFrame"] [role="columnheader"]').all_inner_texts()
-        assert headers[:4] == ["method", "label", "model", "avg all"]
-        # four rows of (method, label, model), best average first
-        rows = [cells[i : i + 3] for i in range(0, len(cells), len(cells) // 4)]
-        assert [r[:3] for r in rows] == [
-            ["search_r1", "untrained policy", MODEL],
-            ["naive_rag", "", MODEL],
-            ["direct", "", MODEL],
-            ["direct", "", OTHER_MODEL],
+        assert grid_headers(page)[:2] == ["method", "type"]
+        assert [cells[i] for i in range(0, 4 * (len(cells) // 4), len(cells) // 4)] == [
+            "search_r1", "naive_rag", "direct", "direct",
+        ]  # fmt: skip
+        grid = page.locator('[data-testid="stDataFrame"]').first
+        box = grid.bounding_box()
+        page.mouse.move(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
+        page.mouse.wheel(5000, 0)
+        page.wait_for_timeout(800)
+        headers = grid_headers(page)
+        assert headers[0] == "method" and "paper" in headers, headers  # scrolled to the end, method pinned
+        assert "avg all · 3/3 sets · n=12" not in headers  # ... the first score columns scrolled away
+
+        # a permalink restores metric and sort
+        page.goto(f"{url}/?{urlencode({'protocol': pid, 'metric': 'f1', 'sort': 'popqa'})}")
+        table_cells(page)
+        page.wait_for_timeout(500)
+        chosen = [
+            i.input_value()
+            for i in page.locator('[data-testid="stMain"] [data-testid="stSelectbox"] input').all()
         ]
-        assert page.get_by_text("Protocol", exact=True).count() >= 1
-        page.screenshot(path=str(tmp_path / "leaderboard.png"), full_page=True)
-    assert (tmp_path / "leaderboard.png").stat().st_size > 10_000
+        assert chosen[:2] == ["F1", "PopQA · n=4"]
+        rows = table_cells(page)
+        models = [c for c in rows if c in (MODEL, OTHER_MODEL)]
+        assert models[:2] == [MODEL, MODEL] and rows[0] == "search_r1"
+
+        # reported vs reproduced: a count stays 2.9; a seven- vs three-dataset average has no difference
+        page.goto(f"{url}/reported?{urlencode({'protocol': pid, 'paper': 'tiresrag_r1'})}")
+        assert "2.9 / 1 / -1.9" in table_cells(page)
+        page.goto(f"{url}/reported?{urlencode({'protocol': pid, 'paper': 'search_r1'})}")
+        page.wait_for_timeout(500)
+        cells = table_cells(page)
+        assert "40.0 / 50.0 / +10.0" in cells and "35.0 / 50.0 / —" in cells
+
+        # the trajectory: the prompt (collapsed until opened) and the injected correction message
+        q = {"protocol": pid, "traj_a": f"search_r1 · {MODEL}", "traj_dataset": "hotpotqa", "q": "hotpotqa-0"}
+        page.goto(f"{url}/trajectories?{urlencode(q)}")
+        wait_for_app(page, "Trajectory explorer")
+        page.get_by_text("prompt (as the model saw it)").first.click()
+        page.get_by_text(PROMPT[:40]).first.wait_for(state="visible", timeout=30_000)
+        correction = CORRECTION.strip().split(". ")[0]
+        page.get_by_text(correction).first.wait_for(state="visible", timeout=30_000)
+        page.screenshot(path=str(tmp_path / "trajectory.png"), full_page=True)
+    assert (tmp_path / "trajectory.png").stat().st_size > 10_000
