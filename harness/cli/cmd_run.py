@@ -166,6 +166,7 @@ def handle(args: argparse.Namespace) -> int:
     )
     runner = Runner(cfg, progress=not args.no_progress)
     plans = runner.plan_groups([(protocols[name], group) for name, group in groups.items()])
+    runner.store  # noqa: B018 - opens and checks the results file (a damaged one stops here)
     print(
         f"protocol {proto.name} ({proto.protocol_id}); bench {args.bench}; model {redact(args.model)}",
         file=sys.stderr,
