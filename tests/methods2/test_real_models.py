@@ -1,5 +1,5 @@
 """The judge-scored and embedding-scored rewards against real models: a real OpenAI-compatible judge
-server (llama-cpp-python over the packaged SmolLM2 GGUF, started here on 127.0.0.1) and the
+server (llama.cpp via xllamacpp over the packaged SmolLM2 GGUF, started here on 127.0.0.1) and the
 packaged MiniLM encoder. The 135M judge's verdicts are not predictable, so these tests check that
 every reply is either scored or counted as unparsed, and that the reward adds up."""
 
