@@ -13,7 +13,7 @@ RETRIEVER_HELP = (
 )
 
 
-def add_retriever_args(p: argparse.ArgumentParser, *, default: str = "bm25s") -> None:
+def add_retriever_args(p: argparse.ArgumentParser, *, default: str | None = "bm25s") -> None:
     p.add_argument("--retriever", default=default, help=RETRIEVER_HELP)
     p.add_argument(
         "--corpus",

@@ -54,6 +54,7 @@ class IndexMeta(BaseModel):
     libraries: dict[str, str] = Field(default_factory=dict)
     created_at: str = ""
     build_seconds: float = 0.0
+    imported_from: str | None = None  # `harness index import`: the user's index file or directory
 
 
 MATCH_FIELDS = ("format_version", "index_id", "retriever", "n_docs", "analyzer", "dim", "encoder")
