@@ -362,12 +362,15 @@ class PrefixCache:
         self.max_tokens = max_tokens
         self.entries: OrderedDict[int, _Entry] = OrderedDict()  # id(entry) -> entry, oldest first
         self.tokens = 0
-        self._weights: tuple[int, int] | None = None
+        self._weights: tuple[int, int, int] | None = None
 
     def check_weights(self, model: Any) -> None:
-        """Empty the cache when the weights changed since the last call: any in-place update of a
-        parameter (an optimizer step, ``load_state_dict``) bumps its version counter."""
-        key = (id(model), sum(p._version for p in model.parameters()))
+        """Empty the cache when the weights changed since the last call: an in-place update of a
+        parameter (an optimizer step, ``load_state_dict``) bumps its version counter, new tensors
+        (``model.to``) have new storage. Writes that bump neither (``param.data.copy_``, a
+        ``fused=True`` optimizer) must be followed by ``prefix_cache.clear()``."""
+        params = list(model.parameters())
+        key = (id(model), sum(p._version for p in params), hash(tuple(p.data_ptr() for p in params)))
         if key != self._weights:
             self.clear()
             self._weights = key
