@@ -186,3 +186,40 @@ def test_sliding_window_models_are_refused(loaded):
     with pytest.raises(ConfigError, match="prefix_cache_tokens=0"):
         TransformersBackend(BackendSpec(model="x"), model=model, tokenizer=loaded[1])
     TransformersBackend(BackendSpec(model="x", prefix_cache_tokens=0), model=model, tokenizer=loaded[1])
+
+
+def test_prefill_is_stored_per_turn_and_summed_per_method(tmp_path):
+    from harness.runner import prefill_summary
+    from harness.store import RunRecord, ScoredSample, Store
+    from harness.types import Trajectory, Turn
+
+    store = Store(tmp_path / "r.duckdb")
+    for run_id, method, prefills in (("a", "m1", (100, 30)), ("b", "m2", (None, None))):
+        store.create_run(
+            RunRecord(
+                run_id=run_id,
+                kind="eval",
+                method=method,
+                model="x",
+                backend="transformers",
+                protocol_id="p",
+                protocol_name="mini",
+                protocol_json="{}",
+                method_spec_hash="h",
+                method_spec_json="{}",
+                bench="toy",
+                status="complete",
+            )
+        )
+        turns = [
+            Turn(index=0, kind="generate", prompt_tokens=100, prefill_tokens=prefills[0]),
+            Turn(index=1, kind="retrieve", query="q"),
+            Turn(index=2, kind="generate", prompt_tokens=160, prefill_tokens=prefills[1]),
+        ]
+        t = Trajectory(example_id="q0", dataset="d", question="q", answers=["a"], turns=turns)
+        store.add_samples(run_id, [ScoredSample(trajectory=t, metrics={"em": 0.0}, position=0)])
+    stored = store.query("SELECT run_id, turn_index, prefill_tokens FROM turns ORDER BY run_id, turn_index")
+    assert stored["prefill_tokens"].isna().tolist() == [False, True, False, True, True, True]
+    assert stored["prefill_tokens"].tolist()[:3:2] == [100, 30]
+    df = prefill_summary(store, ["a", "b"])  # m2's backend reported none: absent
+    assert df.to_dict("records") == [{"method": "m1", "prompt_tokens": 260, "prefill_tokens": 130}]
