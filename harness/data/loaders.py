@@ -6,7 +6,7 @@ Two layers, one implementation each:
   (a :class:`~harness.types.QAExample` plus the row's context paragraphs, if any). The build
   script of the packaged data uses the same converters, so there is one parser per format.
 * **file readers** stream rows out of a file (JSON Lines, a JSON array, TSV/CSV, parquet, or a
-  Hugging Face ``save_to_disk`` directory read with pyarrow), detect the format from the row
+  Hugging Face ``save_to_disk`` directory loaded with ``datasets``), detect the format from the row
   keys, and wrap every problem into a :class:`~harness.errors.DataError` naming the file and line
   (or row, for binary formats).
 
@@ -562,47 +562,70 @@ def iter_dpr_tsv(path: Path) -> Iterator[tuple[int, list[str]]]:
             yield reader.line_num, cells
 
 
-def _hf_arrow_files(directory: Path, split: str) -> list[Path]:
-    if (directory / "dataset_dict.json").is_file():
-        try:
-            splits = json.loads((directory / "dataset_dict.json").read_text())["splits"]
-        except (json.JSONDecodeError, KeyError) as e:
-            raise DataError(
-                directory / "dataset_dict.json", f"not a datasets DatasetDict file: {e}"
-            ) from None
-        names = [split, *(["validation"] if split == "dev" else [])]
-        for name in names:
-            if name in splits:
-                return _hf_arrow_files(directory / name, split)
-        raise ConfigError(
-            f"{directory}: a Hugging Face DatasetDict with splits {splits}, none named {split!r}"
-            f"{' or validation' if split == 'dev' else ''}; point --data-dir at a folder whose "
-            f"<dataset>/ sub-folder is the wanted split (saved with save_to_disk)"
-        )
-    state = directory / "state.json"
-    if not state.is_file():
-        raise DataError(
-            directory, "not a Hugging Face save_to_disk folder (no state.json or dataset_dict.json)"
-        )
+def load_hf_dir(directory: Path, split: str):
+    """The ``datasets.Dataset`` of a ``save_to_disk`` folder: a Dataset folder, or a DatasetDict
+    folder and the split ``split`` of it (``validation`` stands for ``dev``). Offline
+    (``HF_DATASETS_OFFLINE=1``): nothing is downloaded. A folder ``datasets`` cannot open is one
+    :class:`DataError` naming it."""
+    import os
+
+    os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
     try:
-        files = [f["filename"] for f in json.loads(state.read_text())["_data_files"]]
-    except (json.JSONDecodeError, KeyError, TypeError) as e:
-        raise DataError(state, f"cannot read the arrow file list: {e}") from None
-    return [directory / f for f in files]
+        import datasets
+    except ImportError:
+        raise ConfigError(
+            f"{directory}: reading a Hugging Face save_to_disk folder needs the datasets library "
+            "(pip install datasets)"
+        ) from None
+    try:
+        loaded = datasets.load_from_disk(str(directory))
+    except FileNotFoundError as e:
+        raise DataError(directory, f"not a Hugging Face save_to_disk folder ({e})") from None
+    except (OSError, ValueError, TypeError, KeyError) as e:  # damaged state/info JSON or arrow files
+        raise DataError(directory, f"datasets cannot load it ({type(e).__name__}: {e})") from None
+    if not isinstance(loaded, datasets.DatasetDict):
+        return loaded
+    names = [split, *(["validation"] if split == "dev" else [])]
+    for name in names:
+        if name in loaded:
+            return loaded[name]
+    raise ConfigError(
+        f"{directory}: a Hugging Face DatasetDict with splits {sorted(loaded)}, none named {split!r}"
+        f"{' or validation' if split == 'dev' else ''}; point --data-dir at a folder whose "
+        f"<dataset>/ sub-folder is the wanted split (saved with save_to_disk)"
+    )
 
 
 def iter_hf_dir(directory: Path, split: str) -> Iterator[tuple[Path, int, dict[str, Any]]]:
-    """(arrow file, row index, row) of a ``datasets`` ``save_to_disk`` folder, read with pyarrow."""
+    """(arrow file, row index in that file, row) of a ``datasets`` ``save_to_disk`` folder, loaded
+    with ``datasets.load_from_disk`` (see :func:`load_hf_dir`), so row errors name the arrow file."""
     import pyarrow as pa
 
-    for f in _hf_arrow_files(Path(directory), split):
-        try:
-            with pa.memory_map(str(f)) as src:
-                table = pa.ipc.open_stream(src).read_all()
-        except (OSError, pa.ArrowInvalid) as e:
-            raise DataError(f, f"cannot read the arrow file: {e}") from None
-        for i, row in enumerate(table.to_pylist()):
-            yield f, i, row
+    ds = load_hf_dir(Path(directory), split)
+    files = [Path(f["filename"]) for f in ds.cache_files] or [Path(directory)]
+    # rows are laid out file after file; a shard's length is its arrow table's row count
+    bounds: list[tuple[int, Path]] = []
+    if len(files) > 1:
+        start = 0
+        for f in files:
+            try:
+                with pa.memory_map(str(f)) as src:
+                    n = pa.ipc.open_stream(src).read_all().num_rows
+            except (OSError, pa.ArrowInvalid) as e:
+                raise DataError(f, f"cannot read the arrow file: {e}") from None
+            bounds.append((start, f))
+            start += n
+    else:
+        bounds.append((0, files[0]))
+    shard = 0
+    try:
+        for i, row in enumerate(ds):
+            while shard + 1 < len(bounds) and i >= bounds[shard + 1][0]:
+                shard += 1
+            start, f = bounds[shard]
+            yield f, i - start, row
+    except (OSError, pa.ArrowInvalid) as e:
+        raise DataError(files[shard], f"cannot read the arrow file: {e}") from None
 
 
 def iter_parquet(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:

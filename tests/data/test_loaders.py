@@ -224,28 +224,39 @@ def test_bamboogle_csv_and_json(tmp_path: Path) -> None:
     assert load_file(j, "bamboogle", "test")[0].answers == ("james madison",)
 
 
-def _save_hf(folder: Path, rows: list[dict]) -> None:
-    import pyarrow as pa
+def test_hf_save_to_disk_dataset_dict(tmp_path: Path) -> None:
+    import datasets
 
-    folder.mkdir(parents=True)
-    table = pa.Table.from_pylist(rows)
-    with (
-        pa.OSFile(str(folder / "data-00000-of-00001.arrow"), "wb") as sink,
-        pa.ipc.new_stream(sink, table.schema) as w,
-    ):
-        w.write_table(table)
-    (folder / "state.json").write_text(
-        json.dumps({"_data_files": [{"filename": "data-00000-of-00001.arrow"}]})
+    datasets.DatasetDict({"validation": datasets.Dataset.from_list([HOTPOT_HF])}).save_to_disk(
+        str(tmp_path / "hotpotqa")
     )
-
-
-def test_hf_save_to_disk_folder_read_with_pyarrow(tmp_path: Path) -> None:
-    _save_hf(tmp_path / "hotpotqa" / "validation", [HOTPOT_HF])
-    (tmp_path / "hotpotqa" / "dataset_dict.json").write_text(json.dumps({"splits": ["validation"]}))
     (ex,) = load_dataset("hotpotqa", tmp_path)
     assert ex.id == HOTPOT_HF["id"] and [e.title for e in ex.supporting] == ["Scott Derrickson", "Ed Wood"]
     with pytest.raises(ConfigError, match="none named 'train'"):
         load_dataset("hotpotqa", tmp_path, split="train")
+
+
+def test_hf_save_to_disk_row_errors_name_the_arrow_file_and_row(tmp_path: Path) -> None:
+    import datasets
+
+    rows = [{"question": f"q{i}?", "answer": "a", "question_id": f"x{i}"} for i in range(5)]
+    rows[3]["question"] = ""
+    folder = tmp_path / "triviaqa" / "test"
+    datasets.Dataset.from_list(rows).save_to_disk(str(folder), num_shards=2)
+    shards = sorted(folder.glob("*.arrow"))
+    assert len(shards) == 2
+    with pytest.raises(DataError) as e:
+        load_dataset("triviaqa", tmp_path)
+    assert shards[1].name in str(e.value) and shards[0].name not in str(e.value)
+    assert "row 0: " in str(e.value)  # the 4th row is the first of the second shard (3 + 2 rows)
+
+
+def test_a_folder_datasets_cannot_open_is_one_error(tmp_path: Path) -> None:
+    folder = tmp_path / "nq" / "test"
+    folder.mkdir(parents=True)
+    (folder / "state.json").write_text("{not json")
+    with pytest.raises(DataError, match="datasets cannot load it|not a Hugging Face save_to_disk folder"):
+        load_dataset("nq", tmp_path)
 
 
 def test_hf_datasets_save_to_disk(tmp_path: Path) -> None:
