@@ -437,8 +437,7 @@ class Runner:
                             trajectory=t, metrics=metrics, position=i, gold_ids=list(g), latency_s=per
                         )
                     )
-                store.add_samples(run_id, scored)
-                store.heartbeat(run_id)
+                store.add_samples(run_id, scored, heartbeat=True)
                 bar.update(len(batch))
                 if on_batch is not None:
                     on_batch(method.name, len(batch), bar.n)

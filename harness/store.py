@@ -468,11 +468,6 @@ class Store:
                 [pid, host, _now(), run_id],
             )
 
-    def heartbeat(self, run_id: str) -> None:
-        """Refresh this process's ownership of ``run_id`` (after every batch)."""
-        with self.connect() as con:
-            con.execute("UPDATE runs SET heartbeat_at=? WHERE run_id=?", [_now(), run_id])
-
     def finished_samples(self, run_id: str) -> set[tuple[str, str]]:
         """Samples of ``run_id`` that are done; errored samples are not (``--resume`` retries them)."""
         df = self.query(
@@ -494,8 +489,9 @@ class Store:
         return {str(r): int(n) for r, n in zip(df["run_id"], df["n"], strict=True)}
 
     # -- samples -----------------------------------------------------------------------------
-    def add_samples(self, run_id: str, scored: Sequence[ScoredSample]) -> None:
-        """Write finished samples with their metrics and turns in one transaction.
+    def add_samples(self, run_id: str, scored: Sequence[ScoredSample], *, heartbeat: bool = False) -> None:
+        """Write finished samples with their metrics and turns in one transaction (with
+        ``heartbeat``, the run's owner heartbeat is refreshed in the same transaction).
 
         A sample stored earlier as an error is replaced by its retry; any other sample already
         stored for this run is an error (it would mean a duplicate)."""
@@ -515,7 +511,7 @@ class Store:
                     "answers": list(t.answers),
                     "prediction": t.prediction,
                     "extraction_status": t.extraction_status,
-                    "error": t.error,
+                    "error": redact(t.error) if t.error else t.error,  # reasons may quote URLs
                     "response": t.response,
                     "n_retrievals": t.n_retrievals,
                     "n_llm_calls": t.n_llm_calls,
@@ -583,6 +579,8 @@ class Store:
                 finally:
                     con.unregister("_retried")
                 _insert(con, "samples", samples_df)
+                if heartbeat:
+                    con.execute("UPDATE runs SET heartbeat_at=? WHERE run_id=?", [_now(), run_id])
                 if len(metrics_df):
                     _insert(con, "sample_metrics", metrics_df)
                 if len(turns_df):
