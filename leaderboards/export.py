@@ -164,9 +164,10 @@ def pivot_table(p: views.ReportedPivot) -> PaperTable:
         for r in p.frame.to_dict("records")
     ]
     unit = "%, difference in percentage points" if p.unit == "%" else "as printed"
+    differs = f" Protocol differs: {p.protocol_differs}." if p.protocol_differs else ""
     caption = (
         f"{p.paper} · {p.title} · {p.source}. Cell: reported / ours / ours - reported ({unit}); "
-        "a difference only for the same model and the same datasets."
+        f"a difference only for the same model and the same datasets.{differs}"
     )
     return PaperTable(header, [("", rows)], set(), caption)
 

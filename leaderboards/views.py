@@ -574,10 +574,11 @@ class ReportedPivot:
     metric: str
     unit: str
     source: str
-    frame: pd.DataFrame  # method, model, ours, differs, then one text column per dataset
+    frame: pd.DataFrame  # method, model, ours, one text column per dataset, differs
     datasets: list[str]
     n_compared: int  # cells with a difference
     n_measured: int  # cells with an own number
+    protocol_differs: str = ""  # corpus / retriever / top-k differences (the same for every row)
 
     @property
     def title(self) -> str:
@@ -615,9 +616,11 @@ def reported_pivots(table: pd.DataFrame) -> list[ReportedPivot]:
                 row[r["dataset"]] = rep
             seen = differs.setdefault(key, [])
             seen += [d for d in str(r["differs"] or "").split("; ") if d and d not in seen]
+        proto: list[str] = []
         for key, row in rows.items():
-            row["differs"] = "; ".join(sorted(differs[key], key=lambda d: d.startswith(protocol_level)))
-        frame = pd.DataFrame(list(rows.values()), columns=["method", "model", "ours", "differs", *datasets])
+            proto += [d for d in differs[key] if d.startswith(protocol_level) and d not in proto]
+            row["differs"] = "; ".join(d for d in differs[key] if not d.startswith(protocol_level))
+        frame = pd.DataFrame(list(rows.values()), columns=["method", "model", "ours", *datasets, "differs"])
         out.append(
             ReportedPivot(
                 paper=str(paper),
@@ -629,6 +632,7 @@ def reported_pivots(table: pd.DataFrame) -> list[ReportedPivot]:
                 datasets=datasets,
                 n_compared=sum(1 for r in recs if not _isnan(r["diff"])),
                 n_measured=sum(1 for r in recs if not _isnan(r["measured"])),
+                protocol_differs="; ".join(proto),
             )
         )
     return out

@@ -108,14 +108,14 @@ with left:
         alt.Chart(tok)
         .mark_bar()
         .encode(
-            y=alt.Y("row:N", title=None, sort="-x"),
+            y=alt.Y("row:N", title=None, sort="-x", axis=alt.Axis(labelLimit=260)),
             x=alt.X("tokens_q:Q", title="mean tokens per question", stack="zero", axis=alt.Axis(format="~s")),
             color=alt.Color(
                 "part:N", scale=alt.Scale(range=["#4c78a8", "#f58518"]), legend=alt.Legend(orient="bottom")
             ),
             tooltip=["method", "model", "part", alt.Tooltip("tokens_q:Q", format=".1f")],
         )
-        .properties(height=max(120, 28 * table.shape[0])),
+        .properties(height=alt.Step(26)),
         width="stretch",
     )
 with right:

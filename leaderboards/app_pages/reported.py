@@ -64,12 +64,17 @@ if reason:
 
 for pivot in views.reported_pivots(table):
     st.subheader(pivot.title)
-    st.caption(f"{pivot.source} · {pivot.n_measured} cells with our number, {pivot.n_compared} compared")
+    differs = f" · **protocol differs:** {pivot.protocol_differs}" if pivot.protocol_differs else ""
+    st.caption(
+        f"{pivot.source} · {pivot.n_measured} cells with our number, {pivot.n_compared} compared{differs}"
+    )
     cfg = {
         "method": st.column_config.TextColumn("method", pinned=True),
         "model": st.column_config.TextColumn("model (paper)"),
         "ours": st.column_config.TextColumn("model (ours)"),
-        "differs": st.column_config.TextColumn("differs", help="model, coverage, corpus, retriever, top-k"),
+        "differs": st.column_config.TextColumn(
+            "differs", help="what is not like with like: model, dataset coverage of an average", width="large"
+        ),
         **{d: st.column_config.TextColumn(dataset_label(d)) for d in pivot.datasets},
     }
     st.dataframe(

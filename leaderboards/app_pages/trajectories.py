@@ -135,11 +135,7 @@ def show_sample(s: views.SampleView, system: str) -> None:
         else:
             st.caption("this run stored no prompt")
     if s.metrics:
-        st.dataframe(
-            pd.DataFrame({"metric": [metric_label(k) for k in s.metrics], "value": list(s.metrics.values())}),
-            hide_index=True,
-            key=f"metrics_{s.run_id}",
-        )
+        st.caption(" · ".join(f"{metric_label(k)} {v:.2f}" for k, v in sorted(s.metrics.items())))
     for t in s.turns:
         tokens = f"{t.prompt_tokens} prompt / {t.completion_tokens} completion tokens"
         with st.container(border=True):
