@@ -235,3 +235,20 @@ def test_eval_retrieval_through_a_server_equals_in_process(tmp_path, capsys):
     assert set(by) == {"bm25s", "remote"} and len(by["remote"]) == 6
     assert by["remote"].equals(by["bm25s"])
     assert set(by["remote"]["corpus_hash"]) == {local.corpus_spec.content_hash}
+
+
+def test_train_and_eval_retrieval_check_the_server_before_any_work(served, tmp_path, capsys):
+    """`harness train --retriever-url` pins the server's description before a row or checkpoint is
+    written: a server with another corpus than the protocol's is one error line."""
+    from harness.cli import main
+
+    db, out = tmp_path / "t.duckdb", tmp_path / "run"
+    args = ["train", "--method", "search_r1", "--recipe", "cpu-smoke", "--db", str(db), "--out", str(out)]
+    assert main([*args, "--retriever-url", served.url + "/retrieve"]) == 2
+    err = capsys.readouterr().err
+    assert (
+        err.startswith(f"error: retrieval server {served.url} serves corpus 'tiny'") and err.count("\n") == 1
+    )
+    assert not db.exists() and not out.exists()
+    assert main([*args, "--retriever-declare", "bm25s"]) == 2
+    assert capsys.readouterr().err == "error: --retriever-declare needs --retriever-url\n"
