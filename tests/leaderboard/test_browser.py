@@ -37,6 +37,11 @@ pytestmark = [
 def test_leaderboard_in_chromium(fixture_db, tmp_path):
     pid = fixture_db.protocol.protocol_id
     with leaderboard_server(fixture_db.path, tmp_path / "server.log") as url, chromium_page() as page:
+        outside: list[str] = []  # self-hosted assets only: no request leaves the loopback server
+        page.on(
+            "request",
+            lambda r: None if r.url.startswith((url, "data:", "blob:", "about:")) else outside.append(r.url),
+        )
         # every page loads without an exception box
         for path, title in PAGES.items():
             page.goto(f"{url}/{path}?protocol={pid}")
@@ -89,4 +94,5 @@ def test_leaderboard_in_chromium(fixture_db, tmp_path):
         correction = CORRECTION.strip().split(". ")[0]
         page.get_by_text(correction).first.wait_for(state="visible", timeout=30_000)
         page.screenshot(path=str(tmp_path / "trajectory.png"), full_page=True)
+        assert outside == []  # e.g. a Material-icon favicon would be fetched from fonts.gstatic.com
     assert (tmp_path / "trajectory.png").stat().st_size > 10_000
