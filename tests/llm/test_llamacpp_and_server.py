@@ -110,6 +110,18 @@ def test_too_long_prompts_and_unknown_models_are_refused(llamacpp_backend, tmp_p
         make_backend(BackendSpec(kind="llamacpp", model=str(tmp_path / "missing.gguf")))
 
 
+def test_threads_default_to_one_and_more_wait_passively(monkeypatch):
+    from harness.llm.server import llama_threads, passive_omp_env
+
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    assert llama_threads(None) == 1 and llama_threads(3) == 3
+    monkeypatch.setenv("OMP_NUM_THREADS", "2")
+    assert llama_threads(None) == 2
+    assert passive_omp_env(1, {}) == {}
+    assert passive_omp_env(2, {"A": "1"}) == {"A": "1", "OMP_WAIT_POLICY": "PASSIVE"}
+    assert passive_omp_env(2, {"OMP_WAIT_POLICY": "ACTIVE"}) == {"OMP_WAIT_POLICY": "ACTIVE"}  # the user's
+
+
 def test_a_busy_port_is_refused_before_starting():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
