@@ -19,11 +19,14 @@ EXAMPLES = """\
 
 DESCRIPTION = """\
 Start the leaderboard app (Streamlit) over a DuckDB results file: the leaderboard per protocol
-with 95% intervals, reported vs reproduced numbers, cost and efficiency (Pareto) plots, a
-trajectory explorer and training curves. The app reads with short read-only connections, so
-`harness run` can keep writing to the same file. Before starting, the registered paper methods'
-published numbers are written into the file's `reported` table (replacing each paper's rows) and
-the price table (harness.cost presets + prices.json next to the file) into `prices`."""
+(score and 95% interval per cell, partial runs left out unless asked for), reported vs
+reproduced numbers as the papers' own tables, cost and efficiency (Pareto) plots, a trajectory
+explorer, training curves and a metric glossary; every page's choices are in its URL. The app
+reads with short read-only connections, so `harness run` can keep writing to the same file, and
+fetches nothing from the internet. Before starting, the registered paper methods' published
+numbers are written into the file's `reported` table (replacing each paper's rows; without it the
+app reads them from the package) and the price table (harness.cost presets + prices.json next to
+the file) into `prices`. See docs/leaderboard.md."""
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -52,7 +55,8 @@ def app_path() -> Path:
 
 
 def streamlit_command(app: Path, host: str, port: int) -> list[str]:
-    """The server command (headless, no usage statistics)."""
+    """The server command (headless, no usage statistics: nothing is sent to or fetched from the
+    internet; the favicon is an emoji, the fonts and icons are Streamlit's bundled ones)."""
     return [
         sys.executable, "-m", "streamlit", "run", str(app),
         "--server.headless", "true",
