@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from harness.store import Store
+from harness.store import ERROR_STATUS, Store
 
 LATEST_RUNS_SQL = """
 WITH per AS (
@@ -133,9 +133,11 @@ def has_relation(store: Store, name: str) -> bool:
 def latest_costs(store: Store, protocol_id: str, complete_only: bool = False) -> pd.DataFrame:
     """Per-question cost of the latest runs: retrievals, LLM calls, tokens, seconds and USD.
 
-    ``tokens`` (and ``prompt_tokens`` / ``completion_tokens``) are NULL where a server did not
-    report token counts (stored as -1); ``usd`` comes from the store's ``sample_costs`` view (NULL
-    when the price is unknown, or the view absent); ``answered`` is 1 when an answer was extracted."""
+    Failed samples (extraction status ``error``: no answer, no metrics) are left out, as in the
+    store's ``sample_costs`` view. ``tokens`` (and ``prompt_tokens`` / ``completion_tokens``) are
+    NULL where a server did not report token counts (stored as -1); ``usd`` comes from the store's
+    ``sample_costs`` view (NULL when the price is unknown, or the view absent); ``answered`` is 1
+    when an answer was extracted."""
     costed = has_relation(store, "sample_costs")
     usd = "c.cost_usd" if costed else "CAST(NULL AS DOUBLE)"
     join = "LEFT JOIN sample_costs c USING (run_id, dataset, sample_id)" if costed else ""
@@ -152,7 +154,7 @@ def latest_costs(store: Store, protocol_id: str, complete_only: bool = False) ->
                    s.latency_s AS seconds, {usd} AS usd,
                    CASE WHEN s.extraction_status IN ({ANSWERED}) THEN 1.0 ELSE 0.0 END AS answered
             FROM samples s JOIN latest l USING (run_id, dataset) {join}
-            WHERE s.extraction_status IS DISTINCT FROM 'error'  -- failed samples: no answer, no cost
+            WHERE s.extraction_status IS DISTINCT FROM '{ERROR_STATUS}'  -- failed: no answer, no cost
             ORDER BY l.method, l.model, s.dataset, s.position""",
         params,
     )
@@ -169,7 +171,8 @@ INVALID_FORMAT = "'invalid_action', 'empty_query'"
 def latest_row_stats(store: Store, protocol_id: str, complete_only: bool = False) -> pd.DataFrame:
     """Per (method, model) of the latest runs: ``n, answered, valid_format, n_error, partial_runs,
     n_expected``. ``answered``: share of questions with an extracted answer; ``valid_format``: share
-    whose every generation was a well-formed action; ``n_error``: samples stored with an error;
+    whose every generation was a well-formed action; ``n_error``: failed samples (extraction status
+    ``error``, never scored);
     ``partial_runs``: the row's runs that did not end ``complete`` (status and count)."""
     where, params = _protocol_filter(protocol_id, complete_only)
     return store.query(
@@ -182,7 +185,7 @@ def latest_row_stats(store: Store, protocol_id: str, complete_only: bool = False
               SELECT l.method, l.model, s.run_id, s.dataset,
                      s.extraction_status IN ({ANSWERED}) AS answered,
                      b.sample_id IS NULL AS valid_format,
-                     s.error IS NOT NULL AS errored
+                     s.extraction_status = '{ERROR_STATUS}' AS errored
               FROM samples s JOIN latest l USING (run_id, dataset)
               LEFT JOIN bad b USING (run_id, dataset, sample_id)
             ),

@@ -20,7 +20,8 @@ with a generation without an action, answered by the correction message (``CORRE
 the engine stores no turn for); its question 3 makes a search that returns 0 passages. The
 reported rows include a count (TIRESRAG-R1's ``n_retrievals`` 2.9, ours 1) and a seven-dataset
 average against our three-dataset one (no difference). ``build(partial=True)`` adds a killed
-run (status ``interrupted``, IRCoT on hotpotqa, 2 of 4 questions).
+run (status ``interrupted``, IRCoT on hotpotqa, 2 of 4 questions scored, a third failed with an
+error and no metrics).
 
 ``p`` is a partial answer ("Lovelace" for "Ada Lovelace"): EM 0, F1 2/3, so direct's F1 on
 hotpotqa is (1 + 2/3) / 4 = 0.41667 while its EM is 0.25. An LLM judge (``JUDGE_METRIC``, with a
@@ -335,6 +336,15 @@ def build(path: Path, *, corrupt: str | None = None, tag: str = "", partial: boo
         killed = f"ircot-fixture{tag}-killed"
         store.create_run(_run_record(killed, "ircot", proto))
         store.add_samples(killed, _samples("naive_rag", {"hotpotqa": "cc"}, proto, False))
+        failed = Trajectory(  # a request that failed after the backend's retries: no answer, no metrics
+            example_id="hotpotqa-2",
+            dataset="hotpotqa",
+            question=question("hotpotqa", 2),
+            answers=[ANSWERS[2]],
+            extraction_status="error",
+            error="HTTP 500 from http://127.0.0.1:1/v1 after 3 attempts",
+        )
+        store.add_samples(killed, [ScoredSample(failed, {}, position=2, gold_ids=gold_ids("hotpotqa", 2))])
         store.finish_run(killed, "interrupted", 1.0)
     train_id = f"train-search_r1-fixture{tag}"
     store.create_run(_run_record(train_id, "search_r1", proto, "recipe cpu-smoke", kind="train"))

@@ -163,7 +163,10 @@ def test_partial_runs_are_left_out_or_marked(tmp_path):
     with_partial = views.leaderboard_from_db(store, pid, "em", include_partial=True)
     ircot = with_partial.frame.set_index("method").loc["ircot"]
     assert ircot["status"] == "partial: ircot-fixture-killed interrupted"
-    assert ircot["n"] == 2 and ircot["hotpotqa"] == 1.0
+    assert ircot["n"] == 2 and ircot["hotpotqa"] == 1.0  # the failed question is not scored ...
+    assert ircot["errors"] == 1 and ircot["answered"] == pytest.approx(2 / 3)  # ... but counted
+    costs = queries.latest_costs(store, pid)
+    assert "hotpotqa-2" not in set(costs[costs["run_id"] == "ircot-fixture-killed"]["sample_id"])
     assert pd.isna(ircot["avg_all"]) and pd.isna(ircot["avg_multihop"])  # never an average over fewer sets
 
 
