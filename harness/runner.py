@@ -90,7 +90,7 @@ def sample_error(t: Trajectory) -> str | None:
     failed = [turn for turn in t.turns if turn.stop_reason == "error"]
     if failed:
         why = next((turn.error for turn in failed if turn.error), None)
-        what = f"{len(failed)} of its {len(t.turns)} turns failed (turn {failed[0].index} first)"
+        what = f"{len(failed)} of its {len(t.turns)} model call(s) failed (first: turn {failed[0].index})"
         return f"{what}: {why}" if why else what
     if t.error:
         return t.error
