@@ -65,6 +65,8 @@ def build_view(
     ``metric`` is matched case-insensitively by id or label (``EM``, ``cover-EM``)."""
     if view not in VIEWS:
         raise ConfigError(f"unknown view {view!r}; choose one of {', '.join(VIEWS)}")
+    if view == "reported" and protocol is None and queries.protocols(store).empty:
+        return _reported_view(store, None, "no runs yet")  # the published numbers alone
     pid = views.choose_protocol(store, protocol)
     name = views.protocol_name(store, pid)
     if view == "leaderboard":
@@ -78,21 +80,7 @@ def build_view(
             [leaderboard_table(board)],
         )
     if view == "reported":
-        import json
-
-        from leaderboards.reported_sync import reported_frame
-
-        rep = reported_frame(store)
-        raw = queries.protocol_json(store, pid)
-        table = views.build_reported(
-            rep, views.reported_boards(store, pid, rep), protocol=json.loads(raw) if raw else None
-        )
-        return ExportedView(
-            f"Reported vs reproduced · ours under protocol {name} ({pid})",
-            table,
-            list(REPORTED_COLUMNS),
-            [pivot_table(p) for p in views.reported_pivots(table)],
-        )
+        return _reported_view(store, pid, f"ours under protocol {name} ({pid})")
     metric = views.resolve_metric(store, pid, metric)
     table = views.build_cost(
         queries.latest_values(store, pid, [metric], complete_only=not include_partial),
@@ -106,6 +94,24 @@ def build_view(
         table,
         list(COST_COLUMNS),
         [cost_table(table)],
+    )
+
+
+def _reported_view(store, pid: str | None, scope: str) -> ExportedView:
+    """Published numbers (the database's, else the registered papers') beside ours under ``pid``."""
+    import json
+
+    from leaderboards.reported_sync import reported_frame
+
+    rep = reported_frame(store)
+    raw = queries.protocol_json(store, pid) if pid else None
+    boards = views.reported_boards(store, pid, rep) if pid else {}
+    table = views.build_reported(rep, boards, protocol=json.loads(raw) if raw else None)
+    return ExportedView(
+        f"Reported vs reproduced · {scope}",
+        table,
+        list(REPORTED_COLUMNS),
+        [pivot_table(p) for p in views.reported_pivots(table)],
     )
 
 

@@ -140,6 +140,12 @@ def test_reported_export_on_a_fresh_database(tmp_path, capsys):
 
     db = tmp_path / "fresh.duckdb"
     store = Store(db)
+    empty = tmp_path / "empty.csv"  # no run at all: the published numbers alone
+    assert (
+        main(["export", "--format", "csv", "--view", "reported", "--db", str(db), "--out", str(empty)]) == 0
+    )
+    alone = pd.read_csv(empty)
+    assert len(alone) > 2000 and alone["measured"].isna().all()
     proto = fixtures.preset("mini")
     store.create_run(fixtures._run_record("r1", "search_r1", proto))
     store.add_samples("r1", fixtures._samples("search_r1", {"hotpotqa": "c0"}, proto, False))
