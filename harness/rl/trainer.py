@@ -1,4 +1,5 @@
-"""The RL trainer: GRPO / Dr. GRPO / DAPO / REINFORCE++ on a transformers policy, on CPU or GPU.
+"""The RL trainer: GRPO / Dr. GRPO / DAPO / REINFORCE++ / PPO (GAE critic) on a transformers
+policy, on CPU or GPU.
 
 One training step:
 
@@ -8,7 +9,10 @@ One training step:
 2. score every trajectory with the method's reward in force at this step (multi-stage recipes
    switch rewards by step); DAPO overlong shaping; dynamic sampling (drop groups by a filter
    and roll out more, up to a cap);
-3. advantages (``harness.rl.advantages``), optionally with KL-in-reward;
+3. advantages (``harness.rl.advantages``), optionally with KL-in-reward; for PPO
+   (``adv_estimator='gae'``) the critic (:mod:`harness.rl.ppo`) values every model token first,
+   and each mini-batch updates the critic (clipped value loss) before the policy, which waits
+   ``critic.warmup_steps`` steps;
 4. ``ppo_epochs`` passes over mini-batches of ``mini_batch_size`` groups, each a gradient-
    accumulated sum over micro-batches, with the clipped policy loss, KL-as-loss and entropy
    bonus aggregated by the recipe's explicit ``loss_agg_mode``; observation tokens are masked out

@@ -35,7 +35,7 @@ import pytest
 
 pytestmark = pytest.mark.slow
 
-UNTRAINED_N = 5
+UNTRAINED_N = 3
 TOP_SHARE_MAX = 0.5
 
 
