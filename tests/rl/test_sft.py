@@ -1,0 +1,141 @@
+"""The supervised warm-up: demonstrations are rolled out through the method's own engine (ids and
+loss mask exactly an RL rollout's), trained with the RL forward; the packaged split keeps held-out
+questions out of training; the held-out report's answer statistics."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from harness.errors import ConfigError
+from harness.protocol import CorpusRef, Protocol
+from harness.rl.recipe import SftConfig
+from harness.types import Hit, QAExample
+
+PROTO = Protocol(name="t", corpus=CorpusRef(id="none", content_hash="0" * 64, n_passages=0), max_turns=1)
+TURNS = (
+    "<think> go </think>\n<search> {question} </search>",
+    "<think> ok </think>\n<answer> {answer} </answer>",
+)
+
+
+def _cfg(**kw) -> SftConfig:
+    base = dict(
+        turns=TURNS,
+        answer_in_observation=True,
+        n_questions=None,
+        epochs=1,
+        batch_size=2,
+        micro_batch_size=1,
+        lr=1e-2,
+        lr_warmup_steps=0,
+        weight_decay=0.0,
+        adam_betas=(0.9, 0.999),
+        grad_clip=1.0,
+    )
+    return SftConfig(**{**base, **kw})
+
+
+class OneDocRetriever:
+    """The query's own paragraph: 'Paris' for the capital question, nothing useful otherwise."""
+
+    def search(self, queries: list[str], k: int) -> list[list[Hit]]:
+        text = {"capital of France?": "Paris is the capital of France."}
+        return [
+            [Hit(doc_id="d", contents=f'"Doc"\n{text.get(q, "Unrelated words.")}', score=1.0)]
+            for q in queries
+        ]
+
+
+def _examples() -> list[QAExample]:
+    return [
+        QAExample(
+            id="1", dataset="t", split="t", question="capital of France?", answers=("Paris City", "paris")
+        ),
+        QAExample(id="2", dataset="t", split="t", question="Who wrote Ulysses?", answers=("Joyce",)),
+    ]
+
+
+def test_demonstrations_have_the_engines_ids_and_mask(tiny_dir: Path):
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from harness.llm.transformers_backend import TransformersBackend
+    from harness.rl.sft import build_demonstrations
+    from methods.search_r1 import SearchR1
+
+    tok = AutoTokenizer.from_pretrained(str(tiny_dir))
+    backend = TransformersBackend.from_model(AutoModelForCausalLM.from_pretrained(str(tiny_dir)), tok)
+    method = SearchR1()
+    demos = build_demonstrations(
+        method, _examples(), backend=backend, protocol=PROTO, retriever=OneDocRetriever(), cfg=_cfg()
+    )
+    # the Ulysses question's retrieval does not hold "Joyce": dropped
+    assert (demos.asked, demos.kept) == (2, 1)
+    (t,) = demos.trajectories
+    assert t.prediction == "paris"  # the gold string found in the observation, as the answer
+    prompt = backend.chat_prompt(method.prompt_messages(_examples()[0], training=True))
+    assert t.prompt_ids == backend.prompt_ids(prompt)
+    turn1 = TURNS[0].format(question="capital of France?")
+    turn2 = TURNS[1].format(answer="paris")
+    obs = '\n\n<information>Doc 1(Title: "Doc") Paris is the capital of France.</information>\n\n'
+    pieces = [(turn1, 1), (obs, 0), (turn2, 1)]
+    assert t.response == turn1 + obs + turn2
+    assert t.response_ids == [i for text, _ in pieces for i in backend.tokenize(text)]
+    assert t.loss_mask == [m for text, m in pieces for _ in backend.tokenize(text)]
+
+
+def test_sft_lowers_the_nll_of_the_model_tokens(tiny_dir: Path):
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from harness.llm.transformers_backend import TransformersBackend
+    from harness.rl.sft import build_demonstrations, train_sft
+    from methods.search_r1 import SearchR1
+
+    torch.manual_seed(0)
+    tok = AutoTokenizer.from_pretrained(str(tiny_dir))
+    model = AutoModelForCausalLM.from_pretrained(str(tiny_dir))
+    backend = TransformersBackend.from_model(model, tok)
+    cfg = _cfg(answer_in_observation=False, epochs=8, batch_size=2)
+    demos = build_demonstrations(
+        SearchR1(), _examples(), backend=backend, protocol=PROTO, retriever=OneDocRetriever(), cfg=cfg
+    )
+    assert demos.kept == 2  # both answered; the Ulysses one with its first gold answer
+    hist = train_sft(model, demos.trajectories, cfg, pad_id=tok.pad_token_id or 0, seed=0, log=lambda s: None)
+    assert len(hist) == 8
+    assert hist[-1]["sft/loss"] < 0.5 * hist[0]["sft/loss"], [h["sft/loss"] for h in hist]
+    # the token count is the mask's: observation tokens are not trained on
+    assert hist[0]["sft/tokens"] == sum(sum(t.loss_mask) for t in demos.trajectories)
+
+
+def test_the_learning_split_is_what_run_sample_draws_and_training_never_sees_it():
+    from harness.data.benches import Selection, get_bench, load_bench
+    from harness.methods_registry import get_trainable
+    from harness.rl.split import check_split, load_split, refuse_heldout, split_examples
+    from harness.rl.trainer import training_examples
+
+    split = load_split("learning")
+    check_split(split)  # the stored ids are what the build script makes from the packaged data
+    sel = split.heldout_selection
+    ((_, drawn),) = load_bench(get_bench(split.bench), Selection(mode="random", n=sel.n, seed=sel.seed))
+    assert tuple(e.id for e in drawn) == split.heldout["popqa"]  # = harness run --sample n --seed s
+    assert split.eval_args() == ["--bench", "mini-singlehop", "--sample", str(sel.n), "--seed", str(sel.seed)]
+    _, recipe = get_trainable("search_r1", "cpu-sft-rl")
+    train = training_examples(recipe)
+    assert len(train) == 1000 - sel.n and not {e.id for e in train} & set(split.heldout["popqa"])
+    with pytest.raises(ConfigError, match="held out"):
+        refuse_heldout("learning", split_examples("learning", "heldout")[:1])
+
+
+def test_answer_stats_flag_a_collapsed_policy():
+    from harness.rl.heldout import answer_stats
+
+    collapsed = answer_stats(["and", "And", "and.", "and", None])
+    assert collapsed.top_answer == "and" and collapsed.top_share == 0.8 and collapsed.answered == 0.8
+    # entropy of {and: 4/5, none: 1/5}
+    assert collapsed.entropy_bits == pytest.approx(
+        -(0.8 * torch.log2(torch.tensor(0.8)) + 0.2 * torch.log2(torch.tensor(0.2))).item()
+    )
+    varied = answer_stats(["Paris", "Joyce", "1914", "Joyce"])
+    assert (varied.top_answer, varied.top_share, varied.entropy_bits) == ("joyce", 0.5, 1.5)
