@@ -195,7 +195,7 @@ def handle(args: argparse.Namespace) -> int:
     for row in prefill_summary(runner.store, [r.run_id for r in runs]).itertuples(index=False):
         saved = 1 - row.prefill_tokens / row.prompt_tokens if row.prompt_tokens else 0.0
         print(
-            f"{row.method}: {row.prompt_tokens} prompt tokens, {row.prefill_tokens} prefilled "
+            f"{row.method}: {int(row.prompt_tokens)} prompt tokens, {int(row.prefill_tokens)} prefilled "
             f"({saved:.0%} saved by prefix reuse)",
             file=sys.stderr,
         )
