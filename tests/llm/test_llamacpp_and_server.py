@@ -221,11 +221,11 @@ def test_a_server_that_dies_at_startup_is_reported_with_its_log(tmp_path):
     assert not srv.log_path.exists()
 
 
-def test_vllm_mapping_and_missing_vllm(tmp_path):
+def test_vllm_mapping_and_missing_vllm():
     import importlib.util
 
     from harness.errors import HarnessError
-    from harness.llm.vllm_backend import engine_kwargs, eos_ids, sampling_kwargs
+    from harness.llm.vllm_backend import engine_kwargs, sampling_kwargs
 
     spec = BackendSpec(kind="vllm", model="m", dtype="bfloat16", tensor_parallel_size=2, max_model_len=4096)
     assert engine_kwargs(spec, "/models/m") == {
@@ -246,16 +246,15 @@ def test_vllm_mapping_and_missing_vllm(tmp_path):
         "n": 1,
         "temperature": 0.7,
         "top_p": 0.9,
-        "top_k": -1,
+        "top_k": 0,
         "seed": 3,
         "max_tokens": 64,
         "stop": ["</search>"],
         "include_stop_str_in_output": True,
         "skip_special_tokens": False,
+        "spaces_between_special_tokens": False,
         "detokenize": True,
     }
-    (tmp_path / "generation_config.json").write_text('{"eos_token_id": [2, 7]}')
-    assert eos_ids(tmp_path, 2) == {2, 7}
     if importlib.util.find_spec("vllm") is None:
         with pytest.raises(HarnessError, match=r"rar-harness\[gpu\]"):
             make_backend(spec)
