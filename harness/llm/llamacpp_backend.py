@@ -20,6 +20,14 @@ backend. Sampling is neutral unless :class:`~harness.types.SamplingParams` says 
 repeat/presence/frequency penalty, no min-p, DRY or XTC, ``top_k`` off; ``temperature == 0`` is
 greedy. Prompt ``i`` of a call is sampled with seed ``seed + i``.
 
+Reproducibility: llama.cpp's CPU kernels take different paths for decode calls of different sizes,
+and which requests share a call depends on when they reach the server, so a greedy continuation can
+flip at a near-tie between two identical runs (seen once in 6 naive_rag answers on mini-multihop).
+``max_batch_size=1`` (one slot, requests in order) makes reruns identical, at the cost of batching.
+Greedy output also differs from the transformers backend on the same Q4_1 weights (llama.cpp
+multiplies with 8-bit-quantised activations; 1 of 8 SmolLM2 chat answers was identical over 48
+tokens), so runs of the two backends are distinct runs, never mixed.
+
 Tokenization, detokenization (special tokens kept) and the chat template (the GGUF's own, through
 llama.cpp's Jinja engine) come from the same server (``/tokenize``, ``/detokenize``,
 ``/apply-template``), so they are the model's tokenizer, not an approximation.
