@@ -41,7 +41,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "--model", default="smollm2-135m-instruct", help="model name, local HF dir, or served name"
     )
     p.add_argument(
-        "--backend", default="transformers", choices=["transformers", "llamacpp", "openai", "vllm"]
+        "--backend",
+        default="auto",
+        choices=["auto", "transformers", "llamacpp", "openai", "vllm"],
+        help="auto (default): openai with --base-url, llamacpp for a packaged preset or a .gguf, "
+        "transformers for a local HF directory (e.g. a training checkpoint)",
     )
     p.add_argument(
         "--base-url", action="append", default=None, help="OpenAI-compatible endpoint (repeatable)"
@@ -93,6 +97,7 @@ def handle(args: argparse.Namespace) -> int:
     from harness.judge.cli_options import judge_spec_from_args, print_report, report_judge_failures
     from harness.judge.factory import make_judge
     from harness.judge.stored import judge_runs
+    from harness.llm.model_files import auto_backend
     from harness.methods_registry import get_method, resolve_methods
     from harness.protocol import preset
     from harness.runner import RunConfig, Runner, own_protocol, prefill_summary, reference_sources, summary
@@ -151,7 +156,9 @@ def handle(args: argparse.Namespace) -> int:
         bench=args.bench,
         protocol=proto,
         model=args.model,
-        backend=args.backend,
+        backend=auto_backend(args.model, served=bool(args.base_url))
+        if args.backend == "auto"
+        else args.backend,
         backend_options=opts,
         corpus_path=args.corpus,
         retriever_url=args.retriever_url,

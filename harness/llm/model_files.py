@@ -171,6 +171,18 @@ def canonical_name(name: str) -> str:
     return ALIASES.get(name, name)
 
 
+def auto_backend(model: str, *, served: bool = False) -> str:
+    """The backend ``--backend auto`` picks for ``model``: ``openai`` when base URLs are given
+    (``served``), ``llamacpp`` for a preset or a ``.gguf`` file (llama.cpp decodes a GGUF about
+    2.5x faster than transformers on a CPU and is the only backend the reader preset runs on),
+    ``transformers`` for anything else (a local HF directory such as a training checkpoint)."""
+    if served:
+        return "openai"
+    if canonical_name(model) in PRESETS or model.endswith(".gguf"):
+        return "llamacpp"
+    return "transformers"
+
+
 def get_preset(name: str) -> ModelPreset:
     p = PRESETS.get(canonical_name(name))
     if p is None:
