@@ -169,8 +169,9 @@ class Completion:
         }
 
 
-# "message": environment text the rollout engine inserted in place of a retrieval (a repeated query,
-# a search over the search cap); its ``query`` is the refused one, its status says why
+# "message": environment text the rollout engine inserted: in place of a retrieval (a repeated query,
+# a search over the search cap; its ``query`` is the refused one) or after a turn with no valid
+# action (the dialect's correction message, status ``correction``); its status says why
 TurnKind = Literal["generate", "retrieve", "llm_call", "judge", "message"]
 
 

@@ -232,8 +232,16 @@ def run_tag_rollouts(
                 s.done, s.ended_by = True, "max_turns"
             elif cfg.on_invalid == "end":
                 s.done, s.ended_by = True, "no_action"
-            else:
-                append_env(ctx, s, cfg.dialect.invalid_message)
+            elif cfg.dialect.invalid_message:
+                # stored as a turn: a reader of the trajectory sees what the model was told (the
+                # policy often copies it), and the store keeps it without reconstructing it
+                n_env = append_env(ctx, s, cfg.dialect.invalid_message)
+                s.add_turn(
+                    kind="message",
+                    text=cfg.dialect.invalid_message,
+                    observation_tokens=n_env,
+                    status="correction",
+                )
 
         if searching:
             retriever = ctx.require_retriever(cfg.dialect.name)

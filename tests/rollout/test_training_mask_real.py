@@ -82,10 +82,16 @@ def test_mask_token_by_token_on_real_tokenizer(tiny_dir):
                 pos += n
                 last = k == len(t.turns) - 1
                 if turn.status in ("invalid_action", "truncated", "empty_query") and not last:
-                    m = len(backend.tokenize(SEARCH_R1_DIALECT.invalid_message))
-                    assert t.loss_mask[pos : pos + m] == [0] * m
-                    env_texts.append(tok.decode(t.response_ids[pos : pos + m]))
-                    pos += m
+                    # the correction message follows as its own turn, with its token count
+                    nxt = t.turns[k + 1]
+                    assert (nxt.kind, nxt.status) == ("message", "correction")
+                    assert nxt.text == SEARCH_R1_DIALECT.invalid_message
+                    assert nxt.observation_tokens == len(backend.tokenize(SEARCH_R1_DIALECT.invalid_message))
+            elif turn.kind == "message":
+                m = turn.observation_tokens
+                assert t.loss_mask[pos : pos + m] == [0] * m
+                env_texts.append(tok.decode(t.response_ids[pos : pos + m]))
+                pos += m
             else:
                 n = turn.observation_tokens
                 assert t.loss_mask[pos : pos + n] == [0] * n
