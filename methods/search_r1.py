@@ -388,7 +388,11 @@ def cpu_sft_rl_recipe(method: str) -> Recipe:
     with the gold string the real retrieval shows), then GRPO with DAPO dynamic sampling on outcome
     EM, on the ``train`` part of the packaged ``learning`` split of PopQA-in-the-closed-corpus;
     evaluated on its held-out part. Every choice that is ours is for a 45-minute budget on 2 CPU
-    cores; the held-out questions are never trained on."""
+    cores; the held-out questions are never trained on.
+
+    Measured (docs/training.md): too small to learn. The warm-up teaches the first turn's template
+    (search the question) but not answering from the documents; the one GRPO step finds no
+    rewarded rollout and makes no update; held-out EM is 0 untrained, after SFT and after RL."""
     base = cpu_smoke_recipe(method, reward="em", max_turns=1)
     algo = base.algo.replace(
         group_size=4,
