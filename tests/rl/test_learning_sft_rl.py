@@ -143,6 +143,8 @@ def test_sft_then_grpo_raise_heldout_em_without_collapse(smollm2_dir: Path, tmp_
             "search_r1",
             "--model",
             model,
+            "--backend",
+            "transformers",  # every checkpoint on the backend it was trained with
             "--bench",
             split.bench,
             "--sample",
