@@ -224,6 +224,10 @@ class Backend(ABC):
     def describe(self) -> dict[str, Any]:
         """What identifies the generator in a run record: backend, model, dtype, revision/hash..."""
 
+    def drop_prefix_cache(self) -> None:  # noqa: B027 - optional hook
+        """Free whatever the backend keeps of earlier calls to reuse their prefixes (the trainer
+        calls it once a step's rollouts are done, so cached KV does not sit through the update)."""
+
     def close(self) -> None:  # noqa: B027 - optional hook
         """Release threads, processes or memory held by the backend."""
 

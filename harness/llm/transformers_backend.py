@@ -131,6 +131,10 @@ class TransformersBackend(Backend):
             messages, tokenize=False, add_generation_prompt=add_generation_prompt
         )
 
+    def drop_prefix_cache(self) -> None:
+        if self.prefix_cache is not None:
+            self.prefix_cache.clear()
+
     def describe(self) -> dict[str, Any]:
         import torch
         import transformers

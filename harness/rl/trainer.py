@@ -244,6 +244,7 @@ class Trainer:
             seed=self.recipe.seed * 1_000_003 + step * 1_009 + rnd * 101,
         )
         trajs = self.method.solve(expanded, ctx)
+        ctx.backend.drop_prefix_cache()  # the cached KV of these rollouts is not needed by the update
         reward_name = self.recipe.reward_at(step)
         rctx = RewardContext(step=step, models=self.aux_models, total_steps=self.recipe.steps)
         rewards = self.method.rewards(trajs, name=reward_name, ctx=rctx)
