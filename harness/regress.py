@@ -138,9 +138,31 @@ def baseline_from_values(
     return Baseline(
         created_at=datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
         tolerance=tolerance,
-        runs={run_id: redact(command) for run_id, command in (runs or {}).items()},  # a committed file
+        # a committed file: no credentials, no paths of the machine that wrote it
+        runs={run_id: portable_command(redact(command)) for run_id, command in (runs or {}).items()},
         entries=entries,
     )
+
+
+def portable_command(command: str) -> str:
+    """``command`` without the paths of the machine that ran it, for a committed baseline: the
+    program becomes ``harness`` (also for ``python -m harness``), and every absolute or
+    home-relative path keeps only its file name after ``<path>/``
+    (``/tmp/ci-4/.tox/py/bin/harness run --db /tmp/x/ci.duckdb`` -> ``harness run --db <path>/ci.duckdb``)."""
+    import shlex
+
+    words = shlex.split(command)
+    if len(words) >= 3 and words[1:3] == ["-m", "harness"]:
+        words = ["harness", *words[3:]]
+    elif words and Path(words[0]).name == "harness":
+        words[0] = "harness"
+    out = []
+    for w in words:
+        key, eq, value = w.partition("=") if w.startswith("--") else ("", "", w)
+        if value.startswith(("/", "~")):
+            value = f"<path>/{Path(value).name}"
+        out.append(f"{key}{eq}{value}")
+    return shlex.join(out)
 
 
 def compare(

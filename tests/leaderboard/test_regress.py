@@ -180,3 +180,19 @@ def test_update_never_writes_credentials(tmp_path):
     text = out.read_text()
     assert "sk-SECRET" not in text and "sk-TWO" not in text
     assert "http://me:***@host/v1?api_key=***" in text
+
+
+def test_baseline_commands_carry_no_machine_paths():
+    from harness.regress import portable_command
+
+    cmd = (
+        "/tmp/ci-clone2/.tox/py/bin/harness run --method direct,naive_rag --bench mini --limit 3 "
+        "--db /tmp/ci-clone2/.tox/regress/tmp/ci.duckdb --corpus=~/data/wiki-18.jsonl --no-progress"
+    )
+    assert portable_command(cmd) == (
+        "harness run --method direct,naive_rag --bench mini --limit 3 --db '<path>/ci.duckdb' "
+        "'--corpus=<path>/wiki-18.jsonl' --no-progress"
+    )
+    assert portable_command("/usr/bin/python3 -m harness run --db results/h.duckdb") == (
+        "harness run --db results/h.duckdb"
+    )
