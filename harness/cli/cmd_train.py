@@ -33,9 +33,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--method", required=True, help="a trainable method (see `harness list methods`)")
     p.add_argument("--recipe", default="cpu-smoke", help="recipe name of the method (default cpu-smoke)")
     p.add_argument("--model", default="smollm2-135m-instruct", help="base model: name or local HF dir")
-    p.add_argument(
-        "--steps", type=positive_int, default=None, help="override the recipe's number of steps"
-    )
+    p.add_argument("--steps", type=positive_int, default=None, help="override the recipe's number of steps")
     p.add_argument(
         "--recipe-override",
         nargs="*",
