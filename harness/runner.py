@@ -99,6 +99,36 @@ def sample_error(t: Trajectory) -> str | None:
     return None
 
 
+def create_train_run(
+    store: Store, *, prefix: str, method: Method, recipe, protocol: Protocol, model: str, label: str
+) -> str:
+    """Create the ``train`` run row of ``harness train`` / ``harness sft`` (transformers backend,
+    the recipe as the spec, git commit, versions, this command) and return its id."""
+    import shlex
+
+    run_id = f"{prefix}-{method.name}-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}"
+    store.create_run(
+        RunRecord(
+            run_id=run_id,
+            kind="train",
+            method=method.name,
+            model=model,
+            backend="transformers",
+            protocol_id=protocol.protocol_id,
+            protocol_name=protocol.name,
+            protocol_json=protocol.model_dump_json(),
+            method_spec_hash=method.spec(protocol).spec_hash,
+            method_spec_json=recipe.model_dump_json(),
+            bench=recipe.bench,
+            label=label,
+            git_commit=git_commit(),
+            versions_json=json.dumps(versions()),
+            command=" ".join(shlex.quote(a) for a in sys.argv),
+        )
+    )
+    return run_id
+
+
 def git_commit() -> str:
     try:
         out = subprocess.run(

@@ -4,10 +4,8 @@ from __future__ import annotations
 
 import argparse
 import json
-import shlex
 import sys
 import time
-import uuid
 from pathlib import Path
 
 from harness.cli import add_command
@@ -73,8 +71,8 @@ def handle(args: argparse.Namespace) -> int:
     from harness.retrieval.factory import make_protocol_retriever
     from harness.rl.sft import build_demonstrations, train_sft
     from harness.rl.trainer import load_policy, rollout_protocol, save_final, training_examples
-    from harness.runner import git_commit, versions
-    from harness.store import RunRecord, Store
+    from harness.runner import create_train_run
+    from harness.store import Store
 
     cfg = recipe.sft
     proto = resolve_corpus(preset(args.protocol), args.corpus)
@@ -106,25 +104,14 @@ def handle(args: argparse.Namespace) -> int:
     )
 
     store = Store(args.db)
-    run_id = f"sft-{method.name}-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}"
-    store.create_run(
-        RunRecord(
-            run_id=run_id,
-            kind="train",
-            method=method.name,
-            model=args.model,
-            backend="transformers",
-            protocol_id=rp.protocol_id,
-            protocol_name=rp.name,
-            protocol_json=rp.model_dump_json(),
-            method_spec_hash=method.spec(rp).spec_hash,
-            method_spec_json=recipe.model_dump_json(),
-            bench=recipe.bench,
-            label=f"sft recipe {recipe.name}",
-            git_commit=git_commit(),
-            versions_json=json.dumps(versions()),
-            command=" ".join(shlex.quote(a) for a in sys.argv),
-        )
+    run_id = create_train_run(
+        store,
+        prefix="sft",
+        method=method,
+        recipe=recipe,
+        protocol=rp,
+        model=args.model,
+        label=f"sft recipe {recipe.name}",
     )
     pad_id = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
     status = "failed"

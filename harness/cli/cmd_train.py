@@ -4,10 +4,8 @@ from __future__ import annotations
 
 import argparse
 import json
-import shlex
 import sys
 import time
-import uuid
 from pathlib import Path
 
 from harness.cli import add_command, positive_int
@@ -78,8 +76,8 @@ def run_training(method, recipe, args: argparse.Namespace) -> int:
     from harness.protocol import preset, resolve_corpus
     from harness.retrieval.cli_options import remote_protocol_from_args
     from harness.rl.trainer import Trainer, rollout_protocol
-    from harness.runner import git_commit, versions
-    from harness.store import RunRecord, Store
+    from harness.runner import create_train_run
+    from harness.store import Store
 
     proto = remote_protocol_from_args(preset(args.protocol), args)  # --retriever-url
     if proto.remote is None or args.corpus is not None:
@@ -87,26 +85,15 @@ def run_training(method, recipe, args: argparse.Namespace) -> int:
     out = args.out or Path("runs") / f"{method.name}-{recipe.name}"
     out.mkdir(parents=True, exist_ok=True)
     store = Store(args.db)
-    run_id = f"train-{method.name}-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}"
     rp = rollout_protocol(proto, recipe)
-    store.create_run(
-        RunRecord(
-            run_id=run_id,
-            kind="train",
-            method=method.name,
-            model=args.model,
-            backend="transformers",
-            protocol_id=rp.protocol_id,
-            protocol_name=rp.name,
-            protocol_json=rp.model_dump_json(),
-            method_spec_hash=method.spec(rp).spec_hash,
-            method_spec_json=recipe.model_dump_json(),
-            bench=recipe.bench,
-            label=f"recipe {recipe.name}",
-            git_commit=git_commit(),
-            versions_json=json.dumps(versions()),
-            command=" ".join(shlex.quote(a) for a in sys.argv),
-        )
+    run_id = create_train_run(
+        store,
+        prefix="train",
+        method=method,
+        recipe=recipe,
+        protocol=rp,
+        model=args.model,
+        label=f"recipe {recipe.name}",
     )
     t0 = time.perf_counter()
     status = "failed"
