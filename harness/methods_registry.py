@@ -16,15 +16,15 @@ METHODS.register_lazy("ircot", "baselines.ircot:IRCoT")
 METHODS.register_lazy("search_o1", "baselines.search_o1:SearchO1")
 METHODS.register_lazy("sure", "baselines.sure:SuRe")
 # paper methods
-METHODS.register_lazy("search_r1", "methods.search_r1:SearchR1")
-METHODS.register_lazy("eval_rar", "methods.eval_rar:EvalRAR")
-METHODS.register_lazy("r_search", "methods.r_search:RSearch")
-METHODS.register_lazy("arena", "methods.arena:Arena")
-METHODS.register_lazy("tiresrag_r1", "methods.tiresrag_r1:TiresRAG")
-METHODS.register_lazy("when_to_search", "methods.when_to_search:WhenToSearch")
+METHODS.register_lazy("search_r1", "methods.search_r1.method:SearchR1")
+METHODS.register_lazy("eval_rar", "methods.eval_rar.method:EvalRAR")
+METHODS.register_lazy("r_search", "methods.r_search.method:RSearch")
+METHODS.register_lazy("arena", "methods.arena.method:Arena")
+METHODS.register_lazy("tiresrag_r1", "methods.tiresrag_r1.method:TiresRAG")
+METHODS.register_lazy("when_to_search", "methods.when_to_search.method:WhenToSearch")
 # variants: registered and runnable by name, listed, but not part of `--method all` (one row per
 # paper method in the main comparison); name -> the method it varies
-METHODS.register_lazy("eval_rar_b", "methods.eval_rar:EvalRARModeB")
+METHODS.register_lazy("eval_rar_b", "methods.eval_rar.method:EvalRARModeB")
 VARIANTS: dict[str, str] = {"eval_rar_b": "eval_rar"}
 
 

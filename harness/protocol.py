@@ -159,15 +159,15 @@ def searchr1() -> Protocol:
 
 
 # Named protocols: name -> factory. Paper modules register their own evaluation protocols lazily
-# (``PROTOCOLS.register_lazy("r_search-eval", "methods.r_search:eval_protocol")``).
+# (``PROTOCOLS.register_lazy("r_search-eval", "methods.r_search.method:eval_protocol")``).
 PROTOCOLS: Registry[Callable[[], Protocol]] = Registry("protocol")
 PROTOCOLS.register("mini", mini)
 PROTOCOLS.register("searchr1", searchr1)
-PROTOCOLS.register_lazy("eval_rar-eval", "methods.eval_rar:eval_protocol")
-PROTOCOLS.register_lazy("r_search-eval", "methods.r_search:eval_protocol")
-PROTOCOLS.register_lazy("arena-gold-context", "methods.arena:eval_protocol")
-PROTOCOLS.register_lazy("tiresrag_r1-eval", "methods.tiresrag_r1:eval_protocol")
-PROTOCOLS.register_lazy("when_to_search-eval", "methods.when_to_search:eval_protocol")
+PROTOCOLS.register_lazy("eval_rar-eval", "methods.eval_rar.method:eval_protocol")
+PROTOCOLS.register_lazy("r_search-eval", "methods.r_search.method:eval_protocol")
+PROTOCOLS.register_lazy("arena-gold-context", "methods.arena.method:eval_protocol")
+PROTOCOLS.register_lazy("tiresrag_r1-eval", "methods.tiresrag_r1.method:eval_protocol")
+PROTOCOLS.register_lazy("when_to_search-eval", "methods.when_to_search.method:eval_protocol")
 
 
 def preset(name: str) -> Protocol:

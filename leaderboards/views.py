@@ -439,7 +439,7 @@ PAPER_AVERAGES: dict[str, tuple[str, ...]] = {
     "avg_singlehop": SINGLEHOP,
     "avg_multihop": MULTIHOP,
 }
-"""What a paper's average covers (``methods/reported``: ``avg`` is all seven sets)."""
+"""What a paper's average covers (``harness/reported.py``: ``avg`` is all seven sets)."""
 
 
 def paper_protocol(paper: str) -> dict | None:

@@ -12,7 +12,7 @@ import time
 import pytest
 
 from harness.method import RunContext
-from methods.search_r1 import SearchR1
+from methods.search_r1.method import SearchR1
 
 N = 16
 

@@ -106,7 +106,7 @@ def _w2s_models() -> dict[str, Any]:
 
 
 def _arena_protocol() -> Protocol:
-    from methods.arena import eval_protocol
+    from methods.arena.method import eval_protocol
 
     return eval_protocol()
 
@@ -305,7 +305,7 @@ def test_one_completion_methods_replay_their_own_solve():
 
 
 def test_tool_turns_become_the_methods_observations():
-    from methods.when_to_search import W2S_DIALECT, format_reward
+    from methods.when_to_search.method import W2S_DIALECT, format_reward
 
     text = (
         "<think>?</think><search>q</search>user\n<tool_response>\n"
@@ -456,7 +456,7 @@ def test_multi_stage_recipe_runs_one_verl_invocation_per_stage(tmp_path: Path):
 def test_prefill_goes_into_the_chat_template(tmp_path: Path, smollm2_dir: Path):
     from transformers import AutoTokenizer
 
-    from methods.tiresrag_r1 import THINK_PREFILL, make_prompt
+    from methods.tiresrag_r1.method import THINK_PREFILL, make_prompt
 
     method = get_method("tiresrag_r1")
     write_verl_job(

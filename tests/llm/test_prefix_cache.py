@@ -15,7 +15,7 @@ from harness.llm.transformers_backend import TransformersBackend
 from harness.method import RunContext
 from harness.protocol import CorpusRef, Protocol
 from harness.types import QAExample
-from methods.search_r1 import SearchR1
+from methods.search_r1.method import SearchR1
 from tests.support.scripted import RecordingRetriever
 from tests.support.searching import SearchesThenAnswers
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from harness.method import RewardContext
-from methods.eval_rar import (
+from methods.eval_rar.method import (
     INVALID_MESSAGE,
     PROMPT,
     R_EVAL,

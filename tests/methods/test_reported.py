@@ -8,9 +8,9 @@ from collections import Counter, defaultdict
 import pytest
 
 from harness.store import Store
-from methods.eval_rar import EvalRAR
-from methods.r_search import RSearch
-from methods.search_r1 import SearchR1
+from methods.eval_rar.method import EvalRAR
+from methods.r_search.method import RSearch
+from methods.search_r1.method import SearchR1
 
 SEVEN = {"nq", "triviaqa", "popqa", "hotpotqa", "2wikimultihopqa", "musique", "bamboogle"}
 MULTI = ("hotpotqa", "2wikimultihopqa", "musique", "bamboogle")

@@ -7,7 +7,7 @@ import pytest
 
 from harness.method import RewardContext
 from harness.rollout.dialect import SEARCH_R1_INVALID_MESSAGE
-from methods.search_r1 import SearchR1, valid_format
+from methods.search_r1.method import SearchR1, valid_format
 from tests.methods.helpers import trajectory
 
 M = SearchR1()

@@ -10,7 +10,7 @@ import pytest
 from harness.errors import ConfigError
 from harness.protocol import preset
 from harness.types import Evidence, Hit, QAExample, Trajectory, Turn
-from methods.arena import (
+from methods.arena.method import (
     BONUS,
     PROMPT_CODE,
     PROTOCOL_NAME,

@@ -18,7 +18,7 @@ from harness.errors import ConfigError
 from harness.methods_registry import METHODS, VARIANTS, get_method, resolve_methods
 from harness.protocol import preset
 from harness.runner import RunConfig, Runner, bound_protocols, check_protocol, own_protocol
-from methods.arena import PROTOCOL_NAME, Arena, dataset_context, make_prompt
+from methods.arena.method import PROTOCOL_NAME, Arena, dataset_context, make_prompt
 from tests.support.scripted import RecordingRetriever, ScriptedBackend
 
 REPLY = "<relevance>[1]</relevance>\n<analysis>Ref 1.</analysis>\n<answer>yes</answer>"
@@ -164,7 +164,7 @@ def test_retrieval_methods_are_refused_under_arena_protocol(scripted, tmp_path: 
 
 def test_substitutes_are_counted_per_dataset(scripted, tmp_path: Path) -> None:
     from harness.runner import reference_sources
-    from methods.arena import ClosedCorpusContexts
+    from methods.arena.method import ClosedCorpusContexts
     from tests.methods2.test_arena import FakeRetriever
 
     arena = preset(PROTOCOL_NAME).with_(selection=Selection(mode="first", n=2))

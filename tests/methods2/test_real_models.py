@@ -10,8 +10,8 @@ import math
 import pytest
 
 from harness.llm import BackendSpec, make_backend
-from methods.tiresrag_r1 import TiresRAG
-from methods.when_to_search import MiniLMEmbedder, WhenToSearch, search_reward
+from methods.tiresrag_r1.method import TiresRAG
+from methods.when_to_search.method import MiniLMEmbedder, WhenToSearch, search_reward
 from tests.methods2.helpers import reward_ctx, trajectory
 
 pytestmark = pytest.mark.slow

@@ -9,11 +9,11 @@ from collections import Counter, defaultdict
 import pytest
 
 from harness.store import Store
-from methods.arena import Arena
-from methods.reported.arena import LJ
-from methods.reported.when_to_search import LASJ
-from methods.tiresrag_r1 import TiresRAG
-from methods.when_to_search import WhenToSearch
+from methods.arena.method import Arena
+from methods.arena.reported import LJ
+from methods.tiresrag_r1.method import TiresRAG
+from methods.when_to_search.method import WhenToSearch
+from methods.when_to_search.reported import LASJ
 
 # rows per table = printed rows x printed value columns
 EXPECTED = {

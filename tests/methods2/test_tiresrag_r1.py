@@ -12,7 +12,7 @@ import torch
 from harness.errors import ConfigError
 from harness.method import RewardBreakdown
 from harness.rl.dapo import GroupRewards, ThresholdFilter
-from methods.tiresrag_r1 import (
+from methods.tiresrag_r1.method import (
     SYSTEM_INSTRUCT,
     TiresRAG,
     a_schedule,

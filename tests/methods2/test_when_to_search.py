@@ -9,7 +9,7 @@ import pytest
 from harness.rl.dapo import DropZeroVariance
 from harness.rollout.segments import SegmentLoopConfig, run_segment_rollouts
 from harness.types import Trajectory, Turn
-from methods.when_to_search import (
+from methods.when_to_search.method import (
     PROMPT_V1,
     W2S_DIALECT,
     WhenToSearch,

@@ -63,7 +63,7 @@ def test_demonstrations_have_the_engines_ids_and_mask(tiny_dir: Path):
 
     from harness.llm.transformers_backend import TransformersBackend
     from harness.rl.sft import build_demonstrations
-    from methods.search_r1 import SearchR1
+    from methods.search_r1.method import SearchR1
 
     tok = AutoTokenizer.from_pretrained(str(tiny_dir))
     backend = TransformersBackend.from_model(AutoModelForCausalLM.from_pretrained(str(tiny_dir)), tok)
@@ -91,7 +91,7 @@ def test_sft_lowers_the_nll_of_the_model_tokens(tiny_dir: Path):
 
     from harness.llm.transformers_backend import TransformersBackend
     from harness.rl.sft import build_demonstrations, train_sft
-    from methods.search_r1 import SearchR1
+    from methods.search_r1.method import SearchR1
 
     torch.manual_seed(0)
     tok = AutoTokenizer.from_pretrained(str(tiny_dir))

@@ -13,7 +13,7 @@ from harness.llm import BackendSpec, make_backend
 from harness.protocol import preset
 from harness.rollout.dialect import SEARCH_R1_DIALECT
 from harness.types import SamplingParams
-from methods.search_r1 import make_prompt
+from methods.search_r1.method import make_prompt
 
 STOPS = SEARCH_R1_DIALECT.stops  # ["</search>", "</answer>"]
 QUESTIONS = [

@@ -15,7 +15,7 @@ baselines by their snake-case name; released checkpoints of other papers keep th
 from __future__ import annotations
 
 from harness.judge.prompts import ARENA as ARENA_JUDGE
-from methods.reported import Row, Table
+from harness.reported import Row, Table
 
 PAPER = "arena"
 SRC = "ARENA (Ren et al. 2025), arXiv 2505.13258"

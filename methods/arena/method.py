@@ -757,6 +757,6 @@ class Arena(TrainableMethod):
         }
 
     def reported(self) -> list[Any]:
-        from methods.reported.arena import TABLES
+        from methods.arena.reported import TABLES
 
         return [row for table in TABLES for row in table.rows()]

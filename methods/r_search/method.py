@@ -45,7 +45,7 @@ from harness.rollout.dialect import SEARCH_R1_INVALID_MESSAGE, TagDialect
 from harness.rollout.engine import TagRolloutConfig, run_tag_rollouts
 from harness.rollout.render import RENDERERS
 from harness.types import QAExample, SamplingParams, Trajectory
-from methods.search_r1 import (
+from methods.search_r1.method import (
     SEARCH_R1_GRPO_SOURCES,
     _unknown_reward,
     cpu_smoke_recipe,
@@ -425,6 +425,6 @@ class RSearch(TrainableMethod):
         return {"paper": paper, "paper-7b": paper_7b, "cpu-smoke": smoke}
 
     def reported(self) -> list[Any]:
-        from methods.reported.r_search import TABLES
+        from methods.r_search.reported import TABLES
 
         return [row for table in TABLES for row in table.rows()]

@@ -7,7 +7,7 @@ AutoRefine papers (the Search-R1 rows are Search-R1's GRPO numbers), not re-run 
 
 from __future__ import annotations
 
-from methods.reported import EM_SEVEN_AVG, Row, Table
+from harness.reported import EM_SEVEN_AVG, Row, Table
 
 PAPER = "eval_rar"
 SRC = "Eval-RAR (Yu et al., Findings of ACL 2026)"

@@ -751,6 +751,6 @@ class WhenToSearch(TrainableMethod):
         }
 
     def reported(self) -> list[Any]:
-        from methods.reported.when_to_search import TABLES
+        from methods.when_to_search.reported import TABLES
 
         return [row for table in TABLES for row in table.rows()]

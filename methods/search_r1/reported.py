@@ -10,7 +10,7 @@ state the backbone variant in our sources and are filed under the base model nam
 
 from __future__ import annotations
 
-from methods.reported import EM_SEVEN_AVG, Row, Table
+from harness.reported import EM_SEVEN_AVG, Row, Table
 
 PAPER = "search_r1"
 SRC = "Search-R1 (Jin et al. 2025), arXiv 2503.09516v5"

@@ -11,7 +11,7 @@ Search-R1 was re-trained by the authors on R-Search's data (2Wiki train) and set
 
 from __future__ import annotations
 
-from methods.reported import Row, Table
+from harness.reported import Row, Table
 
 PAPER = "r_search"
 SRC = "R-Search (Zhao et al. 2025, QingFei1/R-Search)"

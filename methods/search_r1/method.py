@@ -569,7 +569,7 @@ class SearchR1(TrainableMethod):
         }
 
     def reported(self) -> list[Any]:
-        from methods.reported.search_r1 import TABLES
+        from methods.search_r1.reported import TABLES
 
         return [row for table in TABLES for row in table.rows()]
 

@@ -12,7 +12,7 @@ gives no splits or sizes (§5.1). Inconsistencies are kept as printed and flagge
 from __future__ import annotations
 
 from harness.judge.prompts import WHEN_TO_SEARCH as W2S_JUDGE
-from methods.reported import Row, Table
+from harness.reported import Row, Table
 
 PAPER = "when_to_search"
 SRC = "Learning When to Search (anonymous ACL submission)"

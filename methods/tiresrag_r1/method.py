@@ -808,6 +808,6 @@ class TiresRAG(TrainableMethod):
         return out
 
     def reported(self) -> list[Any]:
-        from methods.reported.tiresrag_r1 import TABLES
+        from methods.tiresrag_r1.reported import TABLES
 
         return [row for table in TABLES for row in table.rows()]

@@ -18,7 +18,7 @@ SFT and SimpleDeepSearcher do not say which and are filed under the Instruct nam
 from __future__ import annotations
 
 from harness.judge.prompts import TIRESRAG_R1 as TIRESRAG_JUDGE
-from methods.reported import Row, Table
+from harness.reported import Row, Table
 
 PAPER = "tiresrag_r1"
 SRC = "TIRESRAG-R1 (He, Gutiérrez-Basulto, Pan 2025)"

@@ -50,7 +50,7 @@ from harness.rollout.engine import TagRolloutConfig, run_tag_rollouts
 from harness.rollout.extract import extract_tagged
 from harness.rollout.render import RENDERERS
 from harness.types import QAExample, Trajectory
-from methods.search_r1 import (
+from methods.search_r1.method import (
     SEARCH_R1_GRPO_SOURCES,
     SEARCH_R1_TRAIN_BENCH,
     _unknown_reward,
@@ -311,7 +311,7 @@ class EvalRAR(TrainableMethod):
         }
 
     def reported(self) -> list[Any]:
-        from methods.reported.eval_rar import TABLES
+        from methods.eval_rar.reported import TABLES
 
         return [row for table in TABLES for row in table.rows()]
 
