@@ -1,7 +1,7 @@
 """Direct answering from parametric knowledge (no retrieval).
 
 Prompt: FlashRAG's naive-generation prompt (``flashrag/prompt/base_prompt.py``, the prompt of the
-"Naive Generation" row of FlashRAG's benchmark, anchors.md §5.1), applied with the model's chat
+"Naive Generation" row of the benchmark in FlashRAG@1ee5249 ``README.md``), applied with the model's chat
 template; the answer is the first line of the reply (FlashRAG's short-answer post-processing).
 """
 
@@ -17,7 +17,8 @@ SYSTEM = "Answer the question based on your own knowledge. Only give me the answ
 # FlashRAG's user prompt has no "Answer:" line: examples/methods/run_exp.py zero_shot() uses
 # user_prompt="Question: {question}" (= PromptTemplate.base_user_prompt).
 USER = "Question: {question}"
-MAX_NEW_TOKENS = 32  # FlashRAG's uniform setting: 32 output tokens (anchors.md §1.1)
+# FlashRAG's uniform setting: 32 output tokens (FlashRAG@1ee5249 docs/original_docs/baseline_details.md)
+MAX_NEW_TOKENS = 32
 
 
 class Direct(Method):

@@ -27,7 +27,8 @@ Choices where FlashRAG and the settings it documents disagree, or where we diffe
 * ``MAX_ITER = 5``: FlashRAG's ``IRCOTPipeline`` defaults to ``max_iter=2`` and
   ``docs/original_docs/baseline_details.md`` says "Max iter is set to 2", but the script that runs
   the benchmark, ``examples/methods/run_exp.py`` ``ircot()``, builds ``IRCOTPipeline(config,
-  max_iter=5)`` (anchors.md §1.1). We take 5: it is what the executable reference runs, and the
+  max_iter=5)`` (all at RUC-NLPIR/FlashRAG@1ee5249). We take 5: it is what the executable reference
+  runs, and the
   one-shot demonstration itself needs four thoughts ("... Pakistan." / "... Macedonia." / "Thus,
   ..." / "So the answer is: no."), so with 2 a chain in the demonstrated style can never reach its
   answer.
@@ -44,7 +45,7 @@ Choices where FlashRAG and the settings it documents disagree, or where we diffe
   under greedy decoding (FlashRAG's only mode) the next iteration would see the same prompt and
   produce the same empty thought until ``MAX_ITER``; FlashRAG would search with the empty string.
 * Top-k is the protocol's (FlashRAG's benchmark uses 5, Search-R1's baselines 3); 32 new tokens
-  per thought is FlashRAG's uniform ``generation_params.max_tokens`` (anchors.md §1.1).
+  per thought is FlashRAG's uniform ``generation_params.max_tokens`` (``baseline_details.md``).
 """
 
 from __future__ import annotations
@@ -98,7 +99,7 @@ REFERENCE = "Wikipedia Title: {title}\n{text}\n\n"
 ANSWER_MARKER = "So the answer is:"  # FlashRAG run_batch / ircot_pred_parse
 STOP = [".", "\n"]  # FlashRAG run_batch: self.generator.generate(input_prompts, stop=['.', '\n'])
 MAX_ITER = 5  # FlashRAG examples/methods/run_exp.py ircot(): IRCOTPipeline(config, max_iter=5); see above
-MAX_NEW_TOKENS = 32  # FlashRAG uniform setting, generation_params.max_tokens = 32 (anchors.md §1.1)
+MAX_NEW_TOKENS = 32  # FlashRAG uniform setting, generation_params.max_tokens = 32 (baseline_details.md)
 
 
 def render_references(hits: Sequence[Hit]) -> str:

@@ -1,8 +1,9 @@
 """Naive RAG: retrieve top-k for the question once, answer from the documents.
 
-Prompt: FlashRAG's standard RAG prompt ("Standard RAG" row of its benchmark, anchors.md §5.1),
+Prompt: FlashRAG's standard RAG prompt ("Standard RAG" row of the benchmark in
+RUC-NLPIR/FlashRAG@1ee5249 ``README.md``),
 documents rendered as ``Doc {i}(Title: ...) ...`` (FlashRAG ``format_reference``); top-k from the
-protocol (Search-R1's RAG baseline uses the same top-3 as its methods, anchors.md §5.2).
+protocol (Search-R1's RAG baseline uses the same top-3 as its methods, arXiv 2503.09516 v5 Table 2).
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ SYSTEM = (
 # system prompt is base_system_prompt with the space after "document." that FlashRAG's adjacent
 # string literals lose ("...given document.Only give me...").
 USER = "Question: {question}"
-MAX_NEW_TOKENS = 32  # FlashRAG uniform setting (anchors.md §1.1)
+MAX_NEW_TOKENS = 32  # FlashRAG uniform setting (docs/original_docs/baseline_details.md)
 RENDERER = "search_r1"  # identical to FlashRAG's format_reference
 
 

@@ -1,6 +1,6 @@
 """Search-o1 (Li et al., "Search-o1: Agentic Search-Enhanced Large Reasoning Models", arXiv
 2501.05366), from its released code (sunnynexus/Search-o1 6ced48f: ``scripts/run_search_o1.py``,
-``scripts/prompts.py``, ``scripts/evaluate.py``; anchors.md §1.9).
+``scripts/prompts.py``, ``scripts/evaluate.py``).
 
 The model reasons and may write ``<|begin_search_query|> q <|end_search_query|>``; generation stops
 at the closing tag (``stop=[END_SEARCH_QUERY, eos]``). A segment that ends with a non-empty query

@@ -1,7 +1,7 @@
 """SuRe (Kim et al., "SuRe: Summarizing Retrievals using Answer Candidates for Open-domain QA of
 LLMs", ICLR 2024), as FlashRAG implements it (``flashrag/pipeline/branching_pipeline.py``
 ``SuRePipeline``, read at RUC-NLPIR/FlashRAG 1ee5249; the R-Search and TIRESRAG-R1 papers ran their
-SuRe baselines with FlashRAG, see 001-r-search.md §7.1, 003-tiresrag-r1.md §7.0).
+SuRe baselines with FlashRAG: R-Search paper §4.2, TIRESRAG-R1 paper §5 and App. C.3).
 
 Per question (batched across the questions of a batch, one backend call per step):
 
@@ -34,7 +34,8 @@ Differences from FlashRAG, with reasons:
 * No candidate at all: no answer (status ``no_answer``), as FlashRAG ("No valid predictions!").
 
 Settings: every call gets 32 new tokens, greedy, no stop string: FlashRAG's uniform
-``generation_params`` (max_tokens 32, anchors.md §1.1) apply to all of SuRe's calls, summaries
+``generation_params`` (max_tokens 32, FlashRAG ``docs/original_docs/baseline_details.md``) apply to
+all of SuRe's calls, summaries
 included. (The SuRe repository generates up to 512 tokens per call; FlashRAG's benchmark row, and the
 RL papers' SuRe rows run with FlashRAG, use 32.) Prompts are single user turns of the chat template
 (FlashRAG ``PromptTemplate`` with an empty system prompt, for chat models); passages are shown as
@@ -83,7 +84,7 @@ RANKING_PROMPT = (
     "Answer:"
 )
 
-MAX_NEW_TOKENS = 32  # FlashRAG uniform generation_params.max_tokens (anchors.md §1.1), every SuRe call
+MAX_NEW_TOKENS = 32  # FlashRAG uniform generation_params.max_tokens (baseline_details.md), every SuRe call
 _CANDIDATE_RE = re.compile(r"\((\w+)\)\s*([^()]+)")  # FlashRAG SuRePipeline.parse_candidates
 
 
