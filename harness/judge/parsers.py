@@ -155,7 +155,8 @@ _SUFFICIENT = re.compile(r'\{\s*"sufficient context to the given answer"\s*:\s*(
 
 def _parse_sufficiency(body: str) -> ParsedReply:
     """TIRESRAG-R1's sufficiency object; the last one wins (its code takes the first, on a reply
-    that still holds the thinking block; see 003-tiresrag-r1.md §3.2.1). No object: unparseable
+    that still holds the thinking block: probe2/TIRESRAG-R1@a457873 reward/sufficient_thinking_reward.py).
+    No object: unparseable
     (its code scores 0)."""
     found = _SUFFICIENT.findall(body.lower())
     if not found:
