@@ -47,7 +47,7 @@ class CorpusRef(_Frozen):
 class Decoding(_Frozen):
     temperature: float = 0.0  # greedy, as Search-R1's validation (`do_sample: False`)
     top_p: float = 1.0
-    max_new_tokens: int = 500  # per turn; Search-R1 max response length 500 (anchors.md §1.2)
+    max_new_tokens: int = 500  # per turn; Search-R1 data.max_response_length=500 (its evaluate.sh)
     seed: int = 0
 
 

@@ -19,7 +19,9 @@ from harness.types import QAExample
 
 @dataclass(frozen=True)
 class DatasetInfo:
-    """One QA set as the field uses it (FlashRAG / Search-R1 splits, anchors.md §4.1)."""
+    """One QA set as the field uses it: FlashRAG's splits, test if present else dev
+    (RUC-NLPIR/FlashRAG@1ee5249 ``flashrag/utils/utils.py``; PeterGriffinJin/Search-R1@a14dc3a
+    ``scripts/data_process/qa_search_test_merge.py``)."""
 
     name: str  # canonical name (FlashRAG folder name and Search-R1 ``data_source``)
     title: str

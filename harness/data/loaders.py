@@ -13,7 +13,7 @@ Two layers, one implementation each:
 Formats (``fmt`` names):
 
 ==========  ======================================================================================
-flashrag    FlashRAG dataset jsonl ``{id, question, golden_answers, metadata}`` (anchors §4.1);
+flashrag    FlashRAG dataset jsonl ``{id, question, golden_answers, metadata}``;
             also Search-R1 parquet, which keeps those columns
 hotpotqa    original HotpotQA json (``_id``, ``context`` as ``[[title, [sentences]]]``,
             ``supporting_facts``) and the HF ``hotpot_qa`` row layout (dict-of-lists fields)

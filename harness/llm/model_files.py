@@ -497,7 +497,8 @@ def convert_gguf(gguf: Path, out_dir: Path) -> None:
     tok = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
     model = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name, dtype=torch.float32)
     # transformers marks a GGUF-loaded model as quantized and refuses to save it, although the
-    # weights are plain float32 by now; clear the marker (feasibility-ml.md section 1)
+    # weights are plain float32 by now (save_pretrained raises "The model is quantized with gguf and is
+    # not serializable"); clear the marker
     if getattr(model, "hf_quantizer", None) is not None:
         model.hf_quantizer.remove_quantization_config(model)
     model.is_quantized = False

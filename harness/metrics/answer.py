@@ -1,4 +1,5 @@
-"""Answer metrics: one implementation each, max over gold aliases (anchors.md §3.2-3.4).
+"""Answer metrics: one implementation each, max over gold aliases (as RUC-NLPIR/FlashRAG@1ee5249
+``flashrag/evaluator/metrics.py`` and PeterGriffinJin/Search-R1@a14dc3a ``verl/utils/reward_score/qa_em.py``).
 
 Every function takes the prediction and the list of gold aliases and returns a float in [0, 1]:
 

@@ -1,4 +1,5 @@
-"""Answer normalisation, exactly as the field does it (anchors.md §3.1).
+"""Answer normalisation, exactly as the field does it (RUC-NLPIR/FlashRAG@1ee5249
+``flashrag/evaluator/utils.py`` ``normalize_answer``).
 
 ``normalize_answer`` is the SQuAD v1.1 function that FlashRAG, Search-R1, BERGEN, Search-o1,
 ReSearch and ZeroSearch all use, applied left to right:

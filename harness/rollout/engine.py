@@ -59,7 +59,7 @@ class TagRolloutConfig:
     final_turn: bool = True  # one more generation after max_turns, without search
     # a turn with neither a search nor an answer: "correct" appends the dialect's correction
     # message and goes on (Search-R1, every training loop); "end" makes it the final turn
-    # (R-Search's released evaluation loop, spec 001 §2.7 / §8 #14)
+    # (R-Search's evaluation loop, QingFei1/R-Search@ecba08d src/eval/main.py)
     on_invalid: Literal["correct", "end"] = "correct"
     # what ``max_turns`` counts: "turns" = action turns, then the final turn (Search-R1); "searches"
     # = executed searches, with at most ``max_generations`` generation rounds (``final_turn`` unused)
@@ -71,7 +71,7 @@ class TagRolloutConfig:
     # retrieved; None = retrieve it again
     repeat_query_message: str | None = None
     # one extra generation after every retrieval's observation, stopped at this string (also at
-    # the dialect's stops); None = none (Eval-RAR mode B's evaluate sub-step, spec 000 §2.5)
+    # the dialect's stops); None = none (Eval-RAR mode B's evaluate sub-step, its paper's Algorithm 1)
     after_observation_stop: str | None = None
 
     def __post_init__(self) -> None:
@@ -295,7 +295,8 @@ def search_refusal(cfg: TagRolloutConfig, s: RolloutState, query: str) -> tuple[
 
 def after_observation(ctx: RunContext, cfg: TagRolloutConfig, states: list[RolloutState], stop: str) -> None:
     """One generation per state right after its observation, stopped at ``stop`` or at the
-    dialect's stops (spec 000 §2.5 mode B: ``</evaluate>``, with ``</search>``/``</answer>`` as
+    dialect's stops (Eval-RAR's Algorithm 1 read strictly: ``</evaluate>``, with ``</search>`` /
+    ``</answer>`` as
     safety). A complete answer in it ends the trajectory; a search in it is not executed (the next
     turn starts after it). Turn status: ``ok`` (stopped at ``stop`` or answered), ``truncated``,
     ``unexecuted_search``, or ``missing_stop`` (ended without ``stop``)."""

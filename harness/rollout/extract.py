@@ -47,7 +47,7 @@ def extract_after(model_text: str, marker: str) -> Extraction:
 
 def extract_boxed(model_text: str) -> Extraction:
     r"""The content of the last ``\boxed{...}`` (balanced braces), with an inner ``\text{...}``
-    unwrapped (Search-o1's rule, anchors.md §3.5)."""
+    unwrapped (Search-o1's rule: sunnynexus/Search-o1@6ced48f ``scripts/evaluate.py``)."""
     idx = model_text.rfind("\\boxed{")
     if idx < 0:
         return Extraction("", "no_answer")

@@ -2,7 +2,8 @@
 
 The tag engine (:mod:`harness.rollout.engine`) always stops at the answer tag, ends a trajectory
 only on an answer, and appends a correction message after a segment with no action. TIRESRAG-R1
-(spec 003 §2.3) and When-to-Search (spec 004 §2.4) instead continue after an answer (reflection),
+(probe2/TIRESRAG-R1@a457873 ``experience_maker.py``) and When-to-Search (its paper §3.2) instead
+continue after an answer (reflection),
 end on EOS, and count an empty query; this loop does that with the engine's public pieces
 (``generate_turn``, ``truncate_tokens``, ``append_env``, ``finish_trajectory``), so records, token
 ids and loss masks are the engine's.
