@@ -14,7 +14,7 @@ manifest, passages numbered in first-seen order):
     harness/data/packaged/subsets.json             named id lists per dataset (closed, r1searcher500, longtail)
     harness/data/packaged/manifest.json            rows, sha256 (of the uncompressed jsonl) and sources per file
 
-and checks every count against the numbers in ../shared/reference/data.md (exits 1 on a mismatch).
+and checks every count against ``EXPECTED_ROWS`` below, the counts DATA.md documents (exits 1 on a mismatch).
 The row parsers are the user-facing ones in harness/data/loaders.py.
 """
 
@@ -39,7 +39,7 @@ REPO = Path(__file__).resolve().parents[1]
 DEFAULT_RAW = REPO.parent / "shared" / "data" / "raw"
 DEFAULT_OUT = REPO / "harness" / "data" / "packaged"
 
-# Expected counts (../shared/reference/data.md §1-§2); a mismatch fails the build.
+# Expected counts (as DATA.md documents them); a mismatch fails the build.
 EXPECTED_ROWS = {
     "nq": 3610,
     "triviaqa": 11313,
@@ -276,7 +276,7 @@ def build(raw: Path) -> tuple[Built, CorpusPool]:
     recs = [
         ("migres", twowiki_record(d, dataset="2wikimultihopqa", split="dev", index=i))
         for i, d in enumerate(migres)
-        if d.get("context")  # the 36 rows without context are not dev rows (data.md §3)
+        if d.get("context")  # the 36 rows without context are not dev rows
     ]
     recs += [
         ("kag", twowiki_record(d, dataset="2wikimultihopqa", split="dev", index=i))
