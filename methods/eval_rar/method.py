@@ -4,22 +4,22 @@ Reasoning via Reinforcement Learning", Findings of ACL 2026). No code release.
 A Search-R1 agent that must write a self-evaluation ``<evaluate> … </evaluate>`` after every
 search result (the "Search-then-Evaluate" paradigm, paper §4.1 / Algorithm 1), trained with GRPO
 on an outcome EM reward that falls back to a small evaluation reward (0.1) when the answer is wrong
-but a gold answer appears in the concatenated evaluations (paper Eqs. 2-5). Spec:
-000-eval-rar.md; where the paper is silent, the spec's defaults from the Search-R1 / AutoRefine
-code bases it builds on ("lineage").
+but a gold answer appears in the concatenated evaluations (paper Eqs. 2-5). Where the paper is
+silent, the defaults of the Search-R1 / AutoRefine code bases it builds on ("lineage":
+PeterGriffinJin/Search-R1@a14dc3a, syr-cn/AutoRefine@8363788; docs/sources.md).
 
 Engine mapping:
 
 - one step of Algorithm 1 = one generation segment; the evaluation step is the *start of the next
-  segment*, driven by the prompt, nothing force-prefixed (spec §2.5 mode A, the recommended
+  segment*, driven by the prompt, nothing force-prefixed (mode A, as the lineage's loop runs; the
   default: :class:`EvalRAR`, method ``eval_rar``).
-- mode B (spec §2.5, strict Algorithm 1: :class:`EvalRARModeB`, method ``eval_rar_b``): after each
+- mode B (Algorithm 1 read strictly: :class:`EvalRARModeB`, method ``eval_rar_b``): after each
   search's ``<information>``, a separate generation stopped at ``</evaluate>`` (``</search>`` /
   ``</answer>`` as safety stops) is appended as part of the same step (the engine's
   ``after_observation_stop``), then the next step. It follows the last step's search too. A
   complete answer in it ends the trajectory; a search in it is not executed (turn status
   ``unexecuted_search``; the next step starts after it); other statuses: ``ok``, ``truncated``,
-  ``missing_stop`` (no ``</evaluate>``, no penalty: spec §2.5). Both modes give the same token
+  ``missing_stop`` (no ``</evaluate>``; the paper defines no penalty). Both modes give the same token
   stream when the model complies; they differ in step counting and in a missing ``<evaluate>``.
 - at most N generation segments and no extra final turn (Algorithm 1: ``while n < N``; a search
   in the last step is executed and its documents appended, and the trajectory ends there).
@@ -59,9 +59,9 @@ from methods.search_r1.method import (
     stripped_observations,
 )
 
-# Paper Appendix A.1 "Prompt Template for Trajectory Generation", verbatim (000-eval-rar.md §2.2),
-# the whole string as one user message (lineage, spec §8 #9); the trailing newline after the
-# question is AutoRefine's (spec §2.2).
+# Paper Appendix A.1 "Prompt Template for Trajectory Generation", verbatim, the whole string as one
+# user message (lineage); the trailing newline after the question is AutoRefine's
+# (syr-cn/AutoRefine@8363788 preprocess/data_process/utils.py).
 PROMPT = (
     "You are a helpful assistant excel at answering questions with multi-turn search engine calling. To answer "
     "questions, you must first reason through the available information using <think> and </think>. If you "
@@ -82,13 +82,13 @@ INVALID_MESSAGE = "\nMy action is wrong. Let me try again.\n"
 EVALUATE_OPEN, EVALUATE_CLOSE = "<evaluate>", "</evaluate>"
 # Search-R1's tags and observation wrapper (<information>, paper §4.1 / case study Table 3).
 EVAL_RAR_DIALECT = TagDialect(name="eval_rar", invalid_message=INVALID_MESSAGE)
-RENDERER = "search_r1"  # "Doc {i}(Title: ...) ...", paper Table 3 case study (spec §2.4)
+RENDERER = "search_r1"  # "Doc {i}(Title: ...) ...", paper Table 3 case study
 
 R_EVAL = 0.1  # paper §5.1: "The r_eval is set to 0.1"
 TOP_K = 3  # paper §5.1: top-3 documents
-MAX_STEPS = 5  # N: not given; spec §2.7 / §8 #1 (AutoRefine train max_turns=5)
-MAX_NEW_TOKENS = 512  # per segment; spec §2.7 (AutoRefine)
-MAX_OBS_TOKENS = 512  # spec §2.7 (AutoRefine training)
+MAX_STEPS = 5  # N: not given; AutoRefine@8363788 cmd/train.sh max_turns=5
+MAX_NEW_TOKENS = 512  # per segment; AutoRefine cmd/train.sh max_response_length
+MAX_OBS_TOKENS = 512  # AutoRefine cmd/train.sh max_obs_length
 
 EVALUATE_STEP = {
     "A": "mode A: opens the next generation segment, prompt-driven",
@@ -106,14 +106,14 @@ def make_prompt(question: str) -> list[dict[str, str]]:
 
 def evaluation_text(generated: str) -> str:
     """y_eval (paper Eq. 3): the contents of every ``<evaluate>`` block of the model's own text, in
-    order, each stripped, joined with one space (separator unspecified; spec §8 #6)."""
+    order, each stripped, joined with one space (the paper's "Concat" names no separator; ours)."""
     return " ".join(b.strip() for b in _EVAL_RE.findall(generated))
 
 
 def evaluation_covers_gold(generated: str, golds: list[str]) -> bool:
     """``∃ a ∈ A : a ⊆ y_eval`` (paper Eq. 4): a SQuAD-normalised gold is a character substring of
-    the normalised evaluation text (no word boundary, spec §8 #5; golds normalising to "" never
-    count, spec §3.4)."""
+    the normalised evaluation text (no word boundary, as AutoRefine's ``cover_em_check`` in
+    verl/utils/reward_score/qa_em.py; golds normalising to "" never count, ours)."""
     y_eval = normalize_answer(evaluation_text(generated))
     if not y_eval:
         return False
@@ -124,14 +124,14 @@ def eval_rar_reward(
     generated: str, golds: list[str], *, r_eval: float = R_EVAL, eval_reward_requires_answer: bool = False
 ) -> RewardBreakdown:
     """R_total (paper Eq. 5) on the model's own text ``generated`` (observations excluded, so a
-    gold inside retrieved documents never counts as evaluation; spec §3.4):
+    gold inside retrieved documents never counts as evaluation):
 
     - R_ans = 1 if the last ``<answer>`` exactly matches a gold (SQuAD normalisation), else 0 (Eq. 2);
     - R_eval = ``r_eval`` if a gold is a substring of the concatenated ``<evaluate>`` blocks, else 0 (Eqs. 3-4);
     - R_total = R_ans if R_ans > 0 else R_eval (Eq. 5), so R_total ∈ {0, r_eval, 1}.
 
     ``eval_reward_requires_answer=True`` gives AutoRefine's code behaviour (no ``<answer>`` -> 0;
-    spec §8 #7); the default is the paper's formula.
+    syr-cn/AutoRefine@8363788 verl/utils/reward_score/qa_em.py); the default is the paper's formula.
     """
     ext = extract_tagged(generated, "<answer>", "</answer>")
     has_answer = ext.status in ("ok", "multiple_answers", "empty_answer")
@@ -157,7 +157,7 @@ def eval_rar_reward(
 
 def eval_protocol() -> Protocol:
     """Eval-RAR's evaluation settings on the packaged closed corpus: N=5 steps, 512 new tokens per
-    step, 512 observation tokens, top-3, greedy (paper silent; spec §2.7 / §8 #1-2). The paper's own
+    step, 512 observation tokens, top-3, greedy (paper silent; AutoRefine cmd/train.sh). The paper's own
     corpus and retriever (wiki-18, E5) are those of the ``searchr1`` protocol."""
     return mini().with_(
         name="eval_rar-eval",
@@ -176,7 +176,7 @@ class EvalRAR(TrainableMethod):
     )
     source = "Yu et al., Eval-RAR, Findings of ACL 2026 (no code release; Search-R1/AutoRefine lineage)"
 
-    # spec §2.5: "A" = the evaluation opens the next segment; "B" = a separate generation stopped
+    # Algorithm 1's evaluation step: "A" = it opens the next segment; "B" = a separate generation stopped
     # at </evaluate> right after every observation (EvalRARModeB)
     evaluate_mode: ClassVar[Literal["A", "B"]] = "A"
 
@@ -221,7 +221,7 @@ class EvalRAR(TrainableMethod):
 
     def reward_names(self) -> tuple[str, ...]:
         # eval_rar: paper Eq. 5; outcome_em: the ablation "w/o evaluation reward" (Table 2);
-        # eval_rar_requires_answer: AutoRefine's code behaviour (spec §8 #7)
+        # eval_rar_requires_answer: AutoRefine's code behaviour (its verl/utils/reward_score/qa_em.py)
         return ("eval_rar", "outcome_em", "eval_rar_requires_answer")
 
     def reward(self, trajectory: Trajectory, *, name: str, ctx: RewardContext) -> RewardBreakdown:
@@ -317,7 +317,7 @@ class EvalRAR(TrainableMethod):
 
 
 class EvalRARModeB(EvalRAR):
-    """Eval-RAR with the strict Algorithm-1 evaluation step (spec §2.5 mode B, §8 #3): the same
+    """Eval-RAR with the strict Algorithm-1 evaluation step (mode B): the same
     prompt, reward and recipes; the rollout generates the ``<evaluate>`` step separately after every
     observation."""
 

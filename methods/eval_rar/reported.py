@@ -1,8 +1,8 @@
-"""Eval-RAR's published EM numbers (Yu et al., Findings of ACL 2026; 000-eval-rar.md §7), Qwen2.5-3B.
+"""Eval-RAR's published EM numbers (Yu et al., Findings of ACL 2026, Tables 1-2), Qwen2.5-3B.
 
 EM over the full test (else dev) sets, wiki-18 + E5 top-3; "avg" is the unweighted mean of the
 seven sets as printed. Every baseline number is copied by the authors from the Search-R1 and
-AutoRefine papers (the Search-R1 rows are Search-R1's GRPO numbers), not re-run (spec §8 #17).
+AutoRefine papers (the Search-R1 rows are Search-R1's GRPO numbers), not re-run (paper §5.1, Baselines).
 """
 
 from __future__ import annotations
