@@ -1,14 +1,14 @@
 """R-Search (Zhao, Wang, Xu, Zha, Liu: "R-Search: Empowering LLM Reasoning with Search via
-Multi-Reward Reinforcement Learning"; code QingFei1/R-Search, a veRL + Search-R1 fork). Spec:
-001-r-search.md ([P] paper, [C] released code, [D] derived).
+Multi-Reward Reinforcement Learning"; code QingFei1/R-Search, a veRL + Search-R1 fork). Tags: [P] the
+paper, [C] the released code at QingFei1/R-Search@ecba08d, [D] derived by us.
 
 The policy reasons in free text, searches with ``<search>``, reads ``<observation>`` blocks, then
 writes one ``<original_evidence>`` block (the relevant retrieved facts) and one ``<answer>``. The
 reward is answer F1 + evidence F1 (a frozen reader of another family answers from the evidence
-alone) + format rewards (spec §3).
+alone) + format rewards (paper §3.2.2, Eqs. 3-6).
 
-Training and evaluation differ in the released code (spec §2.6, §2.7, §2.9): the system template
-wording, the question preprocessing, top-k (3 vs 5), sampling (T 1.0 / top-p 0.95 vs T 0.1 /
+Training and evaluation differ in the released code (``src/train/`` vs ``src/eval/main.py``): the
+system template wording, the question preprocessing, top-k (3 vs 5), sampling (T 1.0 / top-p 0.95 vs T 0.1 /
 top-p 0.9), tokens per generation (500 vs 1024), observation cap (1800 vs none) and the search cap
 (4 vs none). ``solve`` picks the template and question form from ``ctx.training``; the numeric
 settings come from the protocol (``r_search-eval``) or the recipe.
@@ -19,7 +19,7 @@ engine's ``on_invalid="end"``) and a trajectory without an ``<answer>`` is score
 final turn (status ``final_turn_fallback``, counted as not answered). Under shared protocols R-Search
 runs the canonical way (correction message, strict extraction), like every other method. One gap
 remains: the released evaluation wraps observations as ``\\n\\n{turn}<observation>…`` (we use the
-training wrapper in both phases, the spec's canonical choice, §8 #12).
+training wrapper in both phases [D]).
 """
 
 from __future__ import annotations
@@ -53,7 +53,7 @@ from methods.search_r1.method import (
     stripped_observations,
 )
 
-# -- prompts (spec §2.2, verbatim) -------------------------------------------------------------
+# -- prompts (paper Table 1 and [C], verbatim) -------------------------------------------------
 
 _INTRO = (
     "You are a helpful assistant that can solve the given question step by step. For each step, start by "
@@ -74,7 +74,7 @@ SYSTEM_TRAIN = _INTRO + "\n" + _EVIDENCE.format(skip="omit the evidence section"
 # Evaluation [C] src/eval/config.yaml prompt.R-Search: "omit the evidence section" -> "you can skip the summary step".
 SYSTEM_EVAL = _INTRO + "\n" + _EVIDENCE.format(skip="you can skip the summary step")
 
-# Evidence (reader) template, the exact string used in training [C] scripts/evidence.yaml (spec §2.4).
+# Evidence (reader) template, the exact string used in training [C] scripts/evidence.yaml (paper App. B.2).
 READER_PROMPT = (
     "Answer the question based on the given passages. Only give me the answer and do not output any other "
     "words.\n\nThe following are given passages:\n{evidence}\n\nQuestion: {query}\nAnswer:"
@@ -84,27 +84,27 @@ READER_PROMPT = (
 
 EVIDENCE_OPEN, EVIDENCE_CLOSE = "<original_evidence>", "</original_evidence>"
 # Observation wrapper of training [C] generation.py: "\n\n<observation>{docs.strip()}</observation>\n\n";
-# the invalid-action message is Search-R1's, unchanged (spec §2.6).
+# the invalid-action message is Search-R1's, unchanged ([C] src/train/generation.py).
 R_SEARCH_DIALECT = TagDialect(
     name="r_search",
     obs_prefix="\n\n<observation>",
     obs_suffix="</observation>\n\n",
     invalid_message=SEARCH_R1_INVALID_MESSAGE,
 )
-RENDERER = "r_search"  # "(Title: {title}) {text}\n", no rank numbers (spec §2.5)
+RENDERER = "r_search"  # "(Title: {title}) {text}\n", no rank numbers ([C] src/eval/main.py)
 
 TRAIN_TOP_K, EVAL_TOP_K = 3, 5  # [P] top-3 in training, top-5 for every method at evaluation
 TRAIN_MAX_TURNS = 4  # [C] max_turns=4 searches, then one final generation without search
 TRAIN_MAX_NEW_TOKENS, EVAL_MAX_NEW_TOKENS = 500, 1024  # [C] per generation
 TRAIN_MAX_OBS_TOKENS = 1800  # [C] max_obs_length
-# Evaluation has no search cap and no observation truncation in the code [C]; the spec's
-# recommended guard is a cap of 10 searches (§8 #10); 8192 tokens (the training context cap)
+# Evaluation has no search cap and no observation truncation in the code [C]; our guard
+# is a cap of 10 searches [D]; 8192 tokens (the training context cap)
 # never binds for five passages.
 EVAL_MAX_SEARCHES = 10
 EVAL_MAX_OBS_TOKENS = 8192
 EVAL_SEED = 44  # [C] src/eval/main.py seed_everything(44)
 
-# -- reward constants (spec §3) ----------------------------------------------------------------
+# -- reward constants (paper §3.2.2) -----------------------------------------------------------
 
 GAMMA_E = 0.2  # [P] format reward for a well-formed evidence box
 GAMMA_A = 0.2  # [P] format reward for a well-formed answer box
@@ -118,7 +118,8 @@ _OBSERVATION_RE = re.compile(r"<observation>(.*?)</observation>", re.DOTALL)
 
 
 def make_prompt(question: str, *, training: bool) -> list[dict[str, str]]:
-    """System template + the question as the user message (spec §2.3). Training: the training
+    """System template + the question as the user message ([C] src/pre_data/2wikimultihopqa.py,
+    src/eval/main.py). Training: the training
     template and the question as stored; evaluation: the evaluation template and the question
     stripped with a '?' appended."""
     if training:
@@ -137,7 +138,7 @@ def f1_reward(pred: str, golds: list[str]) -> float:
 
 @dataclass(frozen=True)
 class ParsedResponse:
-    """What the reward reads from one response (spec §3.4, response-only definitions).
+    """What the reward reads from one response (paper Eq. 5's indicators, on the response only [D]).
 
     ``answer``: content of the last ``<answer>`` box (None if none); ``I_A``/``I_E``/``I_S`` the
     format indicators; ``evidence``: the evidence string sent to the reader (None: no evidence reward).
@@ -153,7 +154,8 @@ class ParsedResponse:
 
 
 def parse_response(generated: str, response: str) -> ParsedResponse:
-    """Spec §3.4-3.5. Answer and evidence boxes are counted in the model's own text ``generated``
+    """Paper Eq. 5; [C] src/verl/utils/reward_score/qa_f1.py. Answer and evidence boxes are counted
+    in the model's own text ``generated``
     (the harness never reads tags out of retrieved documents); retrieval is detected as in the code,
     by an ``<observation>…</observation>`` block anywhere in the full ``response``."""
     answers = _ANSWER_RE.findall(generated)
@@ -183,20 +185,21 @@ def parse_response(generated: str, response: str) -> ParsedResponse:
 
 def reader_prompt(evidence: str, question: str) -> list[dict[str, str]]:
     """The reader's single user message: the evidence template filled with the evidence and the raw
-    question, stripped (spec §2.4)."""
+    question, stripped ([C] src/verl/utils/reward_score/qa_f1.py)."""
     return [{"role": "user", "content": READER_PROMPT.format(evidence=evidence, query=question).strip()}]
 
 
 def combine(
     parsed: ParsedResponse, golds: list[str], reader_answer: str | None, *, with_evidence: bool = True
 ) -> RewardBreakdown:
-    """r = r_answer + r_evidence + r_format (spec §3.1):
+    """r = r_answer + r_evidence + r_format (paper Eq. 6):
 
-    - r_answer = F1(last answer, golds) rounded to 2 decimals, 0 without an answer box (§3.2);
-    - r_evidence = F1(reader's raw answer, golds) rounded, 0 when no evidence was sent (§3.3);
-    - r_format = γ_α·I_A + γ_e·I_E (§3.4), γ_α = γ_e = 0.2.
+    - r_answer = F1(last answer, golds) rounded to 2 decimals, 0 without an answer box (Eq. 3);
+    - r_evidence = F1(reader's raw answer, golds) rounded, 0 when no evidence was sent (Eq. 4);
+    - r_format = γ_α·I_A + γ_e·I_E (Eq. 5), γ_α = γ_e = 0.2.
 
-    ``with_evidence=False`` is the "w/o Evidence" ablation (spec §3.7): r = F1(answer) + γ_α·I_A.
+    ``with_evidence=False`` is the "w/o Evidence" ablation (paper §5.2; its reward is [D]):
+    r = F1(answer) + γ_α·I_A.
     """
     r_ans = f1_reward(parsed.answer, golds) if parsed.answer is not None else 0.0
     r_ev = f1_reward(reader_answer, golds) if (with_evidence and reader_answer) else 0.0
@@ -219,9 +222,10 @@ EVAL_PROTOCOL_NAME = "r_search-eval"
 
 
 def eval_protocol() -> Protocol:
-    """R-Search's evaluation settings (spec §2.7, §5.4) on the packaged closed corpus: top-5,
+    """R-Search's evaluation settings (paper §4.3, App. A.3; [C] src/eval/main.py) on the packaged
+    closed corpus: top-5,
     temperature 0.1 / top-p 0.9, 1024 tokens per generation, no observation truncation, and a cap
-    of 10 searches where the code has none (spec §8 #10). The paper's corpora (wiki-18, IRCoT
+    of 10 searches where the code has none [D]. The paper's corpora (wiki-18, IRCoT
     per-dataset corpora) and E5 retriever are not packaged."""
     return mini().with_(
         name=EVAL_PROTOCOL_NAME,
@@ -240,7 +244,7 @@ def eval_protocol() -> Protocol:
 
 def authors_evaluation(ctx: RunContext) -> bool:
     """Evaluation under R-Search's own protocol (``r_search-eval``) follows the released
-    ``src/eval/main.py`` (spec §2.7, §8 #11 and #14): a turn with neither a search nor an answer is
+    ``src/eval/main.py`` [C]: a turn with neither a search nor an answer is
     the final turn, and a trajectory without an ``<answer>`` is scored on its whole final turn.
     Under shared protocols every method is run the canonical way (correction message, strict
     extraction), so rows stay comparable."""
@@ -250,7 +254,7 @@ def authors_evaluation(ctx: RunContext) -> bool:
 def final_turn_fallback(t: Trajectory) -> Trajectory:
     """The released evaluation's answer fallback: no complete ``<answer>`` -> the whole final
     generated turn, stripped. Its status ``final_turn_fallback`` keeps it out of the answered rate
-    (the spec's "no-answer" flag) while it is scored."""
+    (a "no-answer" flag) while it is scored."""
     if t.extraction_status in ("ok", "multiple_answers"):
         return t
     last = next((x.text for x in reversed(t.turns) if x.kind == "generate"), "")
@@ -315,7 +319,7 @@ class RSearch(TrainableMethod):
         return make_prompt(example.question, training=training)
 
     def reward_names(self) -> tuple[str, ...]:
-        # r_search: spec §3.1; no_evidence: the "w/o Evidence" ablation reward (spec §3.7)
+        # r_search: paper Eq. 6; no_evidence: the "w/o Evidence" ablation (paper §5.2) reward [D]
         return ("r_search", "no_evidence")
 
     def reward(self, trajectory: Trajectory, *, name: str, ctx: RewardContext) -> RewardBreakdown:
@@ -343,7 +347,7 @@ class RSearch(TrainableMethod):
                 if c.finish_reason == "error":
                     reader_errors[i] = 1.0  # counted in the components; the evidence reward is 0
                 else:
-                    reader_answers[i] = c.text  # the raw completion is scored (spec §3.3)
+                    reader_answers[i] = c.text  # the raw completion is scored ([C] qa_f1.py)
         out = []
         for t, p, a, err in zip(trajectories, parsed, reader_answers, reader_errors, strict=True):
             r = combine(p, list(t.answers), a, with_evidence=with_evidence)

@@ -1,11 +1,12 @@
-"""R-Search's published numbers (Zhao et al. 2025, QingFei1/R-Search; 001-r-search.md §7), printed in
+"""R-Search's published numbers (Zhao et al. 2025, QingFei1/R-Search; paper Tables 2-7), printed in
 percent and stored as fractions.
 
-Evaluation (spec §5): 500 questions per set (125 for Bamboogle), top-5, temperature 0.1; HotpotQA,
+Evaluation (paper §4.1, App. A.1, A.3): 500 questions per set (125 for Bamboogle), top-5,
+temperature 0.1; HotpotQA,
 2Wiki and MuSiQue are retrieved from their own small IRCoT corpora, the others from wiki-18, so
 those three columns are not comparable with wiki-18-only papers. EM and F1; the "Avg." columns
 are the mean of all EM **and** F1 values of the block (``em_f1_mean``): 8 values for multi-hop,
-6 for single-hop, 14 overall (spec §5.3). Baselines other than Search-R1 were run with FlashRAG;
+6 for single-hop, 14 overall (checked on every row). Baselines other than Search-R1 were run with FlashRAG;
 Search-R1 was re-trained by the authors on R-Search's data (2Wiki train) and settings.
 """
 
