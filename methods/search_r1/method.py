@@ -3,11 +3,10 @@ Reinforcement Learning", arXiv 2503.09516 v5 / COLM 2025).
 
 Everything paper-specific lives here: the prompt (verbatim), the tag dialect, the document
 renderer, the answer extractor, the reward, the training recipes and the published numbers.
-Sources: the paper, and the released code (PeterGriffinJin/Search-R1: ``scripts/data_process/
+Sources: the paper, and the released code (PeterGriffinJin/Search-R1@a14dc3a: ``scripts/data_process/
 nq_search.py`` for the prompt, ``search_r1/llm_agent/generation.py`` for the rollout,
 ``verl/utils/reward_score/qa_em.py`` for the reward, ``train_grpo.sh`` and
-``verl/trainer/config/ppo_trainer.yaml`` for the hyperparameters), as summarised in anchors.md
-§1.2, §4.3, §5.2.
+``verl/trainer/config/ppo_trainer.yaml`` for the hyperparameters; paper App. B.2).
 
 Eval-RAR and R-Search are built on this code base (the same verl fork); they reuse the helpers
 here: :func:`stripped_observations`, :func:`searchr1_grpo` with
@@ -41,7 +40,7 @@ from harness.rollout.render import RENDERERS
 from harness.types import Hit, QAExample, Trajectory
 
 # The "base" template of nq_search.py, used for base and instruct models alike; verbatim,
-# including the original "as your want" (anchors.md §4.3).
+# including the original "as your want" (nq_search.py line 35 at a14dc3a).
 PROMPT = (
     "Answer the given question. You must conduct reasoning inside <think> and </think> first every time you "
     "get new information. After reasoning, if you find you lack some knowledge, you can call a search engine "
