@@ -1,6 +1,6 @@
 """Search-R1's published EM numbers (arXiv 2503.09516 v5 / COLM 2025, Tables 2-8), as
-transcribed and cross-checked against three public transcriptions. All EM over the full test (else dev) sets, wiki-18 + E5 top-3,
-greedy decoding; "avg" is the unweighted mean of the seven sets as printed.
+transcribed and cross-checked against three public transcriptions. All EM over the full test
+(else dev) sets, wiki-18 + E5 top-3, greedy decoding; "avg" is the unweighted mean of the seven sets as printed.
 
 Method names are ours where we have the method (``direct``, ``cot``, ``ircot``, ``search_o1``,
 ``naive_rag``, ``search_r1``), else a descriptive snake-case name; the paper's label is in the note.
