@@ -1,13 +1,13 @@
 """ARENA (Ren, Xu, Wang, Li, Ma, Liu: "Effective and Transparent RAG: Adaptive-Reward Reinforcement
-Learning for Decision Traceability", arXiv 2505.13258; code ren258/ARENA). Spec: 002-arena.md
-("Paper:" / "Code:" below follow its conventions; §n = a section of the spec).
+Learning for Decision Traceability", arXiv 2505.13258; code ren258/ARENA). "Paper" = the
+paper (§n, Table n, App. X); "Code" = the released code at ren258/ARENA@53f9569, files under ``src/``.
 
 ARENA trains the RAG *generator* only. The model gets a question and a fixed, numbered list of
 paragraphs (the dataset's own distractor-setting contexts: 10 for HotpotQA / 2Wiki, 20 for
 MuSiQue) and answers in three sections: ``<relevance>`` (the reference numbers it relies on),
 ``<analysis>`` and ``<answer>``. The reward is format + exact match + relevance (1 / 0.5 / 0 against
-the gold supporting paragraphs) + a bonus of 10 when all three are perfect (§3); GRPO with the k2
-KL estimator ("KL stabilisation", §4.2). No retrieval call, one turn, no observation masking.
+the gold supporting paragraphs) + a bonus of 10 when all three are perfect (paper §3.3); GRPO with the
+k2 KL estimator ("KL stabilisation", paper §3.2). No retrieval call, one turn, no observation masking.
 
 Evaluation is a **gold-context** setting: the gold paragraphs are always among the references, so
 its scores are not comparable with open-retrieval rows. It has its own protocol,
@@ -16,12 +16,12 @@ its scores are not comparable with open-retrieval rows. It has its own protocol,
 under it, and ``harness run --method all`` runs ARENA under it as a separate run with its own
 summary table. The agent never calls the retriever (``uses_retrieval = False``).
 
-The references (§2.4) are the question's **own paragraphs in the dataset's order**
+The references (paper §4.1) are the question's **own paragraphs in the dataset's order**
 (``example.meta["context"]``, read with :func:`harness.data.example_context`): the packaged
 data keeps them for every HotpotQA (1,405), 2Wiki (166) and MuSiQue (292) question whose
 source ships its context (``corpus/contexts.jsonl.gz``, DATA.md), which is every question of
 ``mini-multihop``; a user's full files keep theirs (``load_file``). Gold reference numbers follow
-the code's rule (§3.3): the first reference that is each gold paragraph (same closed-corpus
+the code's rule (data_generator.py): the first reference that is each gold paragraph (same closed-corpus
 passage, or same title and text), -1 when none is.
 
 A question without its own context but with gold paragraphs (PopQA's closed subset, files
@@ -62,7 +62,7 @@ from harness.types import QAExample, SamplingParams, Trajectory
 
 # -- prompts (verbatim) ---------------------------------------------------------------------------
 
-# Code (§2.3): the template of the released code, used to reproduce the released models (§8 #2).
+# Code (src/data_generator.py): the template of the released code, used to reproduce the released models.
 # The first line ends with "references. " (one trailing space); the string ends with a newline.
 PROMPT_CODE = (
     "A conversation between User and Assistant. The user asks a question and give some references. "
@@ -102,7 +102,7 @@ PROMPT_CODE = (
     "{references}\n"
     "</references>\n"
 )
-# Paper Table 1 (§2.2), kept as an alternative template id (``template="paper"``).
+# Paper Table 1, kept as an alternative template id (``template="paper"``).
 PROMPT_PAPER = (
     "A conversation between User and Assistant. The user asks a question and gives some references. The "
     "assistant should answer the question based on the references.\n"
@@ -127,24 +127,24 @@ PROMPTS = {"code": PROMPT_CODE, "paper": PROMPT_PAPER}
 N_REFERENCES = {"hotpotqa": 10, "2wikimultihopqa": 10, "musique": 20}
 DEFAULT_N_REFERENCES = 10  # ours: other datasets (the paper evaluates only the three above)
 TRAIN_MAX_NEW_TOKENS = 256  # Code: max_completion_length
-EVAL_MAX_NEW_TOKENS = 1024  # Code: evaluation generation limit (§2.5)
-TEMPERATURE = 0.9  # Paper App. E / Code: training and evaluation sampling temperature (§2.5)
+EVAL_MAX_NEW_TOKENS = 1024  # Code: src/vllm_inference.py max_completion_length
+TEMPERATURE = 0.9  # Paper App. E / Code: training and evaluation sampling temperature (src/vllm_inference.py)
 GROUP_SIZE = 7  # Paper App. E
-BONUS = 10.0  # Paper §3.4: bonus when format, accuracy and relevance are all perfect
+BONUS = 10.0  # Paper §3.3: bonus when format, accuracy and relevance are all perfect
 WEIGHTS = (1.0, 1.0, 1.0, 1.0)  # Paper §3.3: format, accuracy, relevance, bonus, all weight 1
 PROTOCOL_NAME = "arena-gold-context"
 SUBSTITUTE_SEED = "arena-substitute-order-v1"  # ours: salt of the reference order of the substitute
 
-# The judge of the Table 6 "GPT-4o judge" accuracy-reward variant (§7.5), and of evaluation (§5.2).
+# The judge of the Table 6 "GPT-4o judge" accuracy-reward variant (App. G), and of evaluation (App. C.3).
 JUDGE_MODEL = "gpt-4o-2024-11-20"
 JUDGE_SAMPLING = SamplingParams(temperature=0.0)  # Paper App. C: temperature 0.0
 JUDGE_MAX_TOKENS = 16  # ours: a yes/no reply
 
-# -- normalisation, extraction, reward parts (§3.5 pseudo-code) ------------------------------------
+# -- normalisation, extraction, reward parts (Code: src/rewards.py) --------------------------------
 
 
 def arena_norm(s: str) -> str:
-    """ARENA's normaliser (§5.2, Code): ``_`` -> space, lower-case, every punctuation character
+    """ARENA's normaliser (App. C.1; evaluate.py): ``_`` -> space, lower-case, every punctuation character
     (ASCII plus ‘ ’ ´ `) -> space, articles -> space, whitespace collapsed. This is R1-Searcher's
     normaliser without its True/False -> yes/no mapping, which ARENA does not have."""
     if s in ("True", "False"):  # the one input where R1-Searcher's mapping would differ
@@ -152,7 +152,7 @@ def arena_norm(s: str) -> str:
     return normalize_answer_r1searcher(s)
 
 
-# Code (§3.1): anchored at the first character; no "<" inside the sections; MULTILINE, so "$" also
+# Code (src/evaluate.py): anchored at the first character; no "<" inside the sections; MULTILINE, so "$" also
 # matches before a newline (text after a newline following </answer> is accepted).
 FORMAT_RE = re.compile(
     r"^<relevance>[^<]*</relevance>\s*<analysis>[^<]*</analysis>\s*<answer>[^<]*</answer>$",
@@ -161,7 +161,7 @@ FORMAT_RE = re.compile(
 
 
 def r_format(completion: str) -> float:
-    """R_format ∈ {0, 1} (§3.1): the code's regex, with its quirks."""
+    """R_format ∈ {0, 1} (paper §3.3): the code's regex, with its quirks."""
     return 1.0 if FORMAT_RE.match(completion) else 0.0
 
 
@@ -172,7 +172,7 @@ def extract_section(tag: str, completion: str) -> str | None:
 
 
 def extract_answer(completion: str) -> Extraction:
-    """The prediction (§5.2): the content of the **first** ``<answer>…</answer>``, empty if absent."""
+    """The prediction (evaluate.py): the content of the **first** ``<answer>…</answer>``, else ""."""
     spans = re.findall(r"<answer>\s*(.*?)\s*</answer>", completion, re.DOTALL)
     if not spans:
         return Extraction("", "unclosed_tag" if "<answer>" in completion else "no_answer")
@@ -182,13 +182,13 @@ def extract_answer(completion: str) -> Extraction:
 
 
 def r_acc(answer: str, golds: Sequence[str]) -> float:
-    """R_acc ∈ {0, 1} (§3.2): ARENA-normalised exact match against any gold."""
+    """R_acc ∈ {0, 1} (paper §3.3): ARENA-normalised exact match against any gold."""
     a = arena_norm(answer)
     return 1.0 if any(a == arena_norm(g) for g in golds) else 0.0
 
 
 def arena_f1(answer: str, golds: Sequence[str]) -> float:
-    """Token F1 under :func:`arena_norm`, max over golds, no yes/no special case (§5.2); the
+    """Token F1 under :func:`arena_norm`, max over golds, no yes/no special case (paper App. C.2); the
     accuracy reward of the Table 6 "F1" variant."""
     pred = arena_norm(answer).split()
     best = 0.0
@@ -204,7 +204,7 @@ def arena_f1(answer: str, golds: Sequence[str]) -> float:
 
 def parse_relevance(text: str | None) -> list[int] | None:
     """The ``<relevance>`` content as sorted unique integers; None when it is missing, not JSON,
-    not a list, or holds anything but integers (§3.3: all of these score 0)."""
+    not a list, or holds anything but integers (Code src/rewards.py: all of these score 0)."""
     if text is None:
         return None
     try:
@@ -217,7 +217,7 @@ def parse_relevance(text: str | None) -> list[int] | None:
 
 
 def r_rel(completion: str, gold_ids: Sequence[int]) -> float:
-    """R_rel ∈ {1, 0.5, 0} (§3.3): the predicted set equals the gold set -> 1; overlaps it -> 0.5
+    """R_rel ∈ {1, 0.5, 0} (paper §3.3): the predicted set equals the gold set -> 1; overlaps it -> 0.5
     (subsets, supersets, partial overlaps); else, or unparseable -> 0."""
     pred = parse_relevance(extract_section("relevance", completion))
     if pred is None:
@@ -232,7 +232,7 @@ def combine(
     f: float, a: float, r: float, weights: tuple[float, float, float, float] = WEIGHTS
 ) -> RewardBreakdown:
     """R = w_f·R_format + w_a·R_acc + w_r·R_rel + w_b·R_bonus (Paper §3.3), R_bonus = 10 iff
-    R_format = R_acc = R_rel = 1 (§3.4). Reachable with unit weights: {0, .5, 1, 1.5, 2, 2.5, 13}."""
+    R_format = R_acc = R_rel = 1. Reachable with unit weights: {0, .5, 1, 1.5, 2, 2.5, 13}."""
     bonus = BONUS if (f == 1.0 and a == 1.0 and r == 1.0) else 0.0
     total = weights[0] * f + weights[1] * a + weights[2] * r + weights[3] * bonus
     return RewardBreakdown(
@@ -242,7 +242,7 @@ def combine(
 
 
 def judge_reply_score(reply: str) -> float:
-    """The training-time GPT-4o judge parse of the code's commented-out path (§7.5): starts with
+    """The training-time GPT-4o judge parse of the code's commented-out path (rewards.py): starts with
     "yes" -> 1, starts with "no" -> 0, else contains "yes" -> 1, contains "no" -> 0, else 0.5."""
     low = reply.strip().lower()
     if low.startswith("yes"):
@@ -280,8 +280,8 @@ class ContextProvider(TypingProtocol):
 
 
 def format_references(refs: Sequence[Reference], *, include_titles: bool = False) -> str:
-    """Code (§2.4): ``"\\n".join(f"{i}. {text}")`` numbered from 1; a single reference is shown
-    without a number; titles are not shown (§8 #4: ``include_titles`` flag, default off)."""
+    """Code (data_generator.py): ``"\\n".join(f"{i}. {text}")`` numbered from 1; a single reference is shown
+    without a number; titles are not shown (as the code; ``include_titles`` flag, default off)."""
     texts = [f"{r.title}: {r.text}" if include_titles else r.text for r in refs]
     if len(texts) == 1:
         return texts[0]
@@ -308,9 +308,9 @@ def _same_paragraph(ref: ContextParagraph, gold: Reference) -> bool:
 
 
 def dataset_context(e: QAExample) -> ArenaContext:
-    """The paper's setting (§2.4): the example's own paragraphs in the dataset's order
+    """The paper's setting (§4.1): the example's own paragraphs in the dataset's order
     (``meta["context"]``, repeats kept); gold ids = the first reference that is each gold
-    paragraph (§3.3; -1 when one is not found, which makes a full match impossible, as in the
+    paragraph (data_generator.py; -1 when one is not found, which makes a full match impossible, as in the
     code). ConfigError when the example has no own context or no gold paragraphs."""
     paragraphs = example_context(e)
     if paragraphs is None:
@@ -392,7 +392,7 @@ def substitute_context(e: QAExample, hits: Sequence[Any], n: int) -> ArenaContex
 
 
 def make_prompt(question: str, refs: Sequence[Reference], *, template: str = "code") -> list[dict[str, str]]:
-    """One user message, no system message (Code §2.3: the model's default chat template adds its
+    """One user message, no system message (data_generator.py: the model's default chat template adds its
     own system line)."""
     text = PROMPTS[template].format(question=question, references=format_references(refs))
     return [{"role": "user", "content": text}]
@@ -402,10 +402,10 @@ def make_prompt(question: str, refs: Sequence[Reference], *, template: str = "co
 
 
 def eval_protocol() -> Protocol:
-    """ARENA's own evaluation (§5): each question's own paragraphs in the dataset's order (10 for
+    """ARENA's own evaluation (paper §4.1-4.2): each question's own paragraphs in the dataset's order (10 for
     HotpotQA / 2Wiki, 20 for MuSiQue; the labelled gold + BM25 substitute over the closed corpus
     for a question without them, see the module docstring), no agent retrieval
-    (``max_turns=0``), sampled at T=0.9 with 1024 new tokens and a fixed seed (§2.5, §8 #5).
+    (``max_turns=0``), sampled at T=0.9 with 1024 new tokens (vllm_inference.py), fixed seed (ours).
     ``top_k=10`` records the reference count of HotpotQA / 2Wiki (MuSiQue: 20). The corpus and
     retriever are the substitute's."""
     return mini().with_(
@@ -494,7 +494,8 @@ class Arena(TrainableMethod):
         return None
 
     def prompt_messages(self, example: QAExample, *, training: bool) -> list[dict[str, str]]:
-        """ARENA's prompt (§2.3, one user message) with the example's own numbered paragraphs; the
+        """ARENA's prompt (data_generator.py; one user message) with the example's own numbered
+        paragraphs; the
         same for training and evaluation. An export never uses the BM25 substitute: a question
         without its own context (``meta["context"]``) is a ConfigError naming it."""
         if not has_context(example):
@@ -528,7 +529,7 @@ class Arena(TrainableMethod):
     # -- training ---------------------------------------------------------------------------------
 
     def reward_names(self) -> tuple[str, ...]:
-        # arena: §3 (EM accuracy); arena_f1 / arena_judge: the Table 6 accuracy-reward variants (§7.5)
+        # arena: paper §3.3 (EM accuracy); arena_f1 / arena_judge: the Table 6 accuracy-reward variants (App. G)
         return REWARDS
 
     def reward(self, trajectory: Trajectory, *, name: str, ctx: RewardContext) -> RewardBreakdown:
@@ -570,7 +571,7 @@ class Arena(TrainableMethod):
         extra: list[dict[str, float]],
     ) -> list[float]:
         """GPT-4o-judge accuracy (Table 6 variant): the Table 8 prompt on the extracted answer; an
-        empty answer scores 0 without a call (§5.2); a failed request scores 0 and is counted."""
+        empty answer scores 0 without a call (gpt_eval.py); a failed request scores 0 and is counted."""
         from harness.judge.prompts import ARENA as ARENA_JUDGE
 
         acc = [0.0] * len(trajectories)

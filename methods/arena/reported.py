@@ -1,15 +1,15 @@
-"""ARENA's published numbers (Ren et al., arXiv 2505.13258; 002-arena.md §7), as printed.
+"""ARENA's published numbers (Ren et al., arXiv 2505.13258, Tables 3-7 and App. G), as printed.
 
 Every number is on 500 random dev questions per dataset, with the dataset's own distractor-setting
 paragraphs as context (the gold-context setting of the ``arena-gold-context`` protocol, not open
-retrieval). Metrics: ``em`` and ``f1`` under ARENA's normaliser (§5.2; punctuation -> space, which
+retrieval). Metrics: ``em`` and ``f1`` under ARENA's normaliser (paper App. C.1; punctuation -> space, which
 differs slightly from our SQuAD ``em``/``f1``), and the LLM judge ``LJ`` (GPT-4o-2024-11-20, the
 paper's Table 8 prompt = ``harness.judge.prompts.ARENA``), stored under that judge's metric name.
 
 Method names: ``direct_rag`` = the question with all references, answered directly (Table 7's
 "direct RAG"; Table 3's prompt-based and "Original" rows), ``direct`` = no context; other
 baselines by their snake-case name; released checkpoints of other papers keep their own name as
-``model`` ("contexts replaced by the dataset paragraphs", §7.1).
+``model`` ("contexts replaced by the dataset paragraphs", paper §4.3).
 """
 
 from __future__ import annotations
