@@ -1,25 +1,31 @@
 """TIRESRAG-R1 (He, Gutiérrez-Basulto, Pan: "From Sufficiency to Reflection: Reinforcement-Guided
 Thinking Quality in Retrieval-Augmented Reasoning for LLMs", 2025; code probe2/TIRESRAG-R1, an
-OpenRLHF fork). Spec: 003-tiresrag-r1.md ("Paper" / "Code" / "Recommend" as there; §n = a section
-of the spec).
+OpenRLHF fork). "Paper" = the paper (§n, Eq. n, Fig. n, App. X); "Code" = probe2/TIRESRAG-R1@a457873:
+the rollout in ``OpenRLHF-RAG/openrlhf/trainer/ppo_utils/experience_maker.py``, the prompt layout in
+``OpenRLHF-RAG/openrlhf/datasets/prompts_dataset.py``, the rewards in ``reward/answer_reflection_reward.py``
+and ``reward/sufficient_thinking_reward.py``, the evaluation in ``evaluation/`` (a FlashRAG fork);
+"ours" = our choice where both are silent or disagree.
 
 Think–retrieve–reflect: a Search-R1-style agent (``<think>``, ``<search>``, ``<information>``,
 ``<answer>``) that may reflect once after its first answer, search again and answer again; the
 **last** answer is the prediction. Generation stops only at ``</search>`` and EOS (never at
-``</answer>``), at most 8 retrievals, 512 new tokens per segment (§2.3).
+``</answer>``), at most 8 retrievals, 512 new tokens per segment (Code: experience_maker.py).
 
-Reward (§3): answer F1 + a_t·(w_t·thinking + w_s·sufficiency + w_r·reflection), the thinking and
+Reward (paper §4.3, Eqs. 1-5): answer F1 + a_t·(w_t·thinking + w_s·sufficiency + w_r·reflection), the
+thinking and
 sufficiency scores from an LLM judge (``ctx.model("judge", ...)``; the paper's Qwen3-8B) with the
 paper's prompts (reused verbatim from ``harness.judge.prompts``); a_t anneals the auxiliary
 rewards (Eq. 5). On top of GRPO's group-normalised advantage A, the advantage becomes
 ``A' = (A - P)·W`` with the consistency penalty P (Eq. 7) and the difficulty weight W (Eq. 6):
 :meth:`TiresRAG.advantage_adjust` builds that hook; groups whose answer F1 are all ≤ 0.1 or all
-≥ 0.9 are filtered (§3.9; recipe ``dynamic_sampling`` threshold filter on the ``f1`` component).
+≥ 0.9 are filtered (paper §4.4, Algorithm 1; Code ``--accuracy_lower_bound``; recipe ``dynamic_sampling``
+threshold filter on the ``f1`` component).
 
-Paper and released code differ (§3.4, §3.8, §2.6, §3.2.1); the reward names switch them:
+Paper and released code differ (reflection reward, penalty, missing answer, judge parsing); the reward
+names switch them:
 
 =================  ==============================================================================
-``recommended``    the spec's defaults: paper reflection reward (+1/0/-1 on token-cover EM), the
+``recommended``    ours: paper reflection reward (+1/0/-1 on token-cover EM), the
                    code's scaled consistency penalty, prediction "" without an answer, judge replies
                    parsed after removing ``<think>`` (last sufficiency object), thinking clipped to [0, 1]
 ``paper``          as ``recommended`` with the paper's unscaled penalty λ_p·|z(S) z(T) z(A)| (Eq. 7,
@@ -29,7 +35,7 @@ Paper and released code differ (§3.4, §3.8, §2.6, §3.2.1); the reward names 
                    thinking score not clipped
 ``no_*``           Table 7 ablations of ``recommended`` (difficulty, penalty, reflect, sufficiency,
                    thinking)
-``f1_only``        naive GRPO (Table 7 "Naive GRPO"; spec §8 B15): answer F1 only
+``f1_only``        naive GRPO (Table 7 "Naive GRPO"; undefined there, ours): answer F1 only
 ``smoke``          ``recommended`` with a 32-token judge budget (the packaged CPU judge; ours)
 =================  ==============================================================================
 
@@ -67,9 +73,9 @@ from harness.rollout.extract import extract_tagged
 from harness.rollout.segments import SegmentLoopConfig, run_segment_rollouts, stopped_at
 from harness.types import Completion, Hit, QAExample, SamplingParams, Trajectory
 
-# -- protocol (spec §2) --------------------------------------------------------------------------------
+# -- protocol (paper §4.1) -----------------------------------------------------------------------------
 
-# Paper Fig. 9 (Instruct models), verbatim, as the system message (Code placement; §2.2).
+# Paper Fig. 9 (Instruct models), verbatim, as the system message (Code placement: prompts_dataset.py).
 SYSTEM_INSTRUCT = (
     "You are a helpful assistant. Answer the given question.\n\n"
     "You must reason **clearly and completely** inside <think> and </think> before providing any final answer. "
@@ -112,18 +118,18 @@ PROMPT_BASE = (
     "information to verify your previous answer or correct the previous answer. Remember, after reflection ends, "
     "you should output the answer in <answer> </answer>."
 )
-THINK_PREFILL = "<think>"  # Code: the assistant turn is pre-filled with "<think>" (§2.2)
+THINK_PREFILL = "<think>"  # Code: the assistant turn is pre-filled with "<think>" (prompts_dataset.py)
 
-# Code (§2.3): observation "<information>\n{docs}</information>\n\n" after the model's "</search>";
-# the recommended training format everywhere (§8 A6), sampled ids kept (§8 A7).
+# Code (experience_maker.py): observation "<information>\n{docs}</information>\n\n" after the model's
+# "</search>"; ours: the training format in evaluation too, sampled ids kept.
 TIRESRAG_DIALECT = TagDialect(
     name="tiresrag_r1",
     obs_prefix="\n\n<information>\n",
     obs_suffix="</information>\n\n",
     invalid_message="",
 )
-STOPS = ("</search>",)  # Code §2.3: only </search> (and EOS); never </answer>
-TOP_K = 5  # Paper §5 / Code (train): top-5 (the released eval hard-codes 7; §8 A4 recommends 5)
+STOPS = ("</search>",)  # Code (experience_maker.py): only </search> (and EOS); never </answer>
+TOP_K = 5  # Paper §5 / Code (train): top-5 (the released eval hard-codes 7; ours: 5)
 MAX_SEGMENT_TOKENS = 512  # Code: 512 new tokens per segment
 MAX_RETRIEVALS = 8  # Code: 9 segments, at most 8 retrievals
 PROMPT_MAX_TOKENS = 1024  # Code: prompt_max_len (not enforced here; our prompts are far shorter)
@@ -132,7 +138,7 @@ _NUM_PREFIX = re.compile(r"^\d+\s+")
 
 
 def render_docs(hits: Sequence[Hit]) -> str:
-    """Code ``format_docs`` (§2.3): ``({j}){title}\\n{text}\\n`` per document (a leading
+    """Code ``format_docs`` (experience_maker.py): ``({j}){title}\\n{text}\\n`` per document (a leading
     ``\\d+\\s+`` stripped), the literal ``None`` without documents."""
     if not hits:
         return "None"
@@ -144,7 +150,8 @@ def render_docs(hits: Sequence[Hit]) -> str:
 
 
 def search_query(c: Completion) -> str | None:
-    """Code §2.3: a segment that stopped at ``</search>`` and holds ``<search>`` is a search; the
+    """Code (experience_maker.py): a segment that stopped at ``</search>`` and holds ``<search>`` is
+    a search; the
     query is the text after the **last** ``<search>``, double quotes dropped, whitespace collapsed
     ("" ends the trajectory). Anything else ends the trajectory."""
     if not stopped_at(c, "</search>") or "<search>" not in c.text:
@@ -155,18 +162,18 @@ def search_query(c: Completion) -> str | None:
 
 
 def make_prompt(question: str) -> list[dict[str, str]]:
-    """Instruct layout (Code §2.2): Fig. 9 as system message, the raw question as user message;
+    """Instruct layout (Code prompts_dataset.py): Fig. 9 as system message, the raw question as user message;
     ``solve`` appends the ``<think>`` pre-fill after the chat template's generation prompt."""
     return [{"role": "system", "content": SYSTEM_INSTRUCT}, {"role": "user", "content": question}]
 
 
 def base_prompt(question: str) -> str:
-    """Base-model layout (Code §2.2): no chat template."""
+    """Base-model layout (Code prompts_dataset.py; paper Fig. 10): no chat template."""
     return f"{PROMPT_BASE}\n\nQuestion:{question}\n{THINK_PREFILL}"
 
 
 def eval_protocol() -> Protocol:
-    """TIRESRAG-R1's evaluation as the spec recommends (§2.4, §8 A2-A5): the training loop, greedy,
+    """TIRESRAG-R1's evaluation (ours where paper and released eval differ): the training loop, greedy,
     top-5, 512 tokens per segment, at most 8 retrievals, last answer; on the closed corpus (the
     paper's KILT-2019 + BGE index is not packaged). No observation cap (5 chunks)."""
     return mini().with_(
@@ -179,16 +186,17 @@ def eval_protocol() -> Protocol:
     )
 
 
-# -- reward constants (spec §3) ------------------------------------------------------------------------
+# -- reward constants (paper §4.3) ---------------------------------------------------------------------
 
 W_T, W_S, W_R = 0.6, 0.3, 0.3  # Paper App. C.1: thinking, sufficiency, reflection weights
 A_LO, B_HI, RHO_0, K_W = 0.4, 1.5, 0.75, 10.0  # Paper Eq. 6: difficulty weight
 LAMBDA_P = 0.1  # Paper §4.4 / Code: consistency penalty weight
 DECAY_AT, DECAY_TEMP = 0.9, 10.0  # Paper Eq. 5: a_t = 1 / (1 + exp((t - 0.9 T) / 10))
-Z_EPS = 1e-8  # Code: z-scores with numpy population std + 1e-8 (§3.8)
+Z_EPS = 1e-8  # Code: z-scores with numpy population std + 1e-8 (answer_reflection_reward.py)
 F1_LOWER, F1_UPPER = 0.1, 0.9  # Code: --accuracy_lower_bound 0.1 --accuracy_upper_bound 0.9 (§3.9)
-REFLECT_OK_F1 = 0.5  # Code: reflection "correct" = F1 > 0.5 or token cover (§3.4)
-# Code (§3.2.1): Qwen3-8B judge, T 0.6, top-p 0.95, top-k 20, max 4048 tokens, thinking on.
+REFLECT_OK_F1 = 0.5  # Code: reflection "correct" = F1 > 0.5 or token cover (answer_reflection_reward.py)
+# Code (sufficient_thinking_reward.py): Qwen3-8B judge, T 0.6, top-p 0.95, top-k 20, max 4048 tokens,
+# thinking on.
 JUDGE_MODEL = "Qwen/Qwen3-8B"
 JUDGE_SAMPLING = SamplingParams(temperature=0.6, top_p=0.95, top_k=20)
 JUDGE_MAX_TOKENS = 4048
@@ -196,7 +204,8 @@ SMOKE_JUDGE_MAX_TOKENS = 32  # ours: the packaged CPU judge
 
 
 def f1_train(pred: str, gold: str) -> float:
-    """The training answer F1 (Code §3.1): R1-Searcher normalisation (True/False -> yes/no,
+    """The training answer F1 (paper Eq. 1; Code answer_reflection_reward.py): R1-Searcher
+    normalisation (True/False -> yes/no,
     punctuation -> space), 0 when either side is yes/no/noanswer and they differ, token F1."""
     p, g = normalize_answer_r1searcher(pred), normalize_answer_r1searcher(gold)
     special = {"yes", "no", "noanswer"}
@@ -210,7 +219,8 @@ def f1_train(pred: str, gold: str) -> float:
 
 
 def cem_train(pred: str, gold: str) -> float:
-    """Code §3.1 ``cem_train``: every gold token (``split(" ")``) is among the prediction's tokens."""
+    """Code (answer_reflection_reward.py) ``cem_train``: every gold token (``split(" ")``) is among
+    the prediction's tokens."""
     pt = normalize_answer_r1searcher(pred).split(" ")
     return 1.0 if all(tok in pt for tok in normalize_answer_r1searcher(gold).split(" ")) else 0.0
 
@@ -222,7 +232,7 @@ def best(fn: Callable[[str, str], float], pred: str, golds: Sequence[str]) -> fl
 
 def reflection_paper(answers: Sequence[str], golds: Sequence[str]) -> float:
     """Paper Eq. 4: +1 when a wrong first answer becomes a correct last answer (token-cover CEM,
-    §8 B7), -1 when a correct one becomes wrong, else 0 (a single answer or none: 0)."""
+    as the code's), -1 when a correct one becomes wrong, else 0 (a single answer or none: 0)."""
     if len(answers) < 2:
         return 0.0
     first, last = best(cem_train, answers[0], golds), best(cem_train, answers[-1], golds)
@@ -234,7 +244,8 @@ def reflection_paper(answers: Sequence[str], golds: Sequence[str]) -> float:
 
 
 def reflection_code(answers: Sequence[str], golds: Sequence[str]) -> float:
-    """Code §3.4 (never positive): with ok(a) = F1 > 0.5 or token cover, two or more answers:
+    """Code (answer_reflection_reward.py; never positive): with ok(a) = F1 > 0.5 or token cover, two
+    or more answers:
     ok first and ok last -> 0 if the last F1 ≥ the first F1 else -1; ok first, wrong last -> -1;
     wrong first -> 0 if ok last else -1. One answer: 0 if ok else -1. None: 0."""
 
@@ -254,7 +265,7 @@ def reflection_code(answers: Sequence[str], golds: Sequence[str]) -> float:
 
 
 def a_schedule(t: float, total: float) -> float:
-    """Paper Eq. 5: a_t = 1 / (1 + exp((t - 0.9 T) / 10)) (Alg. 1's swapped form is a typo, §8 B10)."""
+    """Paper Eq. 5: a_t = 1 / (1 + exp((t - 0.9 T) / 10)) (Alg. 1's swapped form is a typo)."""
     return 1.0 / (1.0 + math.exp((t - DECAY_AT * total) / DECAY_TEMP))
 
 
@@ -278,7 +289,7 @@ def consistency_penalty(
     w_s: float = W_S,
     lam: float = LAMBDA_P,
 ) -> torch.Tensor:
-    """P ≥ 0 per rollout of one group (§3.8), subtracted from the advantage.
+    """P ≥ 0 per rollout of one group (paper Eq. 7), subtracted from the advantage.
 
     ``code_scaled`` (Code): zA = z(F1), zT = (a·w_t·T - mean) / (std(T) + ε), zS likewise with
     w_s·S, P = -λ·zA·zT·zS where that product is negative, else 0; population std, ε = 1e-8.
@@ -339,7 +350,8 @@ class JudgeScore:
 
 
 def parse_sufficiency(reply: str, mode: Literal["recommended", "code"]) -> JudgeScore:
-    """R^S from a judge reply (§3.2.1). ``recommended``: the harness parser (``<think>`` removed,
+    """R^S from a judge reply (paper Eq. 2; Code sufficient_thinking_reward.py). ``recommended``: the
+    harness parser (``<think>`` removed,
     the last ``{"sufficient context to the given answer": 0|1}``). ``code``: the first such
     object of the lower-cased raw reply, its value as a number. No object: 0, unparsed."""
     if mode == "code":
@@ -359,8 +371,8 @@ def parse_sufficiency(reply: str, mode: Literal["recommended", "code"]) -> Judge
 
 
 def parse_thinking(reply: str, mode: Literal["recommended", "code"]) -> JudgeScore:
-    """R^T from a judge reply (§3.3): ``<think>…</think>`` removed, stripped, ``float``; failure
-    -> 0, unparsed. ``recommended`` clips to [0, 1] (§3.3); ``code`` does not."""
+    """R^T from a judge reply (paper Eq. 3): ``<think>…</think>`` removed, stripped, ``float``; failure
+    -> 0, unparsed. ``recommended`` clips to [0, 1] (ours); ``code`` does not."""
     from harness.judge.parsers import strip_think
 
     try:
@@ -375,7 +387,8 @@ def parse_thinking(reply: str, mode: Literal["recommended", "code"]) -> JudgeSco
 
 
 def all_answers(text: str) -> list[str]:
-    """Every ``<answer>…</answer>`` of the model's text, in order, stripped (§2.6)."""
+    """Every ``<answer>…</answer>`` of the model's text, in order, stripped (the paper scores the
+    last one)."""
     return [a.strip() for a in re.findall(r"<answer>(.*?)</answer>", text, re.DOTALL)]
 
 
@@ -436,7 +449,7 @@ class TiresRAG(TrainableMethod):
         for t in trajs:
             answers = all_answers(t.model_text)
             t.meta["n_answers"] = len(answers)
-            t.meta["first_answer"] = answers[0] if answers else None  # the released eval's prediction (§2.4)
+            t.meta["first_answer"] = answers[0] if answers else None  # the released eval's prediction
         return trajs
 
     # -- training ---------------------------------------------------------------------------------
@@ -540,7 +553,8 @@ class TiresRAG(TrainableMethod):
     def advantage_adjust(
         self, rewards: Sequence[RewardBreakdown], group: torch.Tensor, *, name: str
     ) -> SeqAdjust | None:
-        """The hook ``A' = (A - P)·W`` for ``harness.rl.advantages`` (§3.10), from the batch's reward
+        """The hook ``A' = (A - P)·W`` for ``harness.rl.advantages`` (paper Algorithm 1), from the
+        batch's reward
         components in trainer order and the group id of each trajectory; None when the variant has
         neither penalty nor difficulty weight."""
         v = self.variant(name)

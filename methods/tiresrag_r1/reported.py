@@ -1,4 +1,4 @@
-"""TIRESRAG-R1's published numbers (He, Gutiérrez-Basulto, Pan 2025; 003-tiresrag-r1.md §7), as printed.
+"""TIRESRAG-R1's published numbers (He, Gutiérrez-Basulto, Pan 2025; paper Tables 1-8), as printed.
 
 Backbone Qwen2.5-3B (Base / Instruct). Evaluation: R1-Searcher's 500-question HotpotQA / 2Wiki /
 MuSiQue test sets, the 125 Bamboogle questions, full FlashRAG NQ / PopQA / TriviaQA test sets;
@@ -6,10 +6,10 @@ KILT-2019 Wikipedia with BGE-large-en-v1.5, top-5. Metrics (FlashRAG normaliser)
 ``cover_em`` (the paper's CEM = FlashRAG ``acc``, substring), and the GPT-4o judge of Fig. 13
 (``harness.judge.prompts.TIRESRAG_R1``) under its metric name. Tables printed in percent are
 scaled by 1/100. Table 5's efficiency numbers are raw: ``thinking_tokens`` (generated tokens
-without retrieved blocks, §5.3) and ``n_retrievals`` (search steps). Table 1 counts trajectories.
+without retrieved blocks, paper Table 5) and ``n_retrievals`` (search steps). Table 1 counts trajectories.
 
 Not transcribed: Table 2 (a manual error-type breakdown of incorrect trajectories pooled over two
-datasets; no method is scored) and the figure-only results (§7.8).
+datasets; no method is scored) and the figure-only results.
 
 Prompt baselines use the Instruct model (paper: "all baselines use Qwen-2.5-3B base/instruct");
 SFT and SimpleDeepSearcher do not say which and are filed under the Instruct name with a note.
