@@ -1,6 +1,7 @@
 """Learning When to Search ("Learning When to Search: Multi-Stage Reward Design for Efficient Agentic
-RAG with Reasoning Language Models", anonymous ACL review submission; no code release). Spec:
-004-when-to-search.md ("paper" / "[recommended]" / "[inferred]" as there; §n = a section of the spec).
+RAG with Reasoning Language Models", anonymous ACL review submission; no code release). "paper §n",
+"Eq. n", "Table n", "App. X" point into it; "[inferred]" = our reading of it; "[recommended]" = our choice
+where it is silent.
 
 An agent with ``<think>``, ``<search>``, ``<information>``, ``<reflect>`` and ``<answer>`` tags,
 trained with DAPO on r_sum = r_a + r_s + r_f (Eq. 12):
@@ -14,16 +15,17 @@ trained with DAPO on r_sum = r_a + r_s + r_f (Eq. 12):
 - r_f, ±1 for the tag grammar.
 
 The stage schedule is a multi-stage recipe (``reward_stages``: ``stage1`` from step 0, ``stage2``
-from step 180; §3.5's recommendation). The retrieval count is the trajectory's ``n_retrievals``.
+from step 180 [recommended]; the paper gives no switch step, Tables 1-2 suggest 180). The retrieval
+count is the trajectory's ``n_retrievals``.
 
 Embedder. The recipes' ``aux_models`` are generation backends (``BackendSpec``), which cannot
 describe a sentence encoder, so the reward reads an ``"embedder"`` from the reward context when
 one is given (anything with ``encode(list[str]) -> (n, d) array``) and otherwise uses
 :class:`MiniLMEmbedder`, the packaged all-MiniLM-L6-v2 loaded through
-``harness.retrieval.encoder`` (the paper's Qwen3-Embedding is not packaged; §3.2).
+``harness.retrieval.encoder`` (the paper's Qwen3-Embedding, App. B.2, is not packaged).
 
 The rollout uses :func:`harness.rollout.segments.run_segment_rollouts` (the shared engine cannot end a
-trajectory on EOS without an answer, nor count an empty query as a retrieval; §2.4).
+trajectory on EOS without an answer, nor count an empty query as a retrieval; paper §3.2).
 """
 
 from __future__ import annotations
@@ -49,9 +51,9 @@ from harness.rollout.extract import extract_tagged
 from harness.rollout.segments import SegmentLoopConfig, run_segment_rollouts, stopped_at
 from harness.types import Completion, Hit, QAExample, SamplingParams, Trajectory
 
-# -- protocol (spec §2) ---------------------------------------------------------------------------------
+# -- protocol (paper §3.2) ------------------------------------------------------------------------------
 
-# §2.3 [recommended] canonical rendering PROMPT_V1 of the paper's "Instruction for Trained RLM"
+# [recommended] canonical rendering PROMPT_V1 of the paper's "Instruction for Trained RLM"
 # (App. B.4): backticks removed, one sub-bullet per line; the words unchanged.
 PROMPT_V1 = """\
 Please answer the given question by following the structured reasoning protocol below:
@@ -76,23 +78,24 @@ Please answer the given question by following the structured reasoning protocol 
    - The final answer must be concise and clear, placed inside <answer></answer>.
    - Internal reasoning (in <think>) must always be the primary method; tool usage should be a last resort, not the default."""
 
-# §2.5 [recommended]: verl-tool's wrapper "\n\n<information>" + docs.strip() + "</information>\n\n".
+# [recommended]: verl-tool's wrapper "\n\n<information>" + docs.strip() + "</information>\n\n".
 W2S_DIALECT = TagDialect(
     name="when_to_search", obs_prefix="\n\n<information>", obs_suffix="</information>\n\n", invalid_message=""
 )
-STOPS = ("</search>", "</answer>")  # §2.4: action stop strings, kept in the output
+STOPS = ("</search>", "</answer>")  # paper §3.2: action stop strings, kept in the output
 TOP_K = 5  # paper §4.2
 MAX_TURNS = 5  # paper Table 5: max_turns (at most 5 executed searches, §8 #18)
 MAX_ACTION_TOKENS = 8192  # paper Table 5: max_action_length (tokens per generation call)
 MAX_OBS_TOKENS = 4096  # paper Table 5: max_obs_length (an observation is cut, keeping its start)
 MAX_RESPONSE_TOKENS = 16384  # paper Table 5: max_response_length (generated + observation tokens)
-NO_RESULTS = "No results."  # §2.4 / §8 #29 [recommended]: an empty query is answered and counted
+NO_RESULTS = "No results."  # [recommended]: an empty query is answered and counted
 
 _SEARCH = re.compile(r"<search>(.*?)</search>", re.DOTALL)
 
 
 def render_docs(hits: Sequence[Hit]) -> str:
-    """§2.5 [recommended] paper format ``Doc {i} (Title: {title}) {text}\\n``, the title being the
+    """[recommended] the paper's format (Table 7 example) ``Doc {i} (Title: {title}) {text}\\n``, the
+    title being the
     first line of the wiki-18 contents as is (quotes kept, as in the paper's example)."""
     out = []
     for i, h in enumerate(hits, 1):
@@ -102,7 +105,7 @@ def render_docs(hits: Sequence[Hit]) -> str:
 
 
 def search_query(c: Completion) -> str | None:
-    """§2.4: a segment stopped at ``</search>`` is a search; the query is the last
+    """Paper §3.2: a segment stopped at ``</search>`` is a search; the query is the last
     ``<search>…</search>`` stripped ("" when empty or without an opening tag). Anything else
     (``</answer>``, EOS, length) ends the trajectory."""
     if not stopped_at(c, "</search>"):
@@ -112,12 +115,12 @@ def search_query(c: Completion) -> str | None:
 
 
 def make_prompt(question: str) -> list[dict[str, str]]:
-    """§2.3 [recommended]: one user message, no system message."""
+    """[recommended]: one user message, no system message."""
     return [{"role": "user", "content": f"{PROMPT_V1}\n\nQuestion: {question}\n"}]
 
 
 def eval_protocol() -> Protocol:
-    """The paper's rollout limits at evaluation (Table 5; §8 #22: greedy) on the closed corpus (the
+    """The paper's rollout limits at evaluation (Table 5; greedy [recommended]) on the closed corpus (the
     paper's September-2025 Wikipedia + e5 index is not packaged): top-5, at most 5 searches,
     8192 tokens per turn, 4096-token observations."""
     return mini().with_(
@@ -130,17 +133,17 @@ def eval_protocol() -> Protocol:
     )
 
 
-# -- rewards (spec §3) -------------------------------------------------------------------------------
+# -- rewards (paper §3.3) ----------------------------------------------------------------------------
 
 BETA = 0.3  # paper Eqs. 10-11
 JUDGE_MODEL = "Qwen/Qwen3-235B-A22B-Instruct-2507"  # paper App. B.2 (§3.7 [recommended] release)
-JUDGE_SAMPLING = SamplingParams(temperature=0.0)  # §3.7 [recommended]
+JUDGE_SAMPLING = SamplingParams(temperature=0.0)  # [recommended]
 
 Stage = Literal["stage1", "stage2", "unified", "none"]
 
 
 def answer_reward(correct: bool, rc: int, stage: Stage, beta: float = BETA) -> float:
-    """r_a (§3.3): stage 1 (Eq. 10) correct 1, wrong -1 + β·RC; stage 2 (Eq. 11) correct 1 - β·RC,
+    """r_a (paper §3.3): stage 1 (Eq. 10) correct 1, wrong -1 + β·RC; stage 2 (Eq. 11) correct 1 - β·RC,
     wrong -1; ``unified`` (Table 2 [inferred]) correct 1 - β·RC, wrong -1 + β·RC; ``none`` 0
     ("w/o r_a"). No cap or clip."""
     if stage == "stage1":
@@ -154,7 +157,7 @@ def answer_reward(correct: bool, rc: int, stage: Stage, beta: float = BETA) -> f
     raise ConfigError(f"unknown When-to-Search stage {stage!r}")
 
 
-# §3.2 [recommended] conciseness rule (the paper gives only its intent)
+# [recommended] conciseness rule (paper §3.3 gives only its intent)
 WH_AUX = frozenset(
     [
         "what",
@@ -260,7 +263,7 @@ _DROP_INNER = str.maketrans("", "", "".join(c for c in string.punctuation if c n
 
 def query_tokens(q: str) -> list[str]:
     """Lower-cased whitespace tokens with punctuation removed, except apostrophes and hyphens
-    inside a word (§3.2)."""
+    inside a word [recommended]."""
     out = []
     for raw in q.lower().split():
         tok = raw.translate(_DROP_INNER).strip(_KEEP_INNER)
@@ -270,7 +273,7 @@ def query_tokens(q: str) -> list[str]:
 
 
 def is_concise(q: str) -> bool:
-    """§3.2 [recommended] ``is_concise``: not empty, no "?", does not start with a question word or
+    """[recommended] ``is_concise``: not empty, no "?", does not start with a question word or
     auxiliary, at most 12 tokens, at most 2 prepositions, prepositions + fillers ≤ 40 % of tokens."""
     toks = query_tokens(q)
     if not toks or "?" in q or toks[0] in WH_AUX or len(toks) > MAX_QUERY_TOKENS:
@@ -300,8 +303,8 @@ class MiniLMEmbedder:
 
 
 def mean_pairwise_similarity(vectors: np.ndarray, mode: Literal["mean", "paper_literal"] = "mean") -> float:
-    """avg_sim (Eqs. 7-8): cosine similarity averaged over the N(N-1)/2 unordered pairs (§3.2
-    [recommended]); ``paper_literal`` divides the i<j sum by N(N-1) as Eq. 8 prints (half)."""
+    """avg_sim (Eqs. 7-8): cosine similarity averaged over the N(N-1)/2 unordered pairs
+    [recommended]; ``paper_literal`` divides the i<j sum by N(N-1) as Eq. 8 prints (half)."""
     n = vectors.shape[0]
     if n < 2:
         raise ValueError("avg_sim needs at least two queries")
@@ -331,8 +334,8 @@ TAG_STRINGS = tuple(f"<{t}>" for t in ("think", "search", "information", "reflec
     f"</{t}>" for t in ("think", "search", "information", "reflect", "answer")
 )
 _LETTER = {"think": "T", "search": "S", "information": "I", "reflect": "R", "answer": "A"}
-STRICT_GRAMMAR = re.compile(r"^(?:TRA|TSIR(?:T?SIR)*A)$")  # §3.1: T R A | T S I R (T? S I R)* A
-LENIENT_GRAMMAR = re.compile(r"^T?(?:SIR?(?:T?SIR?)*)?R?A$")  # §3.1 lenient: T and the R before A optional
+STRICT_GRAMMAR = re.compile(r"^(?:TRA|TSIR(?:T?SIR)*A)$")  # Eq. 6: T R A | T S I R (T? S I R)* A, repeats ours
+LENIENT_GRAMMAR = re.compile(r"^T?(?:SIR?(?:T?SIR?)*)?R?A$")  # Eq. 6 lenient: T and the R before A optional
 
 
 def block_sequence(response: str, *, strict: bool = True) -> str | None:
@@ -528,7 +531,7 @@ class WhenToSearch(TrainableMethod):
     def _judge(
         self, trajectories: list[Trajectory], preds: list[str | None], ctx: RewardContext
     ) -> tuple[list[bool], list[bool], list[bool]]:
-        """The YES/NO judge (§3.7) on each prediction; no answer -> wrong without a call. A reply
+        """The YES/NO judge (paper App. B.4) on each prediction; no answer -> wrong without a call. A reply
         whose first word is neither YES nor NO counts as NO (the paper's rule) and is counted."""
         from harness.judge.prompts import WHEN_TO_SEARCH
 

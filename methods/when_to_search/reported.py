@@ -1,12 +1,12 @@
-"""Learning-When-to-Search's published numbers (anonymous ACL submission; 004-when-to-search.md §7),
+"""Learning-When-to-Search's published numbers (anonymous ACL submission; Tables 1-4),
 as printed (two decimals).
 
 Metrics: ``LasJ``, the share of questions the Qwen3-235B-A22B-Instruct judge answers YES with the
 paper's prompt (``harness.judge.prompts.WHEN_TO_SEARCH``), stored under that judge's metric name;
 ``n_retrievals`` (RC, mean retrieval calls per question; not a fraction); ``f1``. Table 3's ACC
-column is read as LasJ (§5.2 / §8 #23: the paper lists only F1, LLM-as-judge and RC) and noted.
+column is read as LasJ (paper §4.1 lists only F1, LLM-as-judge and RC; [inferred]) and noted.
 Column order of Tables 1, 2, 4: NQ, PopQA, TriviaQA, HotpotQA, MuSiQue, 2Wiki, Bamboogle. The paper
-gives no splits or sizes (§5.1). Inconsistencies are kept as printed and flagged (§8 #27).
+gives no splits or sizes (App. B.1). Inconsistencies are kept as printed and flagged.
 """
 
 from __future__ import annotations
