@@ -84,7 +84,7 @@ W2S_DIALECT = TagDialect(
 )
 STOPS = ("</search>", "</answer>")  # paper §3.2: action stop strings, kept in the output
 TOP_K = 5  # paper §4.2
-MAX_TURNS = 5  # paper Table 5: max_turns (at most 5 executed searches, §8 #18)
+MAX_TURNS = 5  # paper Table 5: max_turns (read as at most 5 executed searches [recommended])
 MAX_ACTION_TOKENS = 8192  # paper Table 5: max_action_length (tokens per generation call)
 MAX_OBS_TOKENS = 4096  # paper Table 5: max_obs_length (an observation is cut, keeping its start)
 MAX_RESPONSE_TOKENS = 16384  # paper Table 5: max_response_length (generated + observation tokens)
@@ -334,7 +334,8 @@ TAG_STRINGS = tuple(f"<{t}>" for t in ("think", "search", "information", "reflec
     f"</{t}>" for t in ("think", "search", "information", "reflect", "answer")
 )
 _LETTER = {"think": "T", "search": "S", "information": "I", "reflect": "R", "answer": "A"}
-STRICT_GRAMMAR = re.compile(r"^(?:TRA|TSIR(?:T?SIR)*A)$")  # Eq. 6: T R A | T S I R (T? S I R)* A, repeats ours
+# Eq. 6: T R A | T S I R (T? S I R)* A, the repeats ours
+STRICT_GRAMMAR = re.compile(r"^(?:TRA|TSIR(?:T?SIR)*A)$")
 LENIENT_GRAMMAR = re.compile(r"^T?(?:SIR?(?:T?SIR?)*)?R?A$")  # Eq. 6 lenient: T and the R before A optional
 
 
