@@ -1,5 +1,5 @@
 """Eval-RAR: prompt, Algorithm-1 control flow (mode A and the strict mode B evaluation sub-step)
-and every branch of the reward (000-eval-rar.md §3)."""
+and every branch of the reward (paper Eqs. 2-5)."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ from tests.methods.helpers import PROTO, context, example, trajectory
 M = EvalRAR()
 RCTX = RewardContext()
 
-# The worked example of the spec (§2.8, paper Table 3), with abbreviated documents.
+# The paper's worked example (Table 3), with abbreviated documents.
 Q = "When did the person who gave the Checkers speech die?"
 GOLD = ["April 22, 1994"]
 THINK = (
@@ -86,7 +86,7 @@ def test_gold_only_in_retrieved_documents_does_not_count():
 def test_no_answer_paper_formula_vs_autorefine_code():
     ev2 = "<evaluate>He died April 22, 1994.</evaluate>"
     parts = worked("", ev2)
-    assert total(parts) == 0.1  # paper Eq. 5 literally (spec §8 #7 default)
+    assert total(parts) == 0.1  # paper Eq. 5 literally (the default)
     assert total(parts, name="eval_rar_requires_answer") == 0.0  # AutoRefine's code
     # with an answer present both agree
     assert total(worked("<answer>x</answer>", ev2), name="eval_rar_requires_answer") == 0.1
@@ -95,9 +95,9 @@ def test_no_answer_paper_formula_vs_autorefine_code():
 def test_evaluation_concatenation_and_normalisation():
     gen = "<evaluate> The Richard </evaluate> text <evaluate>Nixon! </evaluate>"
     assert evaluation_text(gen) == "The Richard Nixon!"
-    # the gold spans two blocks: Concat with one space, then SQuAD normalisation (spec §3.4, §8 #6)
+    # the gold spans two blocks: Concat with one space, then SQuAD normalisation (paper Eqs. 3-4)
     assert eval_rar_reward(gen + "<answer>no</answer>", ["Richard Nixon"]).total == 0.1
-    # substring without word boundary (spec §8 #5): gold "1" is inside "1994"
+    # substring without word boundary (AutoRefine's cover_em_check): gold "1" is inside "1994"
     assert eval_rar_reward("<evaluate>in 1994</evaluate><answer>x</answer>", ["1"]).total == 0.1
     # an unclosed <evaluate> block is not an evaluation
     assert eval_rar_reward("<evaluate>April 22, 1994<answer>x</answer>", GOLD).total == 0.0

@@ -1,5 +1,5 @@
-"""R-Search: prompts per phase, rollout control flow, and every branch of the reward (001-r-search.md §3)
-with a scripted reader model."""
+"""R-Search: prompts per phase, rollout control flow, and every branch of the reward
+(paper §3.2.2, Eqs. 3-6) with a scripted reader model."""
 
 from __future__ import annotations
 
@@ -40,7 +40,7 @@ def rewards(parts_list, name="r_search", reader=None):
 @pytest.mark.parametrize(
     "parts,r_format,r_answer,r_evidence,I",
     [
-        # spec §3.6, row by row (γ_e = γ_α = 0.2; answer F1 0.8; reader F1 0.5)
+        # Eqs. 3-6 worked out per case, row by row (γ_e = γ_α = 0.2; answer F1 0.8; reader F1 0.5)
         ([(ANSWER, True)], 0.4, 0.8, 0.0, (0, 1, 1)),  # no search, no evidence
         ([(EVID + ANSWER, True)], 0.2, 0.8, 0.0, (0, 1, 0)),  # no search, evidence box: no evidence reward
         ([(SEARCH, True), (OBS, False), (EVID + ANSWER, True)], 0.4, 0.8, 0.5, (1, 1, 1)),
@@ -60,7 +60,7 @@ def rewards(parts_list, name="r_search", reader=None):
             0.5,
             (1, 0, 1),
         ),  # two answers: F1 of the last, no answer format reward
-        # further branches (spec §3.4)
+        # further branches (Eq. 5)
         (
             [(SEARCH, True), (OBS, False), ("<original_evidence> </original_evidence>" + ANSWER, True)],
             0.2,

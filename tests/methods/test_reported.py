@@ -1,4 +1,4 @@
-"""The papers' published numbers: every table row present (counted against the specs), the printed
+"""The papers' published numbers: every table row present (counted against the papers), the printed
 averages consistent with the printed values (catches transcription slips), and loadable into the store."""
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ SINGLE = ("nq", "triviaqa", "popqa")
 
 # rows per table = printed rows x printed value columns
 EXPECTED = {
-    # anchors.md §5.2: Table 2 11 methods x {7B, 3B} x (7 sets + avg); Table 3 GRPO 3B-base, 3B-instruct,
+    # arXiv 2503.09516 v5: Table 2 11 methods x {7B, 3B} x (7 sets + avg); Table 3 GRPO 3B-base, 3B-instruct,
     # 7B-base (8 each) + 7B-instruct avg; Table 4 7B-base w/o mask (8) + 3B-base avg; Tables 5, 7, 8 averages
     "search_r1": {
         "Table 2": 22 * 8,
@@ -28,9 +28,9 @@ EXPECTED = {
         "Table 7": 3,
         "Table 8": 3,
     },
-    # 000-eval-rar.md §7.2-7.3: Table 1 14 rows x 8, Table 2 4 rows x 8
+    # Eval-RAR: Table 1 14 rows x 8, Table 2 4 rows x 8
     "eval_rar": {"Table 1": 14 * 8, "Table 2": 4 * 8},
-    # 001-r-search.md §7.2-7.4: Table 2 9 methods x {3B, 7B} x 17; Table 6 4 x 14; Table 7 4 x 16
+    # R-Search: Table 2 9 methods x {3B, 7B} x 17; Table 6 4 x 14; Table 7 4 x 16
     "r_search": {"Table 2": 18 * 17, "Table 6": 4 * 14, "Table 7": 4 * 16},
 }
 METHODS = {"search_r1": SearchR1(), "eval_rar": EvalRAR(), "r_search": RSearch()}

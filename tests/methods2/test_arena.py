@@ -1,5 +1,6 @@
 """ARENA: the prompt, the references and their gold numbers, the gold-context protocol (no retriever
-call, refused elsewhere), and every branch of the reward (002-arena.md §3) with spec values."""
+call, refused elsewhere), and every branch of the reward (arXiv 2505.13258 §3.3;
+ren258/ARENA@53f9569 src/rewards.py) with exact values."""
 
 from __future__ import annotations
 
@@ -40,7 +41,7 @@ GOOD = "<relevance>[1, 3]</relevance>\n<analysis>Ref 1 says Paris; ref 3 agrees.
 
 def test_code_prompt_is_verbatim():
     first = PROMPT_CODE.split("\n", 1)[0]
-    assert first.endswith("based on the references. ")  # one trailing space (§2.3)
+    assert first.endswith("based on the references. ")  # one trailing space (code src/data_generator.py)
     assert "The user asks a question and give some references." in first
     msgs = make_prompt("Q?", [Reference("a", "T", "alpha"), Reference("b", "U", "beta")])
     assert msgs == [{"role": "user", "content": msgs[0]["content"]}]  # one user message, no system
@@ -53,12 +54,12 @@ def test_code_prompt_is_verbatim():
 def test_references_are_numbered_without_titles():
     refs = [Reference("a", "Title A", "alpha"), Reference("b", "Title B", "beta")]
     assert format_references(refs) == "1. alpha\n2. beta"
-    assert format_references(refs[:1]) == "alpha"  # a single reference has no number (Code §2.4)
+    assert format_references(refs[:1]) == "alpha"  # a single reference has no number (code)
     assert format_references(refs, include_titles=True) == "1. Title A: alpha\n2. Title B: beta"
 
 
 def test_arena_normaliser_replaces_punctuation_by_space():
-    assert arena_norm("U.S.") == "u s"  # SQuAD would give "us" (§5.2)
+    assert arena_norm("U.S.") == "u s"  # SQuAD would give "us" (paper App. C.1)
     assert arena_norm("The_Beatles!") == "beatles"
     assert arena_norm("‘Paris’") == "paris"
     assert arena_norm("True") == "true"  # no True -> yes mapping in ARENA
@@ -94,7 +95,7 @@ def test_format_reward_branches(text, score):
         ("3", [3], 0.0),  # not a list
         ('["1", "3"]', [1, 3], 0.0),  # not integers
         ("[1.0, 3.0]", [1, 3], 0.0),  # not integers
-        ("[1]", [-1, 1], 0.5),  # an unmapped gold (-1) makes a full match impossible (§3.3)
+        ("[1]", [-1, 1], 0.5),  # an unmapped gold (-1) makes a full match impossible (code)
     ],
 )
 def test_relevance_reward_branches(relevance, gold, score):
@@ -114,7 +115,7 @@ def test_accuracy_is_arena_exact_match():
 
 
 def test_reachable_totals_and_bonus():
-    # §3: R ∈ {0, .5, 1, 1.5, 2, 2.5, 13}; a raw sum of 3 always triggers the bonus
+    # paper §3.3: R ∈ {0, .5, 1, 1.5, 2, 2.5, 13}; a raw sum of 3 always triggers the bonus
     totals = {
         combine(f, a, r).total for f, a, r in itertools.product((0.0, 1.0), (0.0, 1.0), (0.0, 0.5, 1.0))
     }
@@ -142,7 +143,7 @@ def test_first_answer_is_the_prediction():
     ],
 )
 def test_training_judge_parse(reply, score):
-    assert judge_reply_score(reply) == score  # §7.5: startswith yes/no, then contains yes/no, else 0.5
+    assert judge_reply_score(reply) == score  # code: startswith yes/no, then contains yes/no, else 0.5
 
 
 def _traj(text: str, gold_ids, answers=("Paris",)) -> Trajectory:
@@ -191,7 +192,7 @@ def test_judge_accuracy_variant():
     out = Arena().rewards([_traj(t, [1, 3]) for t in texts], name="arena_judge", ctx=reward_ctx(judge=judge))
     assert [r.components["accuracy"] for r in out] == [1.0, 0.0, 0.0, 0.0]
     assert [r.components["judge_error"] for r in out] == [0.0, 0.0, 1.0, 0.0]
-    assert len(judge.batches) == 1 and len(judge.batches[0]) == 3  # the empty answer is not sent (§5.2)
+    assert len(judge.batches) == 1 and len(judge.batches[0]) == 3  # the empty answer is not sent (code)
     system, user = judge.batches[0][0]
     assert system["content"] == "You are an intelligent AI assistant." and "['Paris']" in user["content"]
 

@@ -1,6 +1,6 @@
 """Published numbers of ARENA, TIRESRAG-R1 and When-to-Search: every table row present (counted
-against the specs), unique store keys, and the cross-checks the specs state (equal rows across
-tables, averages the papers or the specs print), so a transcription slip fails."""
+against the papers), unique store keys, and cross-checks (equal rows across tables, averages the
+papers print or we compute), so a transcription slip fails."""
 
 from __future__ import annotations
 
@@ -17,9 +17,9 @@ from methods.when_to_search.reported import LASJ
 
 # rows per table = printed rows x printed value columns
 EXPECTED = {
-    # 002-arena.md §7.2-7.6: Table 3 16 x 9; Table 4 3 x 9; Table 5 4 x 3; Table 6 3 variants x 9; Table 7 14 x 9
+    # ARENA: Table 3 16 x 9; Table 4 3 x 9; Table 5 4 x 3; Table 6 3 variants x 9; Table 7 14 x 9
     "arena": {"Table 3": 16 * 9, "Table 4": 3 * 9, "Table 5": 4 * 3, "Table 6": 3 * 9, "Table 7": 14 * 9},
-    # 003-tiresrag-r1.md §7.1-7.7: Table 1 3 categories x 4 counts; Table 3 19 x 12 minus LeTS's 4 missing F1;
+    # TIRESRAG-R1: Table 1 3 categories x 4 counts; Table 3 19 x 12 minus LeTS's 4 missing F1;
     # Table 4 4 x 12; Table 5 3 x (5 + 5); Table 6 5 x 3; Table 7 8 x 12; Table 8 12 x 9
     "tiresrag_r1": {
         "Table 1": 12,
@@ -30,7 +30,7 @@ EXPECTED = {
         "Table 7": 8 * 12,
         "Table 8": 12 * 9,
     },
-    # 004-when-to-search.md §7.2-7.5: Table 1 2 x 7 x 14; Table 2 6 x 14; Table 3 14 x 21; Table 4 5 x 14
+    # When-to-Search: Table 1 2 x 7 x 14; Table 2 6 x 14; Table 3 14 x 21; Table 4 5 x 14
     "when_to_search": {"Table 1": 14 * 14, "Table 2": 6 * 14, "Table 3": 14 * 21, "Table 4": 5 * 14},
 }
 METHODS = {"arena": Arena(), "tiresrag_r1": TiresRAG(), "when_to_search": WhenToSearch()}
@@ -95,7 +95,7 @@ def test_tiresrag_printed_claims():
         return round(sum(v for (_d, m), v in c.items() if m == metric) / 4, 3)
 
     judge = next(m for (_d, m) in t3[("lets", "Qwen2.5-3B-Instruct", "Table 3")] if m.startswith("judge@"))
-    # §7.2: Instruct average EM 39.3 vs LeTS 33.5, Judge 49.4 vs 45.2
+    # Table 3: Instruct average EM 39.3 vs LeTS 33.5, Judge 49.4 vs 45.2
     assert (avg("tiresrag_r1", "Qwen2.5-3B-Instruct", "em"), avg("lets", "Qwen2.5-3B-Instruct", "em")) == (
         0.393,
         0.335,
@@ -109,7 +109,7 @@ def test_tiresrag_printed_claims():
         for metric, tol in (("thinking_tokens", 0.0501), ("n_retrievals", 0.0051)):
             four = [v for (d, m), v in cells.items() if m == metric and d != "avg_multihop"]
             assert abs(sum(four) / 4 - cells[("avg_multihop", metric)]) <= tol
-    # Table 7's full model = Table 4's Instruct+GRPO, except the Bamboogle F1 the spec flags
+    # Table 7's full model = Table 4's Instruct+GRPO, except the Bamboogle F1 (flagged)
     t7 = _cells("tiresrag_r1", "Table 7")[("tiresrag_r1", "Qwen2.5-3B-Instruct", "Table 7: full")]
     t4 = _cells("tiresrag_r1", "Table 4")[("tiresrag_r1", "Qwen2.5-3B-Instruct", "Table 4: GRPO")]
     assert {k for k in t7 if t7[k] != t4[k]} == {("bamboogle", "f1")}
@@ -118,7 +118,7 @@ def test_tiresrag_printed_claims():
     for (method, model, _s), cells in _cells("tiresrag_r1", "Table 6").items():
         for k, v in cells.items():
             assert t8[(method, model, "Table 8")][k] == v
-    # Table 1: 500 questions per dataset; 261 / 239 and 93 / 407 correct / incorrect (§7.1)
+    # Table 1: 500 questions per dataset; 261 / 239 and 93 / 407 correct / incorrect
     totals = Counter()
     for cells in _cells("tiresrag_r1", "Table 1").values():
         for k, v in cells.items():
@@ -139,7 +139,7 @@ def _avg7(cells, metric):
 
 def test_when_to_search_averages_match_the_spec():
     t3 = {(m, mo): c for (m, mo, _s), c in _cells("when_to_search", "Table 3").items()}
-    # 004 §7.4 "computed by us": (avg F1, avg ACC, avg RC)
+    # Table 3 averages computed by us: (avg F1, avg ACC, avg RC)
     for key, expect in {
         ("when_to_search", "Qwen2.5-7B-Instruct"): (0.504, 0.531, 1.07),
         ("when_to_search", "Qwen2.5-3B-Instruct"): (0.369, 0.340, 0.75),
@@ -150,7 +150,7 @@ def test_when_to_search_averages_match_the_spec():
         got = (_avg7(t3[key], "f1"), _avg7(t3[key], LASJ), _avg7(t3[key], "n_retrievals"))
         assert got[:2] == pytest.approx(expect[:2], abs=0.0005), key  # printed to 3 decimals
         assert got[2] == pytest.approx(expect[2], abs=0.005), key  # RC to 2 decimals
-    # 004 §7.5: Table 4 averages (LasJ, RC)
+    # Table 4 averages (LasJ, RC)
     t4 = {s: c for (_m, _mo, s), c in _cells("when_to_search", "Table 4").items()}
     for setting, (lasj, rc) in {
         "Table 4: staged (full)": (0.564, 1.14),

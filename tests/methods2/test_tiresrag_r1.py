@@ -1,5 +1,5 @@
-"""TIRESRAG-R1: the think-retrieve-reflect loop, every reward branch and weighting formula with the
-spec's values (003-tiresrag-r1.md §3), scripted judges for exact parses, the advantage hook and the
+"""TIRESRAG-R1: the think-retrieve-reflect loop, every reward branch and weighting formula with
+values worked out from the paper's Eqs. 1-7, scripted judges for exact parses, the advantage hook and the
 answer-F1 group filter."""
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ Q = "Who founded the company in Paris"
     + [(73, 146, 0.997), (116, 146, 0.823), (131, 146, 0.51), (146, 146, 0.188)],
 )
 def test_annealing_weight_matches_the_spec_values(t, total, value):
-    assert round(a_schedule(t, total), 3) == value  # §3.6
+    assert round(a_schedule(t, total), 3) == value  # paper Eq. 5
     assert a_schedule(0.9 * total, total) == 0.5
 
 
@@ -51,7 +51,7 @@ def test_annealing_weight_matches_the_spec_values(t, total, value):
     "mean_s,w", [(0.0, 1.4994), (0.2, 1.4955), (0.4, 1.4678), (0.6, 1.2993), (0.8, 0.8153), (1.0, 0.4834)]
 )
 def test_difficulty_weight_table(mean_s, w):
-    assert round(difficulty_weight(mean_s), 4) == w  # §3.7 table, G = 5
+    assert round(difficulty_weight(mean_s), 4) == w  # paper Eq. 6, G = 5
 
 
 def test_consistency_penalty_code_form_is_the_scaled_product():
@@ -65,7 +65,7 @@ def test_consistency_penalty_code_form_is_the_scaled_product():
         return (x - x.mean()) / (x.std(unbiased=False) + 1e-8)
 
     prod = z(f1.double()) * z(th.double()) * z(s.double())
-    expected = torch.where(prod < 0, 0.1 * 0.18 * a * a * prod.abs(), torch.zeros_like(prod))  # §3.8
+    expected = torch.where(prod < 0, 0.1 * 0.18 * a * a * prod.abs(), torch.zeros_like(prod))  # Eq. 7
     assert torch.allclose(p, expected, atol=1e-9)
     assert (p >= 0).all() and (p > 0).any() and (p == 0).any()
     unscaled = consistency_penalty(f1, th, s, a, mode="paper_unscaled")
@@ -121,7 +121,7 @@ def test_reflection_reward_paper(answers, value):
     ],
 )
 def test_reflection_reward_code(answers, value):
-    assert reflection_code(answers, ["Paris"]) == value  # §3.4 released code
+    assert reflection_code(answers, ["Paris"]) == value  # released code
 
 
 # -- judge parsing ----------------------------------------------------------------------------------
@@ -210,7 +210,7 @@ def test_no_answer_paper_vs_code():
         [trajectory(parts, ["Paris"], Q)], name="recommended", ctx=reward_ctx(0, 10, judge=_judge())
     )[0]
     code = M.rewards([trajectory(parts, ["Paris"], Q)], name="code", ctx=reward_ctx(0, 10, judge=_judge()))[0]
-    assert rec.components["f1"] == 0.0  # §8 A8: prediction ""
+    assert rec.components["f1"] == 0.0  # ours: prediction ""
     assert code.components["f1"] == pytest.approx(
         f1_train("I think it was Paris maybe", "Paris")
     )  # whole response
@@ -267,7 +267,7 @@ def test_f1_group_filter_from_the_recipe():
     def g(*v):
         return GroupRewards({"f1": torch.tensor(v)})
 
-    # drop when every F1 <= 0.1 or every F1 >= 0.9 (§3.9)
+    # drop when every F1 <= 0.1 or every F1 >= 0.9 (paper §4.4)
     assert f([g(0.0, 0.1, 0.05), g(0.9, 1.0, 1.0), g(0.0, 0.5), g(0.0, 1.0), g(0.11, 0.0)]) == [
         False,
         False,

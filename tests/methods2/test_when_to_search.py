@@ -1,5 +1,5 @@
-"""Learning When to Search: the rollout loop (§2.4), every reward branch with the spec's values
-(§3.1-3.4, §3.7), a scripted judge and embedder, and the multi-stage DAPO recipe (§3.5, §4)."""
+"""Learning When to Search: the rollout loop (paper §3.2), every reward branch with
+worked values (§3.3, Eqs. 6-12), a scripted judge and embedder, and the multi-stage DAPO recipe (Table 5)."""
 
 from __future__ import annotations
 
@@ -37,7 +37,7 @@ from tests.methods2.helpers import (
 M = WhenToSearch()
 Q = "What is the date of birth of Frederick of Liège's father?"
 
-# -- r_a (§3.3, value table §3.4, β = 0.3) ------------------------------------------------------------
+# -- r_a (Eqs. 10-11, β = 0.3) ------------------------------------------------------------------------
 
 TABLE = {
     ("stage1", True): [1.0, 1.0, 1.0, 1.0, 1.0, 1.0],
@@ -56,13 +56,13 @@ def test_answer_reward_table(stage, correct):
     assert [round(answer_reward(correct, rc, stage), 10) for rc in range(6)] == TABLE[(stage, correct)]
 
 
-# -- r_s (§3.2) ---------------------------------------------------------------------------------------
+# -- r_s (Eqs. 7-9) -----------------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize(
     "q,ok",
     [
-        ("Frederick of Liège father's date of birth", True),  # the paper's examples (§3.2)
+        ("Frederick of Liège father's date of birth", True),  # the paper's examples (§3.3)
         ("Albert III, Count of Namur birth date", True),
         ("when did Lavinia Norcross Dickinson's father die", False),  # question word first
         ("Lavinia Dickinson father death?", False),  # "?"
@@ -112,7 +112,7 @@ def test_search_reward_branches():
     assert search_reward(["a", "a"], emb) == pytest.approx(-1.0)
 
 
-# -- r_f (§3.1) ----------------------------------------------------------------------------------------
+# -- r_f (Eq. 6) ---------------------------------------------------------------------------------------
 
 INFO = '\n\n<information>Doc 1 (Title: "X") text with <answer>in a document</answer></information>\n\n'
 
@@ -251,7 +251,7 @@ def test_empty_query_is_counted_and_the_sixth_search_is_not_run():
     assert "</search>\n\n<information>No results.</information>\n\n<answer>" in t.response
     ctx, _b, retriever = context({Q: ["<search>q</search>"] * 8}, protocol=PROTO.with_(max_turns=5))
     (t,) = M.solve([example(1, Q)], ctx)
-    assert len(retriever.calls) == 5 and t.n_retrievals == 5  # at most 5 executed searches (§8 #18)
+    assert len(retriever.calls) == 5 and t.n_retrievals == 5  # at most 5 executed searches (Table 5)
     assert t.meta["ended_by"] == "max_turns" and t.extraction_status == "max_turns"
 
 

@@ -1,4 +1,5 @@
-"""Exact values for every answer metric, including each quirk in anchors.md §3."""
+"""Exact values for every answer metric, including each quirk of the upstream code (FlashRAG@1ee5249
+flashrag/evaluator/, Search-R1@a14dc3a qa_em.py, R1-Searcher@7822872 evaluation/metric_calc_rule.py)."""
 
 from __future__ import annotations
 
@@ -94,7 +95,8 @@ def test_f1_max_over_aliases_of_the_f1_itself() -> None:
 
 
 def test_f1_hotpotqa_yes_no_rule() -> None:
-    # anchors §3.3: prediction "no" vs gold "no way" is 0 with the rule, partial credit without it
+    # HotpotQA rule (FlashRAG F1_Score): prediction "no" vs gold "no way" is 0 with the rule, partial
+    # credit without it
     assert f1("no", ["no way"]) == 0.0
     assert f1_squad("no", ["no way"]) == pytest.approx(2 / 3, abs=1e-15)  # P=1, R=1/2
     # a special gold needs an exact (normalised) match

@@ -1,7 +1,9 @@
-"""Our metrics against straightforward re-statements of the upstream rules (anchors.md §3, §7.2).
+"""Our metrics against straightforward re-statements of the upstream rules (docs/sources.md
+lists the commits).
 
-The ``ref_*`` functions below are written from the rule descriptions in anchors.md, one step per
-line, deliberately slow and literal. They let us assert exactly where the harness agrees with
+The ``ref_*`` functions below restate the rules of the upstream metric code (FlashRAG
+flashrag/evaluator/, Search-R1 qa_em.py, R1-Searcher metric_calc_rule.py, Search-o1 scripts/evaluate.py),
+one step per line, deliberately slow and literal. They let us assert exactly where the harness agrees with
 FlashRAG / Search-R1 / SQuAD / HotpotQA / R1-Searcher / Search-o1 / ZeroSearch and where it differs
 on purpose (empty predictions, golds that normalise to the empty string, Search-o1's overlap gate).
 """
