@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from functools import cached_property
 
 # Search-R1's correction message for an output with neither a search nor an answer
-# (search_r1/llm_agent/generation.py, execute_predictions; quoted in 001-r-search.md §2.6).
+# (PeterGriffinJin/Search-R1@a14dc3a search_r1/llm_agent/generation.py, execute_predictions).
 SEARCH_R1_INVALID_MESSAGE = (
     "\nMy previous action is invalid. If I want to search, I should put the query between "
     "<search> and </search>. If I want to give the final answer, I should put the answer "

@@ -23,7 +23,7 @@ def _first_line_and_rest(contents: str) -> tuple[str, str]:
 def render_search_r1(hits: Sequence[Hit]) -> str:
     """``Doc {i}(Title: {first line}) {rest}\\n`` with the title's quotes kept
     (Search-R1 ``_passages2string``; FlashRAG ``PromptTemplate.format_reference`` and
-    ``SearchR1Pipeline`` use the same string; anchors.md §4.2)."""
+    ``SearchR1Pipeline`` use the same string)."""
     out = []
     for i, h in enumerate(hits, 1):
         title, text = _first_line_and_rest(h.contents)
@@ -33,7 +33,7 @@ def render_search_r1(hits: Sequence[Hit]) -> str:
 
 @RENDERERS.register("r_search")
 def render_r_search(hits: Sequence[Hit]) -> str:
-    """``(Title: {first line}) {rest}\\n`` without rank numbers (R-Search, 001-r-search.md §2.5)."""
+    """``(Title: {first line}) {rest}\\n`` without rank numbers (QingFei1/R-Search@ecba08d src/eval/main.py)."""
     return "".join(f"(Title: {t}) {x}\n" for t, x in (_first_line_and_rest(h.contents) for h in hits))
 
 
