@@ -26,10 +26,10 @@ OUTSIDE_NOTE = re.compile(
 
 # Stored data, not comments: notes of published-number rows are written to the store and shown on
 # the leaderboard, so rewording them is a data change left to the maintainers. Each entry is
-# (path, the exact text); remove an entry once its text is reworded.
+# (path prefix, the exact text); remove an entry once its text is reworded.
 STORED_DATA = {
-    ("methods/search_r1/reported.yaml", "only the average is transcribed in anchors.md §5.2"),
-    ("methods/search_r1/reported.yaml", "(the same in every transcription anchors.md §5.2 cross-checked)"),
+    ("methods/search_r1/reported.", "only the average is transcribed in anchors.md §5.2"),
+    ("methods/search_r1/reported.", "(the same in every transcription anchors.md §5.2 cross-checked)"),
 }
 
 
@@ -48,7 +48,7 @@ def tracked_files() -> list[str]:
 def offending_lines(path: str, text: str) -> list[str]:
     found = []
     for n, line in enumerate(text.splitlines(), 1):
-        if OUTSIDE_NOTE.search(line) and not any(p == path and s in line for p, s in STORED_DATA):
+        if OUTSIDE_NOTE.search(line) and not any(path.startswith(p) and s in line for p, s in STORED_DATA):
             found.append(f"{path}:{n}: {line.strip()[:160]}")
     return found
 
