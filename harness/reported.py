@@ -1,5 +1,6 @@
-"""Published numbers of the paper methods, as data: one :class:`Table` per paper table, written as
-the paper prints it (one line per table row), turned into ``harness.store.ReportedRow`` records.
+"""Published numbers of the paper methods, as data: each paper's ``methods/<paper>/reported.yaml``
+holds one entry per printed table, read by :func:`load_reported` into ``harness.store.ReportedRow``
+records.
 
 Conventions for every paper:
 
@@ -11,13 +12,50 @@ Conventions for every paper:
 - ``setting`` names the table and the row's variant (it is part of the store's primary key, so
   the same method appearing in two tables gives two rows); ``source`` cites paper, version and table;
   ``note`` holds the paper's own row label and any erratum.
+
+The file format (``reported.yaml``)::
+
+    paper: arena
+    judges:                 # optional: a column metric named here is that judge's metric name,
+      LJ: {model: gpt-4o-2024-11-20, prompt: arena}   # judge@<model>:<hash of the registered prompt>
+    tables:
+      - table: Table 3
+        source: ARENA (Ren et al. 2025), arXiv 2505.13258, Table 3   # cited by every value
+        scale: 0.01         # optional (default 1): 0.01 for tables printed in percent
+        columns: [hotpotqa/em, hotpotqa/f1, hotpotqa/LJ]            # dataset/metric per value
+        rows:
+          - method: arena   # our method name
+            model: Qwen2.5-7B-Instruct
+            variant: ""     # optional: the row's variant, appended to the setting
+            label: ARENA-Qwen-7B          # optional: the paper's row label
+            note: ""        # optional: where the row comes from, errata
+            values: [62.8, 76.2, null]     # as printed, in column order; null = empty cell
+            cell_notes: {hotpotqa/LJ: "..."}   # optional: provenance of single values
+
+The schema is checked with pydantic (unknown keys, wrong types, non-finite numbers), duplicate YAML
+keys are refused (PyYAML would keep the last one silently), and every error is one line naming the
+file, its line, the table and the row.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Annotated, Any
 
+from pydantic import AllowInfNan, BaseModel, ConfigDict, Strict, ValidationError
+
+from harness.errors import DataError, HarnessError
 from harness.store import ReportedRow
+
+
+class TableError(ValueError):
+    """A table whose rows do not fit its columns; ``row`` is the offending row's index."""
+
+    def __init__(self, message: str, row: int | None = None):
+        super().__init__(message)
+        self.row = row
 
 
 @dataclass(frozen=True)
@@ -45,15 +83,22 @@ class Table:
     decimals: int = 4  # rounding after scaling (removes float noise of x / 100)
 
     def __post_init__(self) -> None:
-        for r in self.rows_:
+        cells = {f"{d}/{m}" for d, m in self.columns}
+        for i, r in enumerate(self.rows_):
+            name = repr(r.label or r.method)
             if len(r.values) != len(self.columns):
-                raise ValueError(
-                    f"{self.paper} {self.table}: row {r.label or r.method!r} has {len(r.values)} values "
-                    f"for {len(self.columns)} columns"
+                raise TableError(
+                    f"{self.paper} {self.table}: row {name} has {len(r.values)} values "
+                    f"for {len(self.columns)} columns",
+                    row=i,
                 )
-            unknown = set(r.cell_notes) - {f"{d}/{m}" for d, m in self.columns}
+            unknown = set(r.cell_notes) - cells
             if unknown:
-                raise ValueError(f"{self.paper} {self.table}: cell notes for unknown cells {sorted(unknown)}")
+                raise TableError(
+                    f"{self.paper} {self.table}: row {name} has cell notes for unknown cells "
+                    f"{sorted(unknown)}",
+                    row=i,
+                )
 
     def rows(self) -> list[ReportedRow]:
         out = []
@@ -83,6 +128,208 @@ class Table:
         return out
 
 
-SEVEN = ("nq", "triviaqa", "popqa", "hotpotqa", "2wikimultihopqa", "musique", "bamboogle")
-EM_SEVEN_AVG: tuple[tuple[str, str], ...] = (*((d, "em") for d in SEVEN), ("avg", "em"))
-"""The column layout of Search-R1's and Eval-RAR's EM tables: seven sets, then their unweighted mean."""
+# --- the file format --------------------------------------------------------------------------
+
+_Str = Annotated[str, Strict()]
+_Number = Annotated[float, Strict(), AllowInfNan(False)]  # strict: a quoted "0.5" or a bool is refused
+
+
+class _Spec(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class _JudgeSpec(_Spec):
+    model: _Str
+    prompt: _Str  # a registered judge prompt (``harness.judge.prompts.get_prompt``)
+
+
+class _RowSpec(_Spec):
+    method: _Str
+    model: _Str
+    values: list[_Number | None]
+    variant: _Str = ""
+    label: _Str = ""
+    note: _Str = ""
+    cell_notes: dict[_Str, _Str] = {}
+
+
+class _TableSpec(_Spec):
+    table: _Str
+    source: _Str
+    columns: list[_Str]
+    rows: list[_RowSpec]
+    scale: _Number = 1.0
+    decimals: Annotated[int, Strict()] = 4
+
+
+class _FileSpec(_Spec):
+    paper: _Str
+    judges: dict[_Str, _JudgeSpec] = {}
+    tables: list[_TableSpec]
+
+
+@dataclass(frozen=True)
+class ReportedFile:
+    """A parsed ``reported.yaml``: the paper, its judge metric names by alias, its tables."""
+
+    path: Path
+    paper: str
+    metrics: dict[str, str]  # judge alias -> judge@<model>:<prompt hash>
+    tables: tuple[Table, ...]
+
+    def table(self, name: str) -> Table:
+        for t in self.tables:
+            if t.table == name:
+                return t
+        raise KeyError(f"{self.path}: no table {name!r}; tables: {[t.table for t in self.tables]}")
+
+    def rows(self) -> list[ReportedRow]:
+        return [row for t in self.tables for row in t.rows()]
+
+
+_METRIC = re.compile(r"[a-z][a-z0-9_]*")
+_DATASET = re.compile(r"[a-z0-9][a-z0-9_]*")
+
+
+def _loader() -> type:
+    import yaml
+
+    base = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+    class _NoDuplicates(base):  # type: ignore[misc,valid-type]
+        def construct_mapping(self, node, deep=False):
+            seen = set()
+            for key_node, _ in node.value:
+                key = self.construct_object(key_node, deep=True)
+                if key in seen:
+                    raise yaml.constructor.ConstructorError(
+                        None, None, f"duplicate key {key!r}", key_node.start_mark
+                    )
+                seen.add(key)
+            return super().construct_mapping(node, deep=deep)
+
+    return _NoDuplicates
+
+
+def _line_of(text: str, loc: tuple[Any, ...]) -> int | None:
+    """The 1-based line of the YAML node at ``loc`` (keys and indices), or of its deepest parent."""
+    import yaml
+
+    node = yaml.compose(text, Loader=_loader())
+    line = None
+    for key in loc:
+        if node is None:
+            break
+        line = node.start_mark.line + 1
+        if isinstance(node, yaml.MappingNode):
+            node = next((v for k, v in node.value if k.value == key), None)
+        elif isinstance(node, yaml.SequenceNode) and isinstance(key, int) and key < len(node.value):
+            node = node.value[key]
+        else:
+            node = None
+    return node.start_mark.line + 1 if node is not None else line
+
+
+def _where(raw: Any, loc: tuple[Any, ...]) -> str:
+    """``Table 3, row 2 ('CoT'), values.4`` for a location inside the raw file."""
+    parts, rest = [], list(loc)
+    if len(rest) >= 2 and rest[0] == "tables" and isinstance(rest[1], int):
+        t = _get(raw, ("tables", rest[1]))
+        parts.append(str(t.get("table")) if isinstance(t, dict) and "table" in t else f"table {rest[1] + 1}")
+        rest = rest[2:]
+        if len(rest) >= 2 and rest[0] == "rows" and isinstance(rest[1], int):
+            r = _get(t, ("rows", rest[1]))
+            name = (r.get("label") or r.get("method")) if isinstance(r, dict) else None
+            parts.append(f"row {rest[1] + 1}" + (f" ({name!r})" if name else ""))
+            rest = rest[2:]
+    if rest:
+        parts.append(".".join(str(x) for x in rest))
+    return ", ".join(parts) or "top level"
+
+
+def _get(obj: Any, loc: tuple[Any, ...]) -> Any:
+    for key in loc:
+        try:
+            obj = obj[key]
+        except (KeyError, IndexError, TypeError):
+            return None
+    return obj
+
+
+def _column(
+    path: Path, text: str, raw: Any, loc: tuple[Any, ...], cell: str, metrics: dict[str, str]
+) -> tuple[str, str]:
+    """``"dataset/metric"`` -> (dataset, metric), a judge alias resolved to its metric name."""
+    dataset, slash, metric = cell.partition("/")
+    if not slash or not _DATASET.fullmatch(dataset) or not (metric in metrics or _METRIC.fullmatch(metric)):
+        raise DataError(
+            path,
+            f"{_where(raw, loc)}: {cell!r} is not 'dataset/metric' (lower-case names, or a metric alias "
+            f"declared under 'judges': {sorted(metrics)})",
+            line=_line_of(text, loc),
+        )
+    return dataset, metrics.get(metric, metric)
+
+
+def read_reported(path: str | Path) -> ReportedFile:
+    """Parse and check one ``reported.yaml``; every problem is a one-line :class:`DataError`."""
+    import yaml
+
+    from harness.judge.prompts import get_prompt
+
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as e:
+        raise DataError(path, f"cannot read the reported-numbers file: {e.strerror}") from e
+    try:
+        raw = yaml.load(text, Loader=_loader())
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        problem = getattr(e, "problem", None) or str(e).splitlines()[0]
+        raise DataError(path, f"not valid YAML: {problem}", line=mark.line + 1 if mark else None) from e
+    try:
+        spec = _FileSpec.model_validate(raw)
+    except ValidationError as e:
+        err = e.errors()[0]
+        loc = tuple(err["loc"])
+        more = f" (and {e.error_count() - 1} more)" if e.error_count() > 1 else ""
+        raise DataError(path, f"{_where(raw, loc)}: {err['msg']}{more}", line=_line_of(text, loc)) from e
+
+    metrics = {}
+    for alias, j in spec.judges.items():
+        try:
+            prompt = get_prompt(j.prompt)
+        except HarnessError as e:
+            raise DataError(path, f"judges.{alias}: {e}", line=_line_of(text, ("judges", alias))) from e
+        # the name harness.judge.core.Judge.metric_name gives the same judge's scores
+        metrics[alias] = f"judge@{j.model}:{prompt.prompt_hash}"
+
+    tables = []
+    for ti, t in enumerate(spec.tables):
+        columns = tuple(
+            _column(path, text, raw, ("tables", ti, "columns", ci), c, metrics)
+            for ci, c in enumerate(t.columns)
+        )
+        rows = []
+        for ri, r in enumerate(t.rows):
+            cell_notes = {}
+            for key, note in r.cell_notes.items():
+                d, m = _column(path, text, raw, ("tables", ti, "rows", ri, "cell_notes", key), key, metrics)
+                cell_notes[f"{d}/{m}"] = note
+            rows.append(Row(r.method, r.model, tuple(r.values), r.variant, r.label, r.note, cell_notes))
+        try:
+            tables.append(Table(spec.paper, t.source, t.table, columns, tuple(rows), t.scale, t.decimals))
+        except TableError as e:
+            loc = ("tables", ti) if e.row is None else ("tables", ti, "rows", e.row)
+            raise DataError(path, str(e), line=_line_of(text, loc)) from e
+    names = [t.table for t in tables]
+    if len(set(names)) != len(names):
+        dup = next(n for n in names if names.count(n) > 1)
+        raise DataError(path, f"table {dup!r} appears twice")
+    return ReportedFile(path, spec.paper, metrics, tuple(tables))
+
+
+def load_reported(path: str | Path) -> list[ReportedRow]:
+    """Every published number in one ``reported.yaml``, in file order (tables, rows, columns)."""
+    return read_reported(path).rows()

@@ -758,6 +758,8 @@ class Arena(TrainableMethod):
         }
 
     def reported(self) -> list[Any]:
-        from methods.arena.reported import TABLES
+        from pathlib import Path
 
-        return [row for table in TABLES for row in table.rows()]
+        from harness.reported import load_reported
+
+        return load_reported(Path(__file__).with_name("reported.yaml"))

@@ -311,9 +311,11 @@ class EvalRAR(TrainableMethod):
         }
 
     def reported(self) -> list[Any]:
-        from methods.eval_rar.reported import TABLES
+        from pathlib import Path
 
-        return [row for table in TABLES for row in table.rows()]
+        from harness.reported import load_reported
+
+        return load_reported(Path(__file__).with_name("reported.yaml"))
 
 
 class EvalRARModeB(EvalRAR):

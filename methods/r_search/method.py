@@ -429,6 +429,8 @@ class RSearch(TrainableMethod):
         return {"paper": paper, "paper-7b": paper_7b, "cpu-smoke": smoke}
 
     def reported(self) -> list[Any]:
-        from methods.r_search.reported import TABLES
+        from pathlib import Path
 
-        return [row for table in TABLES for row in table.rows()]
+        from harness.reported import load_reported
+
+        return load_reported(Path(__file__).with_name("reported.yaml"))

@@ -568,9 +568,11 @@ class SearchR1(TrainableMethod):
         }
 
     def reported(self) -> list[Any]:
-        from methods.search_r1.reported import TABLES
+        from pathlib import Path
 
-        return [row for table in TABLES for row in table.rows()]
+        from harness.reported import load_reported
+
+        return load_reported(Path(__file__).with_name("reported.yaml"))
 
 
 def _unknown_reward(method: TrainableMethod, name: str) -> Exception:

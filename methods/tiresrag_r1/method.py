@@ -822,6 +822,8 @@ class TiresRAG(TrainableMethod):
         return out
 
     def reported(self) -> list[Any]:
-        from methods.tiresrag_r1.reported import TABLES
+        from pathlib import Path
 
-        return [row for table in TABLES for row in table.rows()]
+        from harness.reported import load_reported
+
+        return load_reported(Path(__file__).with_name("reported.yaml"))

@@ -755,6 +755,8 @@ class WhenToSearch(TrainableMethod):
         }
 
     def reported(self) -> list[Any]:
-        from methods.when_to_search.reported import TABLES
+        from pathlib import Path
 
-        return [row for table in TABLES for row in table.rows()]
+        from harness.reported import load_reported
+
+        return load_reported(Path(__file__).with_name("reported.yaml"))

@@ -120,3 +120,114 @@ def test_reported_rows_load_into_the_store(tmp_path):
         store.replace_reported(paper, m.reported())
     n = store.query("SELECT paper, count(*) AS n FROM reported GROUP BY paper ORDER BY paper")
     assert dict(zip(n["paper"], n["n"], strict=True)) == {p: sum(v.values()) for p, v in EXPECTED.items()}
+
+
+# --- the reported.yaml format: harness.reported.load_reported ---------------------------------
+
+GOOD = """\
+paper: toy
+judges:
+  J: {model: m1, prompt: default}
+tables:
+  - table: Table 7
+    source: Toy (2025), Table 7
+    scale: 0.01
+    columns: [hotpotqa/em, hotpotqa/f1, hotpotqa/J]
+    rows:
+      - label: Toy (PPO)
+        method: toy
+        model: Qwen2.5-3B
+        variant: PPO
+        note: trained by us
+        values: [42.0, 52.42, null]
+        cell_notes: {hotpotqa/f1: printed 52.4 in Table 4}
+      - method: base
+        model: Qwen2.5-3B
+        values: [10, 20.5, 33.3]
+"""
+
+
+def _write(tmp_path, text, name="reported.yaml"):
+    p = tmp_path / name
+    p.write_text(text, encoding="utf-8")
+    return p
+
+
+def test_yaml_rows_scale_round_and_join_notes(tmp_path):
+    from harness.judge.prompts import get_prompt
+    from harness.reported import load_reported
+    from harness.store import ReportedRow
+
+    judge = f"judge@m1:{get_prompt('default').prompt_hash}"
+    rows = load_reported(_write(tmp_path, GOOD))
+    src = "Toy (2025), Table 7"
+    assert rows == [
+        ReportedRow("toy", "toy", "Qwen2.5-3B", "hotpotqa", "em", 0.42, src, "Table 7: PPO",
+                    "paper label: Toy (PPO); trained by us"),
+        ReportedRow("toy", "toy", "Qwen2.5-3B", "hotpotqa", "f1", 0.5242, src, "Table 7: PPO",
+                    "paper label: Toy (PPO); trained by us; printed 52.4 in Table 4"),
+        ReportedRow("toy", "base", "Qwen2.5-3B", "hotpotqa", "em", 0.1, src, "Table 7", ""),
+        ReportedRow("toy", "base", "Qwen2.5-3B", "hotpotqa", "f1", 0.205, src, "Table 7", ""),
+        ReportedRow("toy", "base", "Qwen2.5-3B", "hotpotqa", judge, 0.333, src, "Table 7", ""),
+    ]  # fmt: skip
+    assert all(type(r.value) is float for r in rows)
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "expect"),
+    [
+        # a row with a value too few: the file, the line of the row, the table and the row
+        ("values: [42.0, 52.42, null]", "values: [42.0, 52.42]",
+         ":10: toy Table 7: row 'Toy (PPO)' has 2 values for 3 columns"),
+        # a note for a cell the table does not have
+        ("{hotpotqa/f1: printed", "{musique/f1: printed",
+         ":10: toy Table 7: row 'Toy (PPO)' has cell notes for unknown cells ['musique/f1']"),
+        ("{hotpotqa/f1: printed", "{hotpotqa/LJ: printed",
+         ":16: Table 7, row 1 ('Toy (PPO)'), cell_notes.hotpotqa/LJ: 'hotpotqa/LJ' is not 'dataset/metric'"),
+        ("hotpotqa/J]", "hotpotqa/Judge]", ":8: Table 7, columns.2: 'hotpotqa/Judge' is not 'dataset/metric'"),
+        ("values: [10, 20.5, 33.3]", "values: [10, '20.5', 33.3]",
+         ":19: Table 7, row 2 ('base'), values.1: Input should be a valid number"),
+        ("values: [10, 20.5, 33.3]", "values: [10, .nan, 33.3]",
+         ":19: Table 7, row 2 ('base'), values.1: Input should be a finite number"),
+        ("        note: trained by us\n", "        notes: trained by us\n",
+         ":14: Table 7, row 1 ('Toy (PPO)'), notes: Extra inputs are not permitted"),
+        ("        note: trained by us\n", "        note: trained by us\n        note: again\n",
+         ":15: not valid YAML: duplicate key 'note'"),
+        ("    source: Toy (2025), Table 7\n", "", ":5: Table 7, source: Field required"),
+        ("prompt: default}", "prompt: no_such_prompt}", ":3: judges.J: unknown judge prompt 'no_such_prompt'"),
+        ("columns: [hotpotqa/em,", "columns: [hotpotqa em,", ":8: Table 7, columns.0: 'hotpotqa em' is not"),
+    ],
+)  # fmt: skip
+def test_malformed_yaml_is_refused_in_one_line_naming_the_file(tmp_path, old, new, expect):
+    from harness.errors import DataError
+    from harness.reported import load_reported
+
+    assert GOOD.count(old) == 1
+    path = _write(tmp_path, GOOD.replace(old, new))
+    with pytest.raises(DataError) as e:
+        load_reported(path)
+    msg = str(e.value)
+    assert msg.startswith(f"{path}:") and expect in msg and "\n" not in msg, msg
+
+
+def test_a_missing_file_is_named(tmp_path):
+    from harness.errors import DataError
+    from harness.reported import load_reported
+
+    with pytest.raises(DataError, match=r"nope\.yaml: cannot read the reported-numbers file"):
+        load_reported(tmp_path / "nope.yaml")
+
+
+@pytest.mark.parametrize("paper", sorted(EXPECTED))
+def test_reported_is_the_yaml_beside_the_method(paper):
+    """Each paper's numbers are its folder's data file, found beside its module at run time."""
+    import inspect
+    from pathlib import Path
+
+    from harness.reported import read_reported
+
+    path = Path(inspect.getfile(type(METHODS[paper]))).with_name("reported.yaml")
+    parsed = read_reported(path)
+    assert parsed.paper == paper
+    assert METHODS[paper].reported() == parsed.rows()
+    assert [t.table for t in parsed.tables] == sorted(EXPECTED[paper], key=lambda t: int(t.split()[1]))

@@ -5,15 +5,18 @@ papers print or we compute), so a transcription slip fails."""
 from __future__ import annotations
 
 from collections import Counter, defaultdict
+from pathlib import Path
 
 import pytest
 
+from harness.judge.prompts import get_prompt
+from harness.reported import read_reported
 from harness.store import Store
+from methods.arena import method as arena_module
 from methods.arena.method import Arena
-from methods.arena.reported import LJ
 from methods.tiresrag_r1.method import TiresRAG
+from methods.when_to_search import method as when_to_search_module
 from methods.when_to_search.method import WhenToSearch
-from methods.when_to_search.reported import LASJ
 
 # rows per table = printed rows x printed value columns
 EXPECTED = {
@@ -34,6 +37,11 @@ EXPECTED = {
     "when_to_search": {"Table 1": 14 * 14, "Table 2": 6 * 14, "Table 3": 14 * 21, "Table 4": 5 * 14},
 }
 METHODS = {"arena": Arena(), "tiresrag_r1": TiresRAG(), "when_to_search": WhenToSearch()}
+
+
+def _judge_metric(module, alias: str) -> str:
+    """The metric name a judge column of the paper's ``reported.yaml`` stands for."""
+    return read_reported(Path(module.__file__).with_name("reported.yaml")).metrics[alias]
 
 
 def _rows(paper):
@@ -71,7 +79,19 @@ def test_rows_are_well_formed_and_unique(paper):
             )
 
 
+def test_judge_columns_are_the_judges_metric_names():
+    # the same name harness.judge.core.Judge.metric_name gives the reproduced scores
+    assert _judge_metric(arena_module, "LJ") == f"judge@gpt-4o-2024-11-20:{get_prompt('arena').prompt_hash}"
+    assert (
+        _judge_metric(when_to_search_module, "LasJ")
+        == f"judge@Qwen3-235B-A22B-Instruct:{get_prompt('when_to_search').prompt_hash}"
+    )
+    judges = {r.metric for r in METHODS["tiresrag_r1"].reported() if r.metric.startswith("judge@")}
+    assert judges == {f"judge@gpt-4o:{get_prompt('tiresrag_r1').prompt_hash}"}
+
+
 def test_arena_original_rows_equal_table7_direct_rag():
+    LJ = _judge_metric(arena_module, "LJ")
     t3, t7 = _cells("arena", "Table 3"), _cells("arena", "Table 7")
     for model in ("Qwen2.5-7B-Instruct", "Llama-3.1-8B-Instruct", "DeepSeek-R1-Distill-Qwen-7B", "Qwen3-8B"):
         assert t3[("direct_rag", model, "Table 3")] == t7[("direct_rag", model, "Table 7: direct RAG")]
@@ -138,6 +158,7 @@ def _avg7(cells, metric):
 
 
 def test_when_to_search_averages_match_the_spec():
+    LASJ = _judge_metric(when_to_search_module, "LasJ")
     t3 = {(m, mo): c for (m, mo, _s), c in _cells("when_to_search", "Table 3").items()}
     # Table 3 averages computed by us: (avg F1, avg ACC, avg RC)
     for key, expect in {
