@@ -10,8 +10,9 @@ from __future__ import annotations
 import hashlib
 import json
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 from pydantic import BaseModel, ConfigDict
 
@@ -21,6 +22,10 @@ if TYPE_CHECKING:
     from harness.llm.base import Backend
     from harness.protocol import Protocol
     from harness.retrieval.base import Retriever
+    from harness.rollout.base import RolloutConfig
+
+
+_F = TypeVar("_F", bound=Callable[..., Any])
 
 
 class MethodSpec(BaseModel):
@@ -76,6 +81,10 @@ class Method(ABC):
     # setting); empty = the shared open-retrieval protocols. Other methods refuse these protocols,
     # and `harness run --method all` runs the method under its own, as a separate run.
     own_protocols: ClassVar[tuple[str, ...]] = ()
+    # The trajectory meta key under which a reader method records where its references came from
+    # ("dataset": the question's own paragraphs; anything else: a substitute), counted per run by
+    # ``harness.runner.reference_sources``; a method that records none counts 0 and 0.
+    reference_source_key: ClassVar[str] = "reference_source"
 
     def cannot_answer(self, example: QAExample) -> str | None:
         """Why the method cannot be run on ``example`` at all (a reader without paragraphs), else None."""
@@ -127,6 +136,37 @@ class RewardContext:
         return self.models[role]
 
 
+@dataclass(frozen=True)
+class _RewardMark:
+    names: tuple[str, ...]
+    default: bool
+    batched: bool
+
+
+@dataclass(frozen=True)
+class _RewardEntry:
+    attr: str  # the method's attribute name: a subclass that overrides it is called
+    batched: bool
+
+
+def reward_fn(*names: str, default: bool = False, batched: bool = False) -> Callable[[_F], _F]:
+    """Registers the decorated method of a :class:`TrainableMethod` subclass as the reward(s)
+    ``names``, in the order they are defined; ``default=True``: the first name is the default.
+
+    A plain reward is ``fn(self, trajectory, ctx) -> RewardBreakdown``. A ``batched`` one is
+    ``fn(self, trajectories, *, name, ctx) -> list[RewardBreakdown]``: it gets the whole batch (to
+    ask a reader or judge once) and the resolved name (one function may serve several names).
+    :meth:`TrainableMethod.rewards` resolves ``"default"`` and refuses an unknown name for all."""
+    if not names or "default" in names:
+        raise ValueError(f"@reward_fn needs one or more names other than 'default', got {names!r}")
+
+    def mark(fn: _F) -> _F:
+        fn.__reward__ = _RewardMark(tuple(names), default, batched)  # type: ignore[attr-defined]
+        return fn
+
+    return mark
+
+
 class TrainableMethod(Method):
     """A method that can be trained with RL: rewards, recipes and the paper's reported numbers.
 
@@ -134,29 +174,83 @@ class TrainableMethod(Method):
     in the trajectories), then :meth:`rewards` on each batch of trajectories."""
 
     trained: ClassVar[bool] = True
+    # What :meth:`advantage_adjust` does, in one line, for a method that overrides it; None = the
+    # method has no advantage hook. Exporters to trainers that cannot run the hook (verl's
+    # main_ppo) list it among what they do not run.
+    advantage_hook: ClassVar[str | None] = None
 
     @abstractmethod
+    def rollout_config(self, protocol: Protocol) -> RolloutConfig | None:
+        """The method's multi-turn rollout under ``protocol`` (its dialect, budgets and engine:
+        ``rollout_config(p).run(prompts, examples, ctx)``); None for a method that does not
+        retrieve and answers in one completion (exporters replay its ``solve`` on the response)."""
+
+    # The rewards the class registers with @reward_fn: name -> entry, the default first (filled by
+    # __init_subclass__ from the base classes' and the class's own decorated methods).
+    _reward_table: ClassVar[dict[str, _RewardEntry]] = {}
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        table = dict(cls._reward_table)
+        default = next(iter(table), None)
+        for attr, fn in vars(cls).items():
+            marks: _RewardMark | None = getattr(fn, "__reward__", None)
+            if marks is None:
+                continue
+            for name in marks.names:
+                table[name] = _RewardEntry(attr, marks.batched)
+            if marks.default:
+                default = marks.names[0]
+        if default is not None:
+            table = {default: table.pop(default), **table}
+        cls._reward_table = table
+
     def reward_names(self) -> tuple[str, ...]:
-        """The rewards this method defines; the first is the default (``"default"`` maps to it)."""
+        """The rewards this method defines (with :func:`reward_fn`); the first is the default
+        (``"default"`` maps to it)."""
+        return tuple(self._reward_table)
 
-    @abstractmethod
+    def resolve_reward(self, name: str) -> str:
+        """The reward ``name`` stands for (``"default"``: the first); an unknown name is refused."""
+        if name == "default" and self._reward_table:
+            return next(iter(self._reward_table))
+        if name not in self._reward_table:
+            from harness.errors import ConfigError
+
+            raise ConfigError(
+                f"method {self.name!r} has no reward {name!r}; known: default, {', '.join(self.reward_names())}"
+            )
+        return name
+
     def reward(self, trajectory: Trajectory, *, name: str, ctx: RewardContext) -> RewardBreakdown:
         """The reward ``name`` of one finished trajectory."""
+        return self.rewards([trajectory], name=name, ctx=ctx)[0]
 
     def rewards(
         self, trajectories: list[Trajectory], *, name: str, ctx: RewardContext
     ) -> list[RewardBreakdown]:
-        """Rewards of a batch; override to batch auxiliary model calls (readers, judges)."""
-        return [self.reward(t, name=name, ctx=ctx) for t in trajectories]
+        """The reward ``name`` of each trajectory of a batch (a batched reward makes its auxiliary
+        model calls, readers and judges, once for the batch)."""
+        name = self.resolve_reward(name)
+        entry = self._reward_table[name]
+        fn = getattr(self, entry.attr)
+        if entry.batched:
+            return fn(trajectories, name=name, ctx=ctx)
+        return [fn(t, ctx) for t in trajectories]
 
-    @abstractmethod
     def recipes(self) -> dict[str, Any]:
-        """Named training recipes (``harness.rl.recipe.Recipe``); at least ``"paper"`` and ``"cpu-smoke"``."""
+        """Named training recipes (``harness.rl.recipe.Recipe``); at least ``"paper"`` and
+        ``"cpu-smoke"``. Read from the ``recipes.yaml`` beside the method's module
+        (:func:`harness.rl.recipe_files.method_recipes`)."""
+        from harness.rl.recipe_files import method_recipes
+
+        return method_recipes(self)
 
     def advantage_adjust(self, rewards: list[RewardBreakdown], group: Any, *, name: str) -> Any:
         """Optional hook ``(B,) sequence advantages -> (B,)`` applied before broadcasting to tokens
         (``harness.rl.advantages``), built from the batch's rewards; None = plain advantages.
-        TIRESRAG-R1's difficulty-aware reweighting and consistency penalty use it."""
+        TIRESRAG-R1's difficulty-aware reweighting and consistency penalty use it. A method that
+        overrides it sets :attr:`advantage_hook`."""
         return None
 
     def prompt_messages(self, example: QAExample, *, training: bool) -> list[dict[str, str]]:

@@ -47,15 +47,11 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
 from typing import Protocol as TypingProtocol
 
-from harness.data.benches import Selection
 from harness.data.context import ContextParagraph, example_context, has_context
 from harness.errors import ConfigError
-from harness.llm.base import BackendSpec
-from harness.method import MethodSpec, RewardBreakdown, RewardContext, RunContext, TrainableMethod
+from harness.method import MethodSpec, RewardBreakdown, RewardContext, RunContext, TrainableMethod, reward_fn
 from harness.metrics.normalize import normalize_answer_r1searcher
 from harness.protocol import Decoding, Protocol, mini
-from harness.rl.config import grpo
-from harness.rl.recipe import Recipe, RewardStage
 from harness.rollout.extract import Extraction
 from harness.rollout.single import answer_once
 from harness.types import QAExample, SamplingParams, Trajectory
@@ -126,17 +122,15 @@ PROMPTS = {"code": PROMPT_CODE, "paper": PROMPT_PAPER}
 # Paper §4.1 / §5.1: the dataset-provided paragraphs, 10 for HotpotQA and 2Wiki, 20 for MuSiQue.
 N_REFERENCES = {"hotpotqa": 10, "2wikimultihopqa": 10, "musique": 20}
 DEFAULT_N_REFERENCES = 10  # ours: other datasets (the paper evaluates only the three above)
-TRAIN_MAX_NEW_TOKENS = 256  # Code: max_completion_length
 EVAL_MAX_NEW_TOKENS = 1024  # Code: src/vllm_inference.py max_completion_length
 TEMPERATURE = 0.9  # Paper App. E / Code: training and evaluation sampling temperature (src/vllm_inference.py)
-GROUP_SIZE = 7  # Paper App. E
 BONUS = 10.0  # Paper §3.3: bonus when format, accuracy and relevance are all perfect
 WEIGHTS = (1.0, 1.0, 1.0, 1.0)  # Paper §3.3: format, accuracy, relevance, bonus, all weight 1
 PROTOCOL_NAME = "arena-gold-context"
 SUBSTITUTE_SEED = "arena-substitute-order-v1"  # ours: salt of the reference order of the substitute
 
-# The judge of the Table 6 "GPT-4o judge" accuracy-reward variant (App. G), and of evaluation (App. C.3).
-JUDGE_MODEL = "gpt-4o-2024-11-20"
+# The judge of the Table 6 "GPT-4o judge" accuracy-reward variant (App. G), and of evaluation (App. C.3):
+# GPT-4o 2024-11-20, named in recipes.yaml (paper-judge-reward).
 JUDGE_SAMPLING = SamplingParams(temperature=0.0)  # Paper App. C: temperature 0.0
 JUDGE_MAX_TOKENS = 16  # ours: a yes/no reply
 
@@ -446,6 +440,7 @@ class Arena(TrainableMethod):
     source = "Ren et al. 2025, ARENA, arXiv 2505.13258 (ren258/ARENA)"
     uses_retrieval: ClassVar[bool] = False
     own_protocols: ClassVar[tuple[str, ...]] = (PROTOCOL_NAME,)
+    reference_source_key: ClassVar[str] = "arena_context"  # the meta key solve() records
 
     def __init__(self, contexts: ContextProvider | None = None, *, template: str = "code"):
         if template not in PROMPTS:
@@ -507,6 +502,10 @@ class Arena(TrainableMethod):
             )
         return make_prompt(example.question, dataset_context(example).references, template=self.template)
 
+    def rollout_config(self, protocol: Protocol) -> None:
+        """None: the agent answers in one completion, without search turns."""
+        return None
+
     def solve(self, examples: list[QAExample], ctx: RunContext) -> list[Trajectory]:
         if not ctx.training and ctx.protocol.name != PROTOCOL_NAME:
             raise _wrong_protocol(ctx.protocol)
@@ -521,27 +520,18 @@ class Arena(TrainableMethod):
                 {
                     "arena_gold_ids": list(c.gold_ids),
                     "arena_reference_ids": [r.passage_id for r in c.references],
-                    "arena_context": c.source,
+                    self.reference_source_key: c.source,
                 }
             )
         return out
 
     # -- training ---------------------------------------------------------------------------------
 
-    def reward_names(self) -> tuple[str, ...]:
-        # arena: paper §3.3 (EM accuracy); arena_f1 / arena_judge: the Table 6 accuracy-reward variants (App. G)
-        return REWARDS
-
-    def reward(self, trajectory: Trajectory, *, name: str, ctx: RewardContext) -> RewardBreakdown:
-        return self.rewards([trajectory], name=name, ctx=ctx)[0]
-
-    def rewards(
+    # arena: paper §3.3 (EM accuracy); arena_f1 / arena_judge: the Table 6 accuracy-reward variants (App. G)
+    @reward_fn(*REWARDS, default=True, batched=True)
+    def reward_variant(
         self, trajectories: list[Trajectory], *, name: str, ctx: RewardContext
     ) -> list[RewardBreakdown]:
-        if name == "default":
-            name = REWARDS[0]
-        if name not in REWARDS:
-            raise ConfigError(f"method 'arena' has no reward {name!r}; known: default, {', '.join(REWARDS)}")
         answers = [extract_section("answer", t.response) or "" for t in trajectories]
         acc: list[float] = []
         extra: list[dict[str, float]] = [{} for _ in trajectories]
@@ -572,190 +562,14 @@ class Arena(TrainableMethod):
     ) -> list[float]:
         """GPT-4o-judge accuracy (Table 6 variant): the Table 8 prompt on the extracted answer; an
         empty answer scores 0 without a call (gpt_eval.py); a failed request scores 0 and is counted."""
-        from harness.judge.prompts import ARENA as ARENA_JUDGE
+        from harness.judge.reward import RewardJudge
+        from methods.arena.judge import ARENA as ARENA_JUDGE
 
-        acc = [0.0] * len(trajectories)
-        todo = [i for i, a in enumerate(answers) if a]
-        for x in extra:
-            x["judge_error"] = 0.0
-        if todo:
-            judge = ctx.model("judge", self.name)
-            convs = [
-                ARENA_JUDGE.messages(trajectories[i].question, trajectories[i].answers, answers[i])
-                for i in todo
-            ]
-            outs = judge.chat_batch(convs, max_new_tokens=JUDGE_MAX_TOKENS, sampling=JUDGE_SAMPLING)
-            for i, c in zip(todo, outs, strict=True):
-                if c.finish_reason == "error":
-                    extra[i]["judge_error"] = 1.0
-                else:
-                    acc[i] = judge_reply_score(c.text)
-        return acc
-
-    def recipes(self) -> dict[str, Recipe]:
-        algo = grpo().replace(
-            group_size=GROUP_SIZE,
-            adv_std_unbiased=True,
-            adv_eps=1e-4,
-            loss_agg_mode="token-mean",
-            kl_placement="loss",
-            kl_estimator="k2",
-            kl_coef=0.04,
-            train_batch_size=256,
-            mini_batch_size=256,
-            ppo_epochs=1,
-            lr=3e-6,
-            lr_schedule="cosine",
-            lr_warmup_steps=None,
-            lr_warmup_ratio=0.1,
-            min_lr_ratio=0.0,
-            adam_betas=(0.9, 0.999),
-            weight_decay=0.0,
-            grad_clip=1.0,
-            temperature=TEMPERATURE,
-            top_p=1.0,
-        )
-        sources = {
-            "algo.adv_estimator": "Paper §3.2 / Code: TRL GRPOTrainer (group-normalised outcome advantages)",
-            "algo.group_size": "Paper App. E: G = 7",
-            "algo.norm_adv_by_std": "Code: TRL GRPO (r - mean) / (std + 1e-4)",
-            "algo.adv_std_unbiased": "Code: torch std (unbiased), spec §8 #9",
-            "algo.adv_eps": "Code: std + 1e-4 (spec §4.1, §8 #9)",
-            "algo.gamma": "n/a (outcome reward, not read by grpo)",
-            "algo.clip_low": "Code: epsilon 0.2 (TRL default; lost in our copy of the paper, spec §8 #1)",
-            "algo.clip_high": "Code: symmetric clip 0.2",
-            "algo.dual_clip_c": "Code: TRL's GRPO loss has no dual clip",
-            "algo.loss_agg_mode": "Code: token-level mean over the micro-batch (spec §4.1, §8 #8); ours: over the mini-batch",
-            "algo.loss_norm_length": "n/a (token-mean)",
-            "algo.kl_placement": "Paper §3.2 / Code: beta * KL in the per-token loss",
-            "algo.kl_estimator": "Paper §4.2 'KL stabilisation' / Code: k2 = 0.5 (log pi - log pi_ref)^2",
-            "algo.kl_coef": "Code: beta 0.04 (TRL default, not overridden; spec §8 #1)",
-            "algo.entropy_coef": "Code: TRL GRPO has no entropy bonus",
-            "algo.overlong": "Code: none",
-            "algo.dynamic_sampling": "Code: none",
-            "algo.train_batch_size": "Paper App. E / Code: 256 prompts per optimizer step (1,792 completions)",
-            "algo.mini_batch_size": "Code: one optimizer step per batch (64 grad-accum steps)",
-            "algo.ppo_epochs": "Code: mu = 1 iteration per batch (spec §8 #1)",
-            "algo.lr": "Paper App. E: 3e-6",
-            "algo.lr_schedule": "Code: cosine",
-            "algo.lr_warmup_steps": "n/a (a warm-up ratio is given)",
-            "algo.lr_warmup_ratio": "Code: warm-up ratio 0.1",
-            "algo.min_lr_ratio": "Code: HF cosine schedule decays to 0",
-            "algo.adam_betas": "Code: HF Trainer AdamW defaults (0.9, 0.999)",
-            "algo.weight_decay": "Code: HF Trainer default weight_decay 0.0",
-            "algo.grad_clip": "Code: HF Trainer default max_grad_norm 1.0",
-            "algo.temperature": "Paper App. E: 0.9",
-            "algo.top_p": "Code: vLLM default top_p 1.0",
-            "steps": "Code: 1 epoch over 24,500 prompts at 256 per step (about 96 steps; spec §8 #7)",
-            "bench": "Paper §4.4: 10k HotpotQA + 10k 2Wiki + 5k MuSiQue train questions with their contexts (not packaged)",
-            "selection": "Code: shuffled with seed 123456, 500 held out (spec §4.4)",
-            "max_new_tokens": "Code: max_completion_length 256",
-            "max_turns": "Paper: single turn, no retrieval",
-            "top_k": "n/a: references are each question's own paragraphs (10, or 20 for MuSiQue), not retrieved",
-            "max_obs_tokens": "n/a: no observations",
-            "micro_batch_size": "Code: 4 completions per GPU",
-            "reward_stages": "Paper §3.3: format + EM + relevance + bonus from step 0",
-            "aux_models": "none: rule-based reward (the judge is evaluation-only)",
-            "lora": "Paper: full-parameter training (DeepSpeed ZeRO-2)",
-            "dtype": "ours: float32 master weights (Code: bf16)",
-            "seed": "Code: trainer seed 42",
-            "save_every": "Code: checkpoint every 25 steps",
-        }
-        paper = Recipe(
-            name="paper",
-            method=self.name,
-            algo=algo,
-            steps=96,
-            bench="arena-train",
-            selection=Selection(),
-            max_new_tokens=TRAIN_MAX_NEW_TOKENS,
-            max_turns=0,
-            top_k=DEFAULT_N_REFERENCES,
-            max_obs_tokens=500,
-            micro_batch_size=4,
-            reward_stages=(RewardStage(start_step=0, reward="arena"),),
-            aux_models={},
-            lora=None,
-            dtype="float32",
-            seed=42,
-            save_every=25,
-            sources=sources,
-        )
-        no_kl_stab = paper.model_copy(
-            update={
-                "name": "paper-k3",
-                "algo": algo.replace(kl_estimator="k3"),
-                "sources": {
-                    **sources,
-                    "algo.kl_estimator": "Paper Fig. 2 ablation 'w/o KL stabilization': k3",
-                },
-            }
-        )
-        judge = BackendSpec(kind="openai", model=JUDGE_MODEL, base_urls=("http://127.0.0.1:8000/v1",))
-        judge_sources = {
-            **sources,
-            "reward_stages": "Paper Table 6: accuracy reward by a GPT-4o judge (the code's commented-out path)",
-            "aux_models": (
-                "Paper Table 6: GPT-4o (2024-11-20) judge; ours: the URL is a placeholder, set it with "
-                "--recipe-override aux_models.judge.base_urls=... (any OpenAI-compatible server)"
-            ),
-        }
-        judge_variant = paper.model_copy(
-            update={
-                "name": "paper-judge-reward",
-                "reward_stages": (RewardStage(start_step=0, reward="arena_judge"),),
-                "aux_models": {"judge": judge},
-                "sources": judge_sources,
-            }
-        )
-        f1_variant = paper.model_copy(
-            update={
-                "name": "paper-f1-reward",
-                "reward_stages": (RewardStage(start_step=0, reward="arena_f1"),),
-                "sources": {**sources, "reward_stages": "Paper Table 6: F1 accuracy reward"},
-            }
-        )
-        smoke_algo = algo.replace(
-            group_size=2, train_batch_size=2, mini_batch_size=2, lr=1e-5, lr_warmup_ratio=0.0
-        )
-        smoke = paper.model_copy(
-            update={
-                "name": "cpu-smoke",
-                "algo": smoke_algo,
-                "steps": 3,
-                "bench": "mini-multihop",
-                "selection": Selection(mode="first", n=8),
-                "max_new_tokens": 48,
-                "micro_batch_size": 4,
-                "seed": 0,
-                "save_every": 0,
-                "sources": {
-                    **sources,
-                    "algo.group_size": (
-                        "ours: 2; prompts hold 10-20 paragraphs (1.5k-5k tokens): a step with G=4 took 6-7 min here"
-                    ),
-                    "algo.train_batch_size": "ours: 2 prompts per step (CPU)",
-                    "algo.mini_batch_size": "ours: one update per step",
-                    "algo.lr": "ours: 1e-5 so that three steps move the weights",
-                    "algo.lr_warmup_ratio": "ours: no warm-up in a 3-step run",
-                    "steps": "ours: 3 steps",
-                    "bench": "ours: packaged multi-hop questions with their own paragraphs (the paper's references)",
-                    "selection": "ours: the first 8 questions of each dataset",
-                    "max_new_tokens": "ours: 48 tokens (CPU budget)",
-                    "micro_batch_size": "ours: 4 trajectories per forward/backward",
-                    "dtype": "ours: float32 on CPU",
-                    "seed": "ours",
-                    "save_every": "ours: only the final checkpoint",
-                },
-            }
-        )
-        return {
-            "paper": paper,
-            "paper-k3": no_kl_stab,
-            "paper-f1-reward": f1_variant,
-            "paper-judge-reward": judge_variant,
-            "cpu-smoke": smoke,
-        }
+        judge = RewardJudge(ARENA_JUDGE, judge_reply_score, JUDGE_MAX_TOKENS, JUDGE_SAMPLING)
+        replies = judge.ask(ctx, self.name, trajectories, [a or None for a in answers])
+        for x, r in zip(extra, replies, strict=True):
+            x["judge_error"] = float(r.status == "error")
+        return [r.value if r.value is not None else 0.0 for r in replies]
 
     def reported(self) -> list[Any]:
         from pathlib import Path

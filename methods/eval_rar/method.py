@@ -32,7 +32,6 @@ import re
 from dataclasses import asdict
 from typing import Any, ClassVar, Literal
 
-from harness.data.benches import Selection
 from harness.method import (
     MethodSpec,
     RewardBreakdown,
@@ -40,22 +39,17 @@ from harness.method import (
     RunContext,
     TrainableMethod,
     format_question,
+    reward_fn,
 )
 from harness.metrics.answer import exact_match
 from harness.metrics.normalize import normalize_answer
 from harness.protocol import Decoding, Protocol, mini
-from harness.rl.recipe import Recipe, RewardStage
 from harness.rollout.dialect import TagDialect
 from harness.rollout.engine import TagRolloutConfig, run_tag_rollouts
 from harness.rollout.extract import extract_tagged
 from harness.rollout.render import RENDERERS
 from harness.types import QAExample, Trajectory
 from methods.search_r1.method import (
-    SEARCH_R1_GRPO_SOURCES,
-    SEARCH_R1_TRAIN_BENCH,
-    _unknown_reward,
-    cpu_smoke_recipe,
-    searchr1_grpo,
     stripped_observations,
 )
 
@@ -219,96 +213,21 @@ class EvalRAR(TrainableMethod):
     def prompt_messages(self, example: QAExample, *, training: bool) -> list[dict[str, str]]:
         return make_prompt(example.question)
 
-    def reward_names(self) -> tuple[str, ...]:
-        # eval_rar: paper Eq. 5; outcome_em: the ablation "w/o evaluation reward" (Table 2);
-        # eval_rar_requires_answer: AutoRefine's code behaviour (its verl/utils/reward_score/qa_em.py)
-        return ("eval_rar", "outcome_em", "eval_rar_requires_answer")
+    # eval_rar: paper Eq. 5; outcome_em: the ablation "w/o evaluation reward" (Table 2);
+    # eval_rar_requires_answer: AutoRefine's code behaviour (its verl/utils/reward_score/qa_em.py)
+    @reward_fn("eval_rar", default=True)
+    def reward_eval_rar(self, trajectory: Trajectory, ctx: RewardContext) -> RewardBreakdown:
+        return eval_rar_reward(trajectory.model_text, list(trajectory.answers))
 
-    def reward(self, trajectory: Trajectory, *, name: str, ctx: RewardContext) -> RewardBreakdown:
-        gen = trajectory.model_text
+    @reward_fn("outcome_em")
+    def reward_outcome_em(self, trajectory: Trajectory, ctx: RewardContext) -> RewardBreakdown:
+        full = eval_rar_reward(trajectory.model_text, list(trajectory.answers))
+        return RewardBreakdown(total=full.components["outcome"], components=full.components)
+
+    @reward_fn("eval_rar_requires_answer")
+    def reward_eval_rar_requires_answer(self, trajectory: Trajectory, ctx: RewardContext) -> RewardBreakdown:
         golds = list(trajectory.answers)
-        if name in ("default", "eval_rar"):
-            return eval_rar_reward(gen, golds)
-        if name == "eval_rar_requires_answer":
-            return eval_rar_reward(gen, golds, eval_reward_requires_answer=True)
-        if name == "outcome_em":
-            full = eval_rar_reward(gen, golds)
-            return RewardBreakdown(total=full.components["outcome"], components=full.components)
-        raise _unknown_reward(self, name)
-
-    def recipes(self) -> dict[str, Recipe]:
-        algo = searchr1_grpo(top_p=1.0)
-        sources = {
-            **SEARCH_R1_GRPO_SOURCES,
-            "algo.adv_estimator": "paper §4.2 (GRPO, Eqs. 6-7)",
-            "algo.group_size": "paper App. A.2: 5 responses per prompt",
-            "algo.clip_low": "paper App. A.2: clip ratio 0.2",
-            "algo.clip_high": "paper App. A.2: clip ratio 0.2",
-            "algo.kl_placement": "lineage: KL as a loss term (spec §4.1)",
-            "algo.kl_estimator": "lineage: low_var_kl (spec §4.1 / §8 #10)",
-            "algo.kl_coef": "paper App. A.2: beta 0.001",
-            "algo.loss_agg_mode": "lineage: token-mean over unmasked tokens (spec §8 #11)",
-            "algo.entropy_coef": "lineage: the Search-R1 verl fork default actor.entropy_coeff=0.001 (paper silent)",
-            "algo.train_batch_size": "paper App. A.2: train batch size 512",
-            "algo.mini_batch_size": (
-                "ours: lineage ppo_mini_batch_size=256 counts trajectories in the Search-R1 fork (10 updates per "
-                "step; spec §8 #12 reads it as prompts, 2 updates); AlgoConfig counts prompts and must divide 512: "
-                "64 prompts = 320 trajectories, 8 updates per step"
-            ),
-            "algo.lr": "paper App. A.2: 1e-6",
-            "algo.lr_warmup_ratio": "lineage: Search-R1 warm-up ratio 0.285 (spec §4.2 / §8 #15)",
-            "algo.temperature": "lineage: 1.0 (spec §2.7 / §8 #2)",
-            "algo.top_p": "spec §8 #2: top-p 1.0 (the Search-R1 fork's rollout default would be 0.95)",
-            "steps": "paper §5.1: 200 steps",
-            "bench": "paper §5.1 / Table 4: NQ train + HotpotQA train (169,615 questions)",
-            "selection": "lineage: all, shuffled (shuffle_train_dataloader=True)",
-            "max_new_tokens": "spec §2.7 / §8 #1: 512 per segment (AutoRefine; paper silent)",
-            "max_turns": "spec §2.7 / §8 #1: N = 5 steps (AutoRefine; paper silent)",
-            "top_k": "paper §5.1: top-3",
-            "max_obs_tokens": "spec §2.7 / §8 #1: 512 (AutoRefine training; paper silent)",
-            "micro_batch_size": "paper App. A.2: micro-batch 16",
-            "reward_stages": "paper Eq. 5 from step 0",
-            "aux_models": "none: rule-based reward, no judge (spec §3)",
-            "lora": "paper: full-parameter training (FSDP)",
-            "dtype": "lineage: verl FSDP keeps fp32 master weights (bf16 compute)",
-            "seed": "ours: not stated",
-            "save_every": "ours: only the final (step-200) checkpoint is evaluated (spec §8 #14)",
-        }
-        paper = Recipe(
-            name="paper",
-            method=self.name,
-            algo=algo,
-            steps=200,
-            bench=SEARCH_R1_TRAIN_BENCH,
-            selection=Selection(),
-            max_new_tokens=MAX_NEW_TOKENS,
-            max_turns=MAX_STEPS,
-            top_k=TOP_K,
-            max_obs_tokens=MAX_OBS_TOKENS,
-            micro_batch_size=16,
-            reward_stages=(RewardStage(start_step=0, reward="eval_rar"),),
-            aux_models={},
-            lora=None,
-            dtype="float32",
-            seed=0,
-            save_every=0,
-            sources=sources,
-        )
-        ablation = paper.model_copy(
-            update={
-                "name": "paper-no-eval-reward",
-                "reward_stages": (RewardStage(start_step=0, reward="outcome_em"),),
-                "sources": {
-                    **sources,
-                    "reward_stages": "paper Table 2 'w/o evaluation reward': R_total = R_ans",
-                },
-            }
-        )
-        return {
-            "paper": paper,
-            "paper-no-eval-reward": ablation,
-            "cpu-smoke": cpu_smoke_recipe(self.name, reward="eval_rar", max_turns=2),
-        }
+        return eval_rar_reward(trajectory.model_text, golds, eval_reward_requires_answer=True)
 
     def reported(self) -> list[Any]:
         from pathlib import Path

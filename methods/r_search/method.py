@@ -28,8 +28,6 @@ import re
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
-from harness.data.benches import Selection
-from harness.llm.base import BackendSpec
 from harness.method import (
     MethodSpec,
     RewardBreakdown,
@@ -37,19 +35,15 @@ from harness.method import (
     RunContext,
     TrainableMethod,
     format_question,
+    reward_fn,
 )
 from harness.metrics.answer import f1_squad
 from harness.protocol import Decoding, Protocol, mini
-from harness.rl.recipe import Recipe, RewardStage
-from harness.rollout.dialect import SEARCH_R1_INVALID_MESSAGE, TagDialect
+from harness.rollout.dialect import DEFAULT_INVALID_MESSAGE, TagDialect
 from harness.rollout.engine import TagRolloutConfig, run_tag_rollouts
 from harness.rollout.render import RENDERERS
 from harness.types import QAExample, SamplingParams, Trajectory
 from methods.search_r1.method import (
-    SEARCH_R1_GRPO_SOURCES,
-    _unknown_reward,
-    cpu_smoke_recipe,
-    searchr1_grpo,
     stripped_observations,
 )
 
@@ -89,14 +83,12 @@ R_SEARCH_DIALECT = TagDialect(
     name="r_search",
     obs_prefix="\n\n<observation>",
     obs_suffix="</observation>\n\n",
-    invalid_message=SEARCH_R1_INVALID_MESSAGE,
+    invalid_message=DEFAULT_INVALID_MESSAGE,
 )
 RENDERER = "r_search"  # "(Title: {title}) {text}\n", no rank numbers ([C] src/eval/main.py)
 
-TRAIN_TOP_K, EVAL_TOP_K = 3, 5  # [P] top-3 in training, top-5 for every method at evaluation
-TRAIN_MAX_TURNS = 4  # [C] max_turns=4 searches, then one final generation without search
-TRAIN_MAX_NEW_TOKENS, EVAL_MAX_NEW_TOKENS = 500, 1024  # [C] per generation
-TRAIN_MAX_OBS_TOKENS = 1800  # [C] max_obs_length
+EVAL_TOP_K = 5  # [P] top-5 for every method at evaluation (training: top-3, recipes.yaml)
+EVAL_MAX_NEW_TOKENS = 1024  # [C] per generation
 # Evaluation has no search cap and no observation truncation in the code [C]; our guard
 # is a cap of 10 searches [D]; 8192 tokens (the training context cap)
 # never binds for five passages.
@@ -318,19 +310,12 @@ class RSearch(TrainableMethod):
     def prompt_messages(self, example: QAExample, *, training: bool) -> list[dict[str, str]]:
         return make_prompt(example.question, training=training)
 
-    def reward_names(self) -> tuple[str, ...]:
-        # r_search: paper Eq. 6; no_evidence: the "w/o Evidence" ablation (paper §5.2) reward [D]
-        return ("r_search", "no_evidence")
-
-    def reward(self, trajectory: Trajectory, *, name: str, ctx: RewardContext) -> RewardBreakdown:
-        return self.rewards([trajectory], name=name, ctx=ctx)[0]
-
-    def rewards(
+    # r_search: paper Eq. 6; no_evidence: the "w/o Evidence" ablation (paper §5.2) reward [D]
+    @reward_fn("r_search", "no_evidence", default=True, batched=True)
+    def reward_r_search(
         self, trajectories: list[Trajectory], *, name: str, ctx: RewardContext
     ) -> list[RewardBreakdown]:
         """Every reader call of the batch goes to the ``reader`` model in one ``chat_batch``."""
-        if name not in ("default", "r_search", "no_evidence"):
-            raise _unknown_reward(self, name)
         with_evidence = name != "no_evidence"
         parsed = [parse_response(t.model_text, t.response) for t in trajectories]
         reader_answers: list[str | None] = [None] * len(trajectories)
@@ -353,80 +338,6 @@ class RSearch(TrainableMethod):
             r = combine(p, list(t.answers), a, with_evidence=with_evidence)
             out.append(RewardBreakdown(total=r.total, components={**r.components, "reader_error": err}))
         return out
-
-    def recipes(self) -> dict[str, Recipe]:
-        reader = BackendSpec(
-            kind="openai",
-            model="meta-llama/Llama-3.2-3B-Instruct",
-            base_urls=("http://127.0.0.1:8001/v1",),
-            server="vllm",
-        )
-        sources = {
-            **SEARCH_R1_GRPO_SOURCES,
-            "algo.group_size": "paper §4 / code: n_agent=5",
-            "algo.kl_coef": "paper §3 (beta 0.001) / code: kl_loss_coef=0.001",
-            "algo.train_batch_size": "paper: 256 prompts per step",
-            "algo.mini_batch_size": (
-                "ours: code ppo_mini_batch_size=256 trajectories (5 updates per step, spec §4.3); AlgoConfig counts "
-                "prompts and must divide 256: 64 prompts = 320 trajectories, 4 updates per step"
-            ),
-            "algo.lr": "paper / code: actor lr 1e-6",
-            "algo.lr_warmup_ratio": "paper / code: warm-up ratio 0.95, constant after (spec §4.3, §8 #2)",
-            "algo.temperature": "code: rollout temperature 1.0 (spec §2.9)",
-            "algo.top_p": "code: rollout top_p 0.95 (spec §2.9)",
-            "algo.entropy_coef": "code: verl default 0.001 (spec §4.3, §8 #22)",
-            "steps": "code: total_training_steps=195 for 3B (paper: 'max total of 195')",
-            "bench": "paper: 2WikiMultiHopQA train only",
-            "selection": "code: shuffled, drop_last (spec §4.3, §8 #18)",
-            "max_new_tokens": "code: 500 tokens per generation (spec §2.9)",
-            "max_turns": "code: max_turns=4 searches + 1 final generation (spec §2.6)",
-            "top_k": "paper: top-3 in training",
-            "max_obs_tokens": "code: max_obs_length=1800 (spec §2.9)",
-            "micro_batch_size": "code: actor micro-batch 64 global (spec §4.3)",
-            "reward_stages": "paper §3: answer F1 + evidence F1 + format from step 0",
-            "aux_models": (
-                "paper §3.3: frozen Llama-3.2-3B-Instruct reader; code: vLLM OpenAI server; "
-                "ours: the URL is a placeholder (--recipe-override aux_models.reader.base_urls=...)"
-            ),
-            "lora": "paper: full-parameter training (FSDP)",
-            "dtype": "code: verl FSDP keeps fp32 master weights (bf16 compute)",
-            "seed": "ours: not stated for training",
-            "save_every": "code: checkpoints every 15 steps (spec §4.3)",
-        }
-        paper = Recipe(
-            name="paper",
-            method=self.name,
-            algo=searchr1_grpo(train_batch_size=256, mini_batch_size=64, lr_warmup_ratio=0.95),
-            steps=195,
-            bench="2wikimultihopqa-train",
-            selection=Selection(),
-            max_new_tokens=TRAIN_MAX_NEW_TOKENS,
-            max_turns=TRAIN_MAX_TURNS,
-            top_k=TRAIN_TOP_K,
-            max_obs_tokens=TRAIN_MAX_OBS_TOKENS,
-            micro_batch_size=64,
-            reward_stages=(RewardStage(start_step=0, reward="r_search"),),
-            aux_models={"reader": reader},
-            lora=None,
-            dtype="float32",
-            seed=0,
-            save_every=15,
-            sources=sources,
-        )
-        paper_7b = paper.model_copy(
-            update={
-                "name": "paper-7b",
-                "steps": 120,
-                "sources": {**sources, "steps": "code: total_training_steps=120 for 7B (spec §8 #1)"},
-            }
-        )
-        smoke = cpu_smoke_recipe(
-            self.name,
-            reward="r_search",
-            max_turns=1,
-            aux_models={"reader": BackendSpec(kind="transformers", model="default")},
-        )
-        return {"paper": paper, "paper-7b": paper_7b, "cpu-smoke": smoke}
 
     def reported(self) -> list[Any]:
         from pathlib import Path

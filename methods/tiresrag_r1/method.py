@@ -14,7 +14,7 @@ Think–retrieve–reflect: a Search-R1-style agent (``<think>``, ``<search>``, 
 Reward (paper §4.3, Eqs. 1-5): answer F1 + a_t·(w_t·thinking + w_s·sufficiency + w_r·reflection), the
 thinking and
 sufficiency scores from an LLM judge (``ctx.model("judge", ...)``; the paper's Qwen3-8B) with the
-paper's prompts (reused verbatim from ``harness.judge.prompts``); a_t anneals the auxiliary
+paper's prompts (verbatim in ``methods/tiresrag_r1/judge.py``); a_t anneals the auxiliary
 rewards (Eq. 5). On top of GRPO's group-normalised advantage A, the advantage becomes
 ``A' = (A - P)·W`` with the consistency penalty P (Eq. 7) and the difficulty weight W (Eq. 6):
 :meth:`TiresRAG.advantage_adjust` builds that hook; groups whose answer F1 are all ≤ 0.1 or all
@@ -55,19 +55,16 @@ import re
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
+from functools import partial
 from typing import Any, Literal
 
 import torch
 
-from harness.data.benches import Selection
 from harness.errors import ConfigError
-from harness.llm.base import BackendSpec
-from harness.method import MethodSpec, RewardBreakdown, RewardContext, RunContext, TrainableMethod
+from harness.method import MethodSpec, RewardBreakdown, RewardContext, RunContext, TrainableMethod, reward_fn
 from harness.metrics.normalize import normalize_answer_r1searcher
 from harness.protocol import Decoding, Protocol, mini
 from harness.rl.advantages import SeqAdjust
-from harness.rl.config import DynamicSamplingConfig, GroupFilterConfig, grpo
-from harness.rl.recipe import Recipe, RewardStage
 from harness.rollout.dialect import TagDialect
 from harness.rollout.extract import extract_tagged
 from harness.rollout.segments import SegmentLoopConfig, run_segment_rollouts, stopped_at
@@ -193,11 +190,9 @@ A_LO, B_HI, RHO_0, K_W = 0.4, 1.5, 0.75, 10.0  # Paper Eq. 6: difficulty weight
 LAMBDA_P = 0.1  # Paper §4.4 / Code: consistency penalty weight
 DECAY_AT, DECAY_TEMP = 0.9, 10.0  # Paper Eq. 5: a_t = 1 / (1 + exp((t - 0.9 T) / 10))
 Z_EPS = 1e-8  # Code: z-scores with numpy population std + 1e-8 (answer_reflection_reward.py)
-F1_LOWER, F1_UPPER = 0.1, 0.9  # Code: --accuracy_lower_bound 0.1 --accuracy_upper_bound 0.9 (§3.9)
 REFLECT_OK_F1 = 0.5  # Code: reflection "correct" = F1 > 0.5 or token cover (answer_reflection_reward.py)
 # Code (sufficient_thinking_reward.py): Qwen3-8B judge, T 0.6, top-p 0.95, top-k 20, max 4048 tokens,
 # thinking on.
-JUDGE_MODEL = "Qwen/Qwen3-8B"
 JUDGE_SAMPLING = SamplingParams(temperature=0.6, top_p=0.95, top_k=20)
 JUDGE_MAX_TOKENS = 4048
 SMOKE_JUDGE_MAX_TOKENS = 32  # ours: the packaged CPU judge
@@ -362,7 +357,7 @@ def parse_sufficiency(reply: str, mode: Literal["recommended", "code"]) -> Judge
             return JudgeScore(float(m.group(1)), False, False)
         except ValueError:
             return JudgeScore(0.0, True, False)
-    from harness.judge.prompts import TIRESRAG_R1_SUFFICIENCY
+    from methods.tiresrag_r1.judge import TIRESRAG_R1_SUFFICIENCY
 
     p = TIRESRAG_R1_SUFFICIENCY.parser(reply)
     if p.status != "ok" or p.score is None:
@@ -402,9 +397,10 @@ class TiresRAG(TrainableMethod):
         "sufficiency/thinking + reflection rewards, difficulty weighting, consistency penalty, F1 group filter"
     )
     source = "He, Gutiérrez-Basulto, Pan 2025, TIRESRAG-R1 (probe2/TIRESRAG-R1)"
+    advantage_hook = "consistency penalty and difficulty weight, A' = (A - P)·W (advantage_adjust)"
 
     def spec(self, protocol: Protocol) -> MethodSpec:
-        from harness.judge.prompts import TIRESRAG_R1_SUFFICIENCY, TIRESRAG_R1_THINKING
+        from methods.tiresrag_r1.judge import TIRESRAG_R1_SUFFICIENCY, TIRESRAG_R1_THINKING
 
         return MethodSpec(
             name=self.name,
@@ -458,29 +454,18 @@ class TiresRAG(TrainableMethod):
         """The instruct layout with the assistant turn pre-filled with ``<think>`` (as ``solve``)."""
         return [*make_prompt(example.question), {"role": "assistant", "content": THINK_PREFILL}]
 
-    def reward_names(self) -> tuple[str, ...]:
-        return tuple(VARIANTS)
-
     def variant(self, name: str) -> Variant:
-        if name == "default":
-            name = "recommended"
-        if name not in VARIANTS:
-            raise ConfigError(
-                f"method {self.name!r} has no reward {name!r}; known: default, {', '.join(VARIANTS)}"
-            )
-        return VARIANTS[name]
+        return VARIANTS[self.resolve_reward(name)]
 
-    def reward(self, trajectory: Trajectory, *, name: str, ctx: RewardContext) -> RewardBreakdown:
-        return self.rewards([trajectory], name=name, ctx=ctx)[0]
-
-    def rewards(
+    @reward_fn(*VARIANTS, default=True, batched=True)
+    def reward_variant(
         self, trajectories: list[Trajectory], *, name: str, ctx: RewardContext
     ) -> list[RewardBreakdown]:
         """R^sum (Eq. 5) per trajectory; the judge calls of the batch go out in two ``chat_batch``
         calls (sufficiency, thinking). Components: ``f1`` (the group filter's metric), ``outcome``
         (= f1), ``sufficiency``, ``thinking``, ``reflection``, ``a_t``, ``n_answers``,
         ``judge_unparsed``, ``judge_error``."""
-        v = self.variant(name)
+        v = VARIANTS[name]
         a_t = 0.0
         if v.w_t or v.w_s or v.w_r:
             total_steps = getattr(ctx, "total_steps", None)
@@ -531,23 +516,22 @@ class TiresRAG(TrainableMethod):
     def _judge(
         self, trajectories: list[Trajectory], v: Variant, ctx: RewardContext
     ) -> tuple[list[JudgeScore], list[JudgeScore]]:
-        from harness.judge.prompts import TIRESRAG_R1_SUFFICIENCY, TIRESRAG_R1_THINKING
+        from harness.judge.reward import RewardJudge
+        from methods.tiresrag_r1.judge import TIRESRAG_R1_SUFFICIENCY, TIRESRAG_R1_THINKING
 
-        judge = ctx.model("judge", self.name)
+        responses = [t.response for t in trajectories]
         results = []
         for prompt, parse in (
             (TIRESRAG_R1_SUFFICIENCY, parse_sufficiency),
             (TIRESRAG_R1_THINKING, parse_thinking),
         ):
-            convs = [prompt.messages(t.question, t.answers, t.response) for t in trajectories]
-            outs = judge.chat_batch(convs, max_new_tokens=v.judge_max_tokens, sampling=JUDGE_SAMPLING)
-            scores = []
-            for c in outs:
-                if c.finish_reason == "error":
-                    scores.append(JudgeScore(0.0, False, True))
-                else:
-                    scores.append(parse(c.text, v.judge_parse))
-            results.append(scores)
+            # the parse scores an unparsed reply 0 and counts it; a failed request scores 0, an error
+            judge = RewardJudge(
+                prompt, partial(parse, mode=v.judge_parse), v.judge_max_tokens, JUDGE_SAMPLING
+            )
+            failed = JudgeScore(0.0, False, True)
+            replies = judge.ask(ctx, self.name, trajectories, responses)
+            results.append([failed if r.value is None else r.value for r in replies])
         return results[0], results[1]
 
     def advantage_adjust(
@@ -587,239 +571,6 @@ class TiresRAG(TrainableMethod):
             return (adv.to(torch.float64) - pen) * weight
 
         return adjust
-
-    def recipes(self) -> dict[str, Recipe]:
-        judge = BackendSpec(
-            kind="openai", model=JUDGE_MODEL, base_urls=("http://127.0.0.1:8000/v1",), server="vllm"
-        )
-        f1_filter = DynamicSamplingConfig(
-            enabled=True,
-            max_rounds=10,
-            filters=(GroupFilterConfig(kind="threshold", metric="f1", lower=F1_LOWER, upper=F1_UPPER),),
-        )
-        algo = grpo().replace(
-            group_size=5,
-            adv_std_unbiased=False,
-            adv_eps=1e-8,
-            clip_low=0.2,
-            clip_high=0.2,
-            loss_agg_mode="seq-mean-token-mean",
-            kl_placement="none",
-            kl_estimator="k3",
-            kl_coef=0.0,
-            entropy_coef=0.0,
-            dynamic_sampling=f1_filter,
-            train_batch_size=108,
-            mini_batch_size=27,
-            ppo_epochs=1,
-            lr=2e-6,
-            lr_schedule="cosine",
-            lr_warmup_steps=None,
-            lr_warmup_ratio=0.015,
-            min_lr_ratio=0.1,
-            adam_betas=(0.9, 0.95),
-            weight_decay=0.0,
-            grad_clip=1.0,
-            temperature=1.0,
-            top_p=0.95,
-        )
-        sources = {
-            "algo.adv_estimator": "Paper §4.2 / Code: GRPO (advantage_estimator group_norm)",
-            "algo.group_size": "Paper / Code: G = 5 (n_samples_per_prompt 5)",
-            "algo.norm_adv_by_std": "Paper Alg. 1: (r - mean) / std",
-            "algo.adv_std_unbiased": "Recommend (§8 B5): Alg. 1 population std (Code: unbiased; recipe paper-code)",
-            "algo.adv_eps": "Recommend (§8 B5): + 1e-8 (Code: 1e-9)",
-            "algo.gamma": "n/a (outcome reward)",
-            "algo.clip_low": "Paper / Code: eps_clip 0.2",
-            "algo.clip_high": "Code: symmetric clip",
-            "algo.dual_clip_c": "Code: OpenRLHF policy loss without dual clip",
-            "algo.loss_agg_mode": "Code: per-trajectory token mean over unmasked tokens, then mean (§4.1)",
-            "algo.loss_norm_length": "n/a",
-            "algo.kl_placement": "Paper / Code: beta = 0, no reference model (§8 B13)",
-            "algo.kl_estimator": "Code: k3 computed but multiplied by 0 (unused)",
-            "algo.kl_coef": "Paper / Code: init_kl_coef 0",
-            "algo.entropy_coef": "Code: no entropy bonus",
-            "algo.overlong": "Code: none (truncated trajectories are scored as they are, §2.6)",
-            "algo.dynamic_sampling": (
-                "Paper §4.4 / Code: drop a group iff max F1 <= 0.1 or min F1 >= 0.9, accumulate until a full "
-                "batch (--enable_accuracy_filter, §3.9); ours: a cap of 10 rounds (the code has none)"
-            ),
-            "algo.train_batch_size": "Paper: total batch size 108 prompts per rollout step (§8 B1; Code: 112)",
-            "algo.mini_batch_size": (
-                "ours: Code/§8 B1 say 108 trajectories per optimizer step (21.6 groups); AlgoConfig counts "
-                "prompts and must divide 108: 27 prompts = 135 trajectories, 4 updates per step"
-            ),
-            "algo.ppo_epochs": "Code: max_epochs 1 (μ = 2 is read as 2 episodes, §8 B3)",
-            "algo.lr": "Paper / Code: 2e-6",
-            "algo.lr_schedule": "Code: cosine_with_min_lr",
-            "algo.lr_warmup_steps": "n/a (a ratio is given)",
-            "algo.lr_warmup_ratio": "Code: warmup ratio 0.015",
-            "algo.min_lr_ratio": "ours: OpenRLHF's cosine_with_min_lr floor of 0.1 x lr (the spec names the schedule only)",
-            "algo.adam_betas": "Code: AdamW betas (0.9, 0.95)",
-            "algo.weight_decay": "Code: weight decay 0",
-            "algo.grad_clip": "Code: max_norm 1.0",
-            "algo.temperature": "Paper: 1 / Code: the retrieval rollout hard-codes 1.0 (§8 B2)",
-            "algo.top_p": "Code: top_p 0.95 in the retrieval rollout",
-            "steps": "Recommend (§8 B3-B4): 2 passes over 8,148 questions at 108 per step = 152 rollout steps (= T of a_t)",
-            "bench": "Paper §4.3: R1-Searcher's training set, 4,561 HotpotQA + 3,587 2Wiki (not packaged)",
-            "selection": "Code: all, shuffled",
-            "max_new_tokens": "Code: 512 new tokens per segment",
-            "max_turns": "Code: 9 segments, at most 8 retrievals",
-            "top_k": "Paper §5 / Code: top-5",
-            "max_obs_tokens": "Code: no observation cap (5 chunks of 100 words never reach it)",
-            "micro_batch_size": "Code: micro_train_batch_size 4",
-            "reward_stages": "Paper Eq. 5 from step 0 (a_t does the annealing); the spec's recommended variant",
-            "aux_models": (
-                "Paper Limitations / Code: Qwen3-8B judge on vLLM (thinking on, T 0.6, top-p 0.95, top-k 20); "
-                "ours: the URL is a placeholder, set it with --recipe-override aux_models.judge.base_urls=..."
-            ),
-            "lora": "Paper / Code: full-parameter training",
-            "dtype": "ours: float32 master weights (Code: bf16)",
-            "seed": "Code: seed 42",
-            "save_every": "Code: save_steps 20",
-        }
-        paper = Recipe(
-            name="paper",
-            method=self.name,
-            algo=algo,
-            steps=152,
-            bench="r1searcher-train",
-            selection=Selection(),
-            max_new_tokens=MAX_SEGMENT_TOKENS,
-            max_turns=MAX_RETRIEVALS,
-            top_k=TOP_K,
-            max_obs_tokens=8192,
-            micro_batch_size=4,
-            reward_stages=(RewardStage(start_step=0, reward="recommended"),),
-            aux_models={"judge": judge},
-            lora=None,
-            dtype="float32",
-            seed=42,
-            save_every=20,
-            sources=sources,
-        )
-
-        def variant(name: str, reward: str, why: str, **updates: Any) -> Recipe:
-            srcs = {**sources, "reward_stages": why, **updates.pop("sources", {})}
-            return paper.model_copy(
-                update={
-                    "name": name,
-                    "reward_stages": (RewardStage(start_step=0, reward=reward),),
-                    "sources": srcs,
-                    **updates,
-                }
-            )
-
-        code_algo = algo.replace(
-            adv_std_unbiased=True, adv_eps=1e-9, train_batch_size=112, mini_batch_size=28
-        )
-        out = {
-            "paper": paper,
-            "paper-formulas": variant(
-                "paper-formulas", "paper", "Paper Eqs. 4-7 literally (unscaled penalty, §3.8)"
-            ),
-            "paper-code": variant(
-                "paper-code",
-                "code",
-                "Code: the released reward (reflection in {-1, 0}, scaled penalty, whole-response F1 without an answer)",
-                algo=code_algo,
-                steps=146,
-                sources={
-                    "algo.adv_std_unbiased": "Code: torch unbiased std",
-                    "algo.adv_eps": "Code: + 1e-9",
-                    "algo.train_batch_size": "Code: rollout_batch_size 112",
-                    "algo.mini_batch_size": "ours: Code trains on 112 trajectories per update; 28 prompts = 140, 4 updates",
-                    "steps": "Code: T = ceil(8148/112) x 2 = 146",
-                },
-            ),
-        }
-        for reward, label in (
-            ("no_difficulty", "w/o Difficulty"),
-            ("no_penalty", "w/o Penalty"),
-            ("no_reflect", "w/o Reflect"),
-            ("no_sufficiency", "w/o Sufficient"),
-            ("no_thinking", "w/o Thinking"),
-        ):
-            name = "paper-" + reward.replace("_", "-")
-            out[name] = variant(name, reward, f"Paper Table 7 ablation '{label}'")
-        out["paper-no-filter"] = variant(
-            "paper-no-filter",
-            "recommended",
-            "Paper Table 7 ablation 'w/o Filter': the full reward",
-            algo=algo.replace(
-                dynamic_sampling=DynamicSamplingConfig(enabled=False, max_rounds=None, filters=())
-            ),
-            sources={"algo.dynamic_sampling": "Paper Table 7 'w/o Filter': no group filter"},
-        )
-        out["naive-grpo"] = variant(
-            "naive-grpo",
-            "f1_only",
-            "Paper Table 7 'Naive GRPO' (§8 B15): answer F1 only, no filter, no weighting or penalty",
-            algo=algo.replace(
-                dynamic_sampling=DynamicSamplingConfig(enabled=False, max_rounds=None, filters=())
-            ),
-            aux_models={},
-            sources={"algo.dynamic_sampling": "§8 B15: no filter", "aux_models": "none: no judge"},
-        )
-        out["paper-reinforce-pp"] = variant(
-            "paper-reinforce-pp",
-            "no_difficulty",
-            "Paper §5.2 / Code (§4.5): same reward; the code computes no difficulty weight for Reinforce++",
-            algo=algo.replace(adv_estimator="reinforce_pp_baseline", norm_adv_by_std=False),
-            sources={
-                "algo.adv_estimator": "Paper App. D / Code: reinforce_baseline (group-mean baseline, batch whitening)",
-                "algo.norm_adv_by_std": "Code: no group std for Reinforce++",
-            },
-        )
-        smoke_algo = algo.replace(
-            group_size=4,
-            train_batch_size=2,
-            mini_batch_size=2,
-            lr=1e-5,
-            lr_warmup_ratio=0.0,
-            dynamic_sampling=DynamicSamplingConfig(enabled=False, max_rounds=None, filters=()),
-        )
-        out["cpu-smoke"] = paper.model_copy(
-            update={
-                "name": "cpu-smoke",
-                "algo": smoke_algo,
-                "steps": 3,
-                "bench": "mini-multihop",
-                "selection": Selection(mode="first", n=8),
-                "max_new_tokens": 48,
-                "max_turns": 1,
-                "top_k": 3,
-                "max_obs_tokens": 128,
-                "reward_stages": (RewardStage(start_step=0, reward="smoke"),),
-                "aux_models": {"judge": BackendSpec(kind="transformers", model="default")},
-                "seed": 0,
-                "save_every": 0,
-                "sources": {
-                    **sources,
-                    "algo.group_size": "ours: smallest group with a spread of rewards (CPU)",
-                    "algo.train_batch_size": "ours: 2 prompts per step (CPU)",
-                    "algo.mini_batch_size": "ours: one update per step",
-                    "algo.lr": "ours: 1e-5 so that three steps move the weights",
-                    "algo.lr_warmup_ratio": "ours: no warm-up in a 3-step run",
-                    "algo.dynamic_sampling": (
-                        "ours: off; an untrained 135M policy almost never reaches F1 > 0.1, so the paper's filter "
-                        "would drop every group and skip every update (the filter is tested in tests/methods2)"
-                    ),
-                    "steps": "ours: 3 steps (T of a_t = 3)",
-                    "bench": "ours: packaged multi-hop questions whose gold paragraphs are in the closed corpus",
-                    "selection": "ours: the first 8 questions of each dataset",
-                    "max_new_tokens": "ours: 48 tokens per segment (CPU budget)",
-                    "max_turns": "ours: 1 retrieval (CPU budget)",
-                    "top_k": "ours: top-3 (CPU budget)",
-                    "max_obs_tokens": "ours: 128 tokens per observation (CPU budget)",
-                    "reward_stages": "ours: the recommended reward with a 32-token judge budget",
-                    "aux_models": "ours: the packaged SmolLM2-135M-Instruct as judge (no server)",
-                    "seed": "ours",
-                    "save_every": "ours: only the final checkpoint",
-                },
-            }
-        )
-        return out
 
     def reported(self) -> list[Any]:
         from pathlib import Path

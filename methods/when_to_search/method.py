@@ -9,7 +9,7 @@ trained with DAPO on r_sum = r_a + r_s + r_f (Eq. 12):
 - r_a, the answer reward coupled to the retrieval count RC (β = 0.3): stage 1 gives a wrong answer
   -1 + β·RC (learn to search), stage 2 gives a correct answer 1 - β·RC (search only when needed);
   "correct" is an LLM judge's YES (``ctx.model("judge", ...)``; the paper's Qwen3-235B-A22B, the
-  prompt verbatim from ``harness.judge.prompts.WHEN_TO_SEARCH``);
+  prompt verbatim in ``methods/when_to_search/judge.py``);
 - r_s, the search reward: with RC ≤ 1, 0 if the query is concise by keyword rules, else -1; with
   RC > 1, minus the mean pairwise cosine similarity of the queries (an embedding model);
 - r_f, ±1 for the tag grammar.
@@ -39,13 +39,9 @@ from typing import Protocol as TypingProtocol
 
 import numpy as np
 
-from harness.data.benches import Selection
 from harness.errors import ConfigError
-from harness.llm.base import BackendSpec
-from harness.method import MethodSpec, RewardBreakdown, RewardContext, RunContext, TrainableMethod
+from harness.method import MethodSpec, RewardBreakdown, RewardContext, RunContext, TrainableMethod, reward_fn
 from harness.protocol import Decoding, Protocol, mini
-from harness.rl.config import DynamicSamplingConfig, GroupFilterConfig, OverlongConfig, dapo
-from harness.rl.recipe import Recipe, RewardStage
 from harness.rollout.dialect import TagDialect
 from harness.rollout.extract import extract_tagged
 from harness.rollout.segments import SegmentLoopConfig, run_segment_rollouts, stopped_at
@@ -136,7 +132,6 @@ def eval_protocol() -> Protocol:
 # -- rewards (paper §3.3) ----------------------------------------------------------------------------
 
 BETA = 0.3  # paper Eqs. 10-11
-JUDGE_MODEL = "Qwen/Qwen3-235B-A22B-Instruct-2507"  # paper App. B.2 (§3.7 [recommended] release)
 JUDGE_SAMPLING = SamplingParams(temperature=0.0)  # [recommended]
 
 Stage = Literal["stage1", "stage2", "unified", "none"]
@@ -409,7 +404,7 @@ class WhenToSearch(TrainableMethod):
         self._embedder = embedder
 
     def spec(self, protocol: Protocol) -> MethodSpec:
-        from harness.judge.prompts import WHEN_TO_SEARCH
+        from methods.when_to_search.judge import WHEN_TO_SEARCH
 
         return MethodSpec(
             name=self.name,
@@ -461,12 +456,6 @@ class WhenToSearch(TrainableMethod):
     def prompt_messages(self, example: QAExample, *, training: bool) -> list[dict[str, str]]:
         return make_prompt(example.question)
 
-    def reward_names(self) -> tuple[str, ...]:
-        return tuple(REWARDS)
-
-    def reward(self, trajectory: Trajectory, *, name: str, ctx: RewardContext) -> RewardBreakdown:
-        return self.rewards([trajectory], name=name, ctx=ctx)[0]
-
     def embedder(self, ctx: RewardContext) -> QueryEmbedder:
         if "embedder" in ctx.models:
             return ctx.models["embedder"]
@@ -474,19 +463,14 @@ class WhenToSearch(TrainableMethod):
             self._embedder = MiniLMEmbedder()
         return self._embedder
 
-    def rewards(
+    @reward_fn(*REWARDS, default=True, batched=True)
+    def reward_variant(
         self, trajectories: list[Trajectory], *, name: str, ctx: RewardContext
     ) -> list[RewardBreakdown]:
         """r_sum = r_a + r_s + r_f (Eq. 12) per trajectory; the judge calls of the batch go out in
         one ``chat_batch``. Components: ``answer`` (r_a), ``search`` (r_s), ``format`` (r_f),
         ``correct`` and ``outcome`` (the judge's verdict, 0/1), ``rc``, ``judge_unparsed``,
         ``judge_error``."""
-        if name == "default":
-            name = next(iter(REWARDS))
-        if name not in REWARDS:
-            raise ConfigError(
-                f"method {self.name!r} has no reward {name!r}; known: default, {', '.join(REWARDS)}"
-            )
         v = REWARDS[name]
         preds = []
         for t in trajectories:
@@ -534,225 +518,20 @@ class WhenToSearch(TrainableMethod):
     ) -> tuple[list[bool], list[bool], list[bool]]:
         """The YES/NO judge (paper App. B.4) on each prediction; no answer -> wrong without a call. A reply
         whose first word is neither YES nor NO counts as NO (the paper's rule) and is counted."""
-        from harness.judge.prompts import WHEN_TO_SEARCH
+        from harness.judge.reward import RewardJudge
+        from methods.when_to_search.judge import WHEN_TO_SEARCH
 
-        n = len(trajectories)
-        correct, unparsed, error = [False] * n, [False] * n, [False] * n
-        todo = [i for i, p in enumerate(preds) if p is not None]
-        if not todo:
-            return correct, unparsed, error
-        judge = ctx.model("judge", self.name)
-        convs = [
-            WHEN_TO_SEARCH.messages(trajectories[i].question, trajectories[i].answers, preds[i] or "")
-            for i in todo
-        ]
-        outs = judge.chat_batch(convs, max_new_tokens=WHEN_TO_SEARCH.max_tokens, sampling=JUDGE_SAMPLING)
-        for i, c in zip(todo, outs, strict=True):
-            if c.finish_reason == "error":
-                error[i] = True
-                continue
-            p = WHEN_TO_SEARCH.parser(c.text)
-            if p.status == "ok":
-                correct[i] = p.verdict == "correct"
-            else:
-                unparsed[i] = True
-        return correct, unparsed, error
+        def verdict(reply: str) -> bool | None:
+            p = WHEN_TO_SEARCH.parser(reply)
+            return p.verdict == "correct" if p.status == "ok" else None
 
-    def recipes(self) -> dict[str, Recipe]:
-        algo = dapo().replace(
-            group_size=32,
-            kl_placement="loss",
-            kl_estimator="low_var_kl",
-            kl_coef=1e-4,
-            clip_low=0.2,
-            clip_high=0.3,
-            overlong=OverlongConfig(
-                soft_penalty=False, max_len=None, cache_len=None, penalty_factor=None, filter_truncated=True
-            ),
-            dynamic_sampling=DynamicSamplingConfig(
-                enabled=True,
-                max_rounds=10,
-                filters=(GroupFilterConfig(kind="zero_variance", metric="total", lower=None, upper=None),),
-            ),
-            train_batch_size=32,
-            mini_batch_size=32,
-            lr=1e-6,
-            lr_warmup_steps=10,
-            weight_decay=0.01,
-            grad_clip=1.0,
-            temperature=1.0,
-            top_p=1.0,
+        judge = RewardJudge(WHEN_TO_SEARCH, verdict, WHEN_TO_SEARCH.max_tokens, JUDGE_SAMPLING)
+        replies = judge.ask(ctx, self.name, trajectories, preds)
+        return (
+            [r.value is True for r in replies],
+            [r.status == "unparsable" for r in replies],
+            [r.status == "error" for r in replies],
         )
-        judge = BackendSpec(
-            kind="openai", model=JUDGE_MODEL, base_urls=("http://127.0.0.1:8000/v1",), server="vllm"
-        )
-        sources = {
-            "algo.adv_estimator": "paper Eq. 5: group-normalised advantages (verl-tool adv_estimator=grpo, §4.3)",
-            "algo.group_size": "paper Table 5: n = 32",
-            "algo.norm_adv_by_std": "paper Eq. 5",
-            "algo.adv_std_unbiased": "verl default (torch.std, unbiased)",
-            "algo.adv_eps": "§4.1: std + 1e-6 (verl)",
-            "algo.gamma": "n/a (outcome reward)",
-            "algo.clip_low": "§4.3 [recommended]: 0.2 (verl-tool DAPO example)",
-            "algo.clip_high": "§4.3 [recommended]: 0.3 (verl-tool DAPO example; DAPO's 0.28 an option)",
-            "algo.dual_clip_c": "DAPO objective has none",
-            "algo.loss_agg_mode": "paper §3 (DAPO) / §4.3: token-mean",
-            "algo.loss_norm_length": "n/a (token-mean)",
-            "algo.kl_placement": "paper Table 5 kl_loss_coef (the text says DAPO has no KL; §8 #14 follows the table)",
-            "algo.kl_estimator": "§8 #14 [recommended]: low_var_kl",
-            "algo.kl_coef": "paper Table 5: kl_loss_coef = 1e-4",
-            "algo.entropy_coef": "§4.3 [recommended]: 0",
-            "algo.overlong": "§4.3 / §8 #17 [recommended]: mask the loss of truncated trajectories, no soft penalty",
-            "algo.dynamic_sampling": (
-                "paper §3 'dynamically sampling rollouts'; §8 #16 [recommended]: drop groups whose final reward has "
-                "zero variance, at most 10 generation rounds (§4.3)"
-            ),
-            "algo.train_batch_size": "paper Table 5: batch_size = 32",
-            "algo.mini_batch_size": "paper Table 5: ppo_mini_batch_size = 32",
-            "algo.ppo_epochs": "§4.3 [recommended]: 1",
-            "algo.lr": "paper Table 5: 1e-6",
-            "algo.lr_schedule": "§4.3 [recommended]: constant after warm-up",
-            "algo.lr_warmup_steps": "§4.3 [recommended]: 10 warm-up steps",
-            "algo.lr_warmup_ratio": "n/a (warm-up given in steps)",
-            "algo.min_lr_ratio": "n/a (constant schedule)",
-            "algo.adam_betas": "verl AdamW defaults (0.9, 0.999)",
-            "algo.weight_decay": "§4.3 [recommended]: verl default 0.01",
-            "algo.grad_clip": "§4.3 [recommended]: verl default 1.0",
-            "algo.temperature": "paper Table 5: 1.0",
-            "algo.top_p": "paper Table 5: 1.0",
-            "steps": "paper Table 5: total_training_steps = 500",
-            "bench": "paper §4.4: 2WikiMultihopQA only, 80% train (§8 #20: of the 2Wiki train split, seed 0; not packaged)",
-            "selection": "§8 #20 [recommended]: seeded 80/20 split",
-            "max_new_tokens": "paper Table 5: max_action_length = 8192 per turn (16384 in total, a method constant)",
-            "max_turns": "paper Table 5: max_turns = 5 (at most 5 executed searches, §8 #18)",
-            "top_k": "paper §4.2: top-5",
-            "max_obs_tokens": "paper Table 5: max_obs_length = 4096",
-            "micro_batch_size": "paper Table 5: ppo_micro_batch_size_per_gpu = 1 on 8 GPUs",
-            "reward_stages": (
-                "§3.5 [recommended]: one 500-step run, stage 1 (Eq. 10) for steps 1-180, stage 2 (Eq. 11) from "
-                "step 181 (0-based 180), optimizer state kept"
-            ),
-            "aux_models": (
-                "paper App. B.2: Qwen3-235B-A22B-Instruct judge (§3.7: the -2507 release, temperature 0); ours: the "
-                "URL is a placeholder, set it with --recipe-override aux_models.judge.base_urls=...; the embedder is "
-                "not a backend (module docstring)"
-            ),
-            "lora": "paper: full-parameter training (FSDP)",
-            "dtype": "ours: float32 master weights",
-            "seed": "ours: not stated",
-            "save_every": "paper §4.2: checkpoints every 30 steps",
-        }
-        staged = (RewardStage(start_step=0, reward="stage1"), RewardStage(start_step=180, reward="stage2"))
-        paper = Recipe(
-            name="paper",
-            method=self.name,
-            algo=algo,
-            steps=500,
-            bench="2wikimultihopqa-train",
-            selection=Selection(),
-            max_new_tokens=MAX_ACTION_TOKENS,
-            max_turns=MAX_TURNS,
-            top_k=TOP_K,
-            max_obs_tokens=MAX_OBS_TOKENS,
-            micro_batch_size=8,
-            reward_stages=staged,
-            aux_models={"judge": judge},
-            lora=None,
-            dtype="float32",
-            seed=0,
-            save_every=30,
-            sources=sources,
-        )
-
-        def variant(name: str, stages: tuple[RewardStage, ...], why: str) -> Recipe:
-            return paper.model_copy(
-                update={"name": name, "reward_stages": stages, "sources": {**sources, "reward_stages": why}}
-            )
-
-        smoke_algo = algo.replace(
-            group_size=4,
-            train_batch_size=2,
-            mini_batch_size=2,
-            lr=1e-5,
-            lr_warmup_steps=0,
-            dynamic_sampling=DynamicSamplingConfig(enabled=False, max_rounds=None, filters=()),
-        )
-        smoke = paper.model_copy(
-            update={
-                "name": "cpu-smoke",
-                "algo": smoke_algo,
-                "steps": 3,
-                "bench": "mini-multihop",
-                "selection": Selection(mode="first", n=8),
-                "max_new_tokens": 48,
-                "max_turns": 2,
-                "top_k": 3,
-                "max_obs_tokens": 128,
-                "micro_batch_size": 4,
-                "reward_stages": (
-                    RewardStage(start_step=0, reward="stage1"),
-                    RewardStage(start_step=2, reward="stage2"),
-                ),
-                "aux_models": {"judge": BackendSpec(kind="transformers", model="default")},
-                "save_every": 0,
-                "sources": {
-                    **sources,
-                    "algo.group_size": "ours: smallest group with a spread of rewards (CPU)",
-                    "algo.train_batch_size": "ours: 2 prompts per step (CPU)",
-                    "algo.mini_batch_size": "ours: one update per step",
-                    "algo.lr": "ours: 1e-5 so that three steps move the weights",
-                    "algo.lr_warmup_steps": "ours: no warm-up in a 3-step run",
-                    "algo.dynamic_sampling": (
-                        "ours: off; the untrained 135M policy gives every rollout of a group the same reward (no "
-                        "answer, no search, bad format: -2), so the zero-variance filter would skip every update "
-                        "(measured: 3 of 3 steps skipped); the filter is tested in tests/methods2"
-                    ),
-                    "steps": "ours: 3 steps",
-                    "bench": "ours: packaged multi-hop questions whose gold paragraphs are in the closed corpus",
-                    "selection": "ours: the first 8 questions of each dataset",
-                    "max_new_tokens": "ours: 48 tokens per turn (CPU budget)",
-                    "max_turns": "ours: 2 searches (CPU budget)",
-                    "top_k": "ours: top-3 (CPU budget)",
-                    "max_obs_tokens": "ours: 128 tokens per observation (CPU budget)",
-                    "micro_batch_size": "ours: 4 trajectories per forward/backward",
-                    "reward_stages": "ours: stage 1 for steps 0-1, stage 2 at step 2 (both stages exercised)",
-                    "aux_models": "ours: the packaged SmolLM2-135M-Instruct as judge (no server); embedder: packaged MiniLM",
-                    "save_every": "ours: only the final checkpoint",
-                },
-            }
-        )
-        return {
-            "paper": paper,
-            "paper-unified": variant(
-                "paper-unified",
-                (RewardStage(start_step=0, reward="unified"),),
-                "paper Table 2: no stages, unified reward",
-            ),
-            "paper-no-stage-one": variant(
-                "paper-no-stage-one",
-                (RewardStage(start_step=0, reward="stage2"),),
-                "paper Table 4 'w/o stage one': the stage-2 rule for the whole run",
-            ),
-            "paper-no-stage-two": variant(
-                "paper-no-stage-two",
-                (RewardStage(start_step=0, reward="stage1"),),
-                "paper Table 4 'w/o stage two': the stage-1 rule for the whole run",
-            ),
-            "paper-no-search-reward": variant(
-                "paper-no-search-reward",
-                (
-                    RewardStage(start_step=0, reward="stage1_no_search_reward"),
-                    RewardStage(start_step=180, reward="stage2_no_search_reward"),
-                ),
-                "paper Table 4 'w/o r_s': staged answer reward, r_s = 0",
-            ),
-            "paper-no-answer-reward": variant(
-                "paper-no-answer-reward",
-                (RewardStage(start_step=0, reward="no_answer_reward"),),
-                "paper Table 4 'w/o r_a': r_a = 0",
-            ),
-            "cpu-smoke": smoke,
-        }
 
     def reported(self) -> list[Any]:
         from pathlib import Path
