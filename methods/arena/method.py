@@ -16,7 +16,7 @@ its scores are not comparable with open-retrieval rows. It has its own protocol,
 under it, and ``harness run --method all`` runs ARENA under it as a separate run with its own
 summary table. The agent never calls the retriever (``uses_retrieval = False``).
 
-The references (paper §4.1) are the question's **own paragraphs in the dataset's order**
+The references (paper §4.4) are the question's **own paragraphs in the dataset's order**
 (``example.meta["context"]``, read with :func:`harness.data.example_context`): the packaged
 data keeps them for every HotpotQA (1,405), 2Wiki (166) and MuSiQue (292) question whose
 source ships its context (``corpus/contexts.jsonl.gz``, DATA.md), which is every question of
@@ -302,7 +302,7 @@ def _same_paragraph(ref: ContextParagraph, gold: Reference) -> bool:
 
 
 def dataset_context(e: QAExample) -> ArenaContext:
-    """The paper's setting (§4.1): the example's own paragraphs in the dataset's order
+    """The paper's setting (§4.4): the example's own paragraphs in the dataset's order
     (``meta["context"]``, repeats kept); gold ids = the first reference that is each gold
     paragraph (data_generator.py; -1 when one is not found, which makes a full match impossible, as in the
     code). ConfigError when the example has no own context or no gold paragraphs."""
