@@ -69,13 +69,16 @@ def load_recipes(path: Path, method: str) -> dict[str, Recipe]:
 
 
 def _read(path: Path) -> dict[str, Any]:
-    return dict(_read_cached(Path(path).resolve()))
+    path = Path(path).resolve()
+    if not path.is_file():
+        raise ConfigError(f"{path}: no such recipes file")
+    stat = path.stat()
+    return dict(_read_cached(path, stat.st_mtime_ns, stat.st_size))
 
 
 @cache
-def _read_cached(path: Path) -> Mapping[str, Any]:
-    if not path.is_file():
-        raise ConfigError(f"{path}: no such recipes file")
+def _read_cached(path: Path, mtime_ns: int, size: int) -> Mapping[str, Any]:
+    """The parsed file, cached while it is unchanged (``mtime_ns``, ``size``)."""
     try:
         data = yaml.safe_load(path.read_text(encoding="utf-8"))
     except yaml.YAMLError as e:
@@ -102,7 +105,7 @@ def _resolve(path: Path, raw: dict[str, Any], name: str, chain: tuple[str, ...])
     merged: Fields = {}
     for base in bases:
         if base.startswith(_OVERLAY):
-            part = overlay_fields(base[len(_OVERLAY) :])
+            part = overlay_fields(base[len(_OVERLAY) :], where=f"{where}: extends {base!r}: ")
         elif base in raw:
             part = _resolve(path, raw, base, (*chain, name))
         else:
@@ -114,14 +117,13 @@ def _resolve(path: Path, raw: dict[str, Any], name: str, chain: tuple[str, ...])
     return merge(merged, parse_fields(body, where))
 
 
-@cache
-def overlay_fields(name: str) -> Fields:
+def overlay_fields(name: str, where: str = "") -> Fields:
     """The fields of the overlay ``name`` (``harness/rl/<name>.overlay.yaml``): a partial recipe,
     with no ``extends``."""
     path = OVERLAY_DIR / f"{name}.overlay.yaml"
     if not path.is_file():
         known = sorted(p.name.removesuffix(".overlay.yaml") for p in OVERLAY_DIR.glob("*.overlay.yaml"))
-        raise ConfigError(f"no overlay {name!r} ({path} does not exist); known: {', '.join(known)}")
+        raise ConfigError(f"{where}no overlay {name!r} ({path} does not exist); known: {', '.join(known)}")
     data = _read(path)
     if set(data) != {name}:
         raise ConfigError(f"{path}: an overlay file holds exactly one entry, named {name!r}")
@@ -176,14 +178,6 @@ def merge(base: Fields, top: Fields) -> Fields:
     return out
 
 
-def fields_of(recipe: Recipe) -> Fields:
-    """A recipe as fields (JSON values beside ``recipe.sources``), for overlaying it."""
-    data = recipe.model_dump(mode="json")
-    out: Fields = {k: _Field(data[k], recipe.sources.get(k)) for k in _RECIPE_KEYS}
-    out.update({f"algo.{k}": _Field(v, recipe.sources.get(f"algo.{k}")) for k, v in data["algo"].items()})
-    return out
-
-
 def _build(path: Path | str, name: str, fields: Fields, method: str) -> Recipe:
     where = f"{path}: recipe {name!r}"
     data: dict[str, Any] = {"name": name, "method": method, "algo": {}, "sources": {}}
@@ -203,26 +197,6 @@ def _build(path: Path | str, name: str, fields: Fields, method: str) -> Recipe:
             f"{'.'.join(map(str, err['loc'])) or 'recipe'}: {err['msg']}" for err in e.errors()
         )
         raise ConfigError(f"{where}: {problems}") from e
-
-
-def apply_overlay(
-    recipe: Recipe, overlay: str, name: str, overrides: Mapping[str, Any] | None = None
-) -> Recipe:
-    """``recipe`` with the overlay ``overlay`` and then ``overrides`` (``{"max_turns": {"value":
-    2, "source": "..."}}``, the file syntax with dotted ``algo.`` keys) applied, named ``name``."""
-    top = parse_fields(_undot(overrides or {}), f"overrides of {name!r}")
-    fields = merge(merge(fields_of(recipe), overlay_fields(overlay)), top)
-    return _build(f"<{recipe.method}>", name, fields, recipe.method)
-
-
-def _undot(flat: Mapping[str, Any]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for key, spec in flat.items():
-        if key.startswith("algo."):
-            out.setdefault("algo", {})[key.removeprefix("algo.")] = spec
-        else:
-            out[key] = spec
-    return out
 
 
 RECIPES_FILE = "recipes.yaml"
