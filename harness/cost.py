@@ -202,37 +202,22 @@ def sync_prices(store: Store, table: PriceTable | None = None) -> PriceTable:
     return table
 
 
-COST_SUMMARY_SQL = """
-SELECT method, dataset, count(*) AS n,
-       CASE WHEN count(cost_usd) = count(*) THEN sum(cost_usd) END AS cost_usd,
-       CASE WHEN count(cost_usd) = count(*) THEN avg(cost_usd) END AS cost_usd_per_q,
-       sum(em) AS n_correct_em,
-       CASE WHEN count(cost_usd) = count(*) AND sum(em) > 0 THEN sum(cost_usd) / sum(em) END
-         AS usd_per_correct,
-       avg(n_retrievals) AS retrievals_per_q,
-       sum(prompt_tokens) AS prompt_tokens, sum(completion_tokens) AS completion_tokens,
-       sum(gpu_seconds) AS gpu_seconds,
-       count(*) - count(cost_usd) AS n_unpriced,
-       string_agg(DISTINCT CASE WHEN cost_usd IS NULL THEN model END, ', ') AS unpriced_models
-FROM sample_costs WHERE list_contains(?, run_id)
-GROUP BY method, dataset ORDER BY method, dataset
-"""
-
-
 def cost_summary(store: Store, run_ids: Sequence[str], *, sync: bool = True) -> pd.DataFrame:
     """Per (method, dataset) over ``run_ids``: n, cost_usd, cost_usd_per_q, n_correct_em,
     usd_per_correct, retrievals_per_q, tokens, gpu_seconds, n_unpriced, unpriced_models.
     ``sync``: refresh the ``prices`` table first (skipped on a read-only store)."""
     if sync and not store.read_only:
         sync_prices(store)
-    return store.query(COST_SUMMARY_SQL, [list(run_ids)])
+    from harness import queries
+
+    return queries.cost_rows(store, run_ids)
 
 
 def run_costs(store: Store, run_ids: Sequence[str]) -> pd.DataFrame:
     """Rows of the ``run_costs`` view for ``run_ids``."""
-    return store.query(
-        "SELECT * FROM run_costs WHERE list_contains(?, run_id) ORDER BY run_id", [list(run_ids)]
-    )
+    from harness import queries
+
+    return queries.run_costs(store, run_ids)
 
 
 def format_usd(x: float | None) -> str:

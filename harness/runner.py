@@ -24,22 +24,20 @@ the run then ends ``incomplete`` (``MethodRun.n_errors``) and ``--resume`` retri
 
 from __future__ import annotations
 
-import json
-import platform
-import subprocess
 import sys
 import time
-import uuid
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
 
+from harness import lifecycle, queries
 from harness.errors import ConfigError
+from harness.llm.model_files import DEFAULT_MODEL
 from harness.method import Method, RunContext
 from harness.protocol import Protocol
-from harness.store import ERROR_STATUS, RunRecord, ScoredSample, Store, this_owner
+from harness.store import ERROR_STATUS, ScoredSample, Store
 from harness.types import QAExample, SamplingParams, Trajectory
 
 ANSWER_METRICS = ("em", "f1", "cover_em", "cover_em_tokens")
@@ -97,70 +95,6 @@ def sample_error(t: Trajectory) -> str | None:
     if t.extraction_status == ERROR_STATUS:
         return "the method marked the sample as failed"
     return None
-
-
-def create_train_run(
-    store: Store, *, prefix: str, method: Method, recipe, protocol: Protocol, model: str, label: str
-) -> str:
-    """Create the ``train`` run row of ``harness train`` / ``harness sft`` (transformers backend,
-    the recipe as the spec, git commit, versions, this command) and return its id."""
-    import shlex
-
-    run_id = f"{prefix}-{method.name}-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}"
-    store.create_run(
-        RunRecord(
-            run_id=run_id,
-            kind="train",
-            method=method.name,
-            model=model,
-            backend="transformers",
-            protocol_id=protocol.protocol_id,
-            protocol_name=protocol.name,
-            protocol_json=protocol.model_dump_json(),
-            method_spec_hash=method.spec(protocol).spec_hash,
-            method_spec_json=recipe.model_dump_json(),
-            bench=recipe.bench,
-            label=label,
-            git_commit=git_commit(),
-            versions_json=json.dumps(versions()),
-            command=" ".join(shlex.quote(a) for a in sys.argv),
-        )
-    )
-    return run_id
-
-
-def git_commit() -> str:
-    try:
-        out = subprocess.run(
-            ["git", "rev-parse", "HEAD"],
-            capture_output=True,
-            text=True,
-            timeout=5,
-            cwd=Path(__file__).resolve().parent,
-        )
-    except (OSError, subprocess.TimeoutExpired):
-        return ""
-    return out.stdout.strip() if out.returncode == 0 else ""
-
-
-def versions() -> dict[str, str]:
-    from importlib.metadata import PackageNotFoundError, version
-
-    out = {"python": platform.python_version()}
-    for pkg in (
-        "rar-harness",
-        "torch",
-        "transformers",
-        "bm25s",
-        "duckdb",
-        "faiss-cpu",
-        "sentence-transformers",
-    ):
-        try:
-            out[pkg] = version(pkg)
-        except PackageNotFoundError:
-            continue
-    return out
 
 
 def score_trajectory(t: Trajectory, gold_ids: Sequence[str], top_k: int) -> dict[str, float]:
@@ -227,6 +161,25 @@ def own_protocol(method: Method, protocol: Protocol, corpus_path: Path | None = 
     decoding = own.decoding.model_copy(update={"seed": protocol.decoding.seed})
     own = own.with_(selection=protocol.selection.model_dump(), decoding=decoding.model_dump())
     return own if own.resolved else resolve_corpus(own, corpus_path)
+
+
+def protocol_groups(
+    methods: Sequence[Method], protocol: Protocol, corpus_path: Path | None = None
+) -> list[tuple[Protocol, list[Method]]]:
+    """``methods`` grouped by the protocol each runs under (:func:`own_protocol`), the user's
+    ``protocol`` first; a group with no method is left out. A method bound to its own protocol
+    runs there as a separate run, named on stderr; :meth:`Runner.plan_groups` then checks each
+    method against its group's protocol."""
+    groups: dict[str, tuple[Protocol, list[Method]]] = {protocol.name: (protocol, [])}
+    for m in methods:
+        p = own_protocol(m, protocol, corpus_path)
+        if p.name != protocol.name:
+            print(
+                f"{m.name} runs under its own protocol {p.name} ({p.protocol_id}), as a separate run",
+                file=sys.stderr,
+            )
+        groups.setdefault(p.name, (p, []))[1].append(m)
+    return [(p, ms) for p, ms in groups.values() if ms]
 
 
 class Runner:
@@ -388,8 +341,9 @@ class Runner:
         spec = method.spec(proto)
         store = self.store
         run_id = None
-        if cfg.resume:
-            run_id = store.find_resumable(
+        if cfg.resume:  # claimed: refuses a run another live process is writing
+            run_id = lifecycle.resume_run(
+                store,
                 method=method.name,
                 model=cfg.model,
                 protocol_id=proto.protocol_id,
@@ -398,50 +352,40 @@ class Runner:
             )
         done: set[tuple[str, str]] = set()
         if run_id is not None:
-            store.claim_run(run_id)  # refuses a run another live process is writing
             try:
                 done = store.finished_samples(run_id)
                 todo = [(i, e, g) for i, (e, g) in enumerate(examples) if (e.dataset, e.id) not in done]
                 ctx = self._context(method, proto, todo)
             except BaseException:  # the claim is released: the run stays resumable
-                prev = store.get_run(run_id)
-                store.finish_run(run_id, "failed", (prev.seconds or 0.0) if prev else 0.0)
+                lifecycle.release(store, run_id)
                 raise
         else:
             todo = [(i, e, g) for i, (e, g) in enumerate(examples)]
             ctx = self._context(method, proto, todo)  # a bad model or dead server fails before any row
-            run_id = f"{method.name}-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}"
-            label = cfg.label or (
-                "untrained policy" if method.trained and cfg.model == "smollm2-135m-instruct" else ""
+            # an RL method run with the packaged base model (which no method here was trained
+            # from) is an untrained policy, not a trained one
+            label = cfg.label or ("untrained policy" if method.trained and cfg.model == DEFAULT_MODEL else "")
+            run_id = lifecycle.create_run(
+                store,
+                run_id=lifecycle.new_run_id(method.name),
+                kind="eval",
+                method=method.name,
+                model=cfg.model,
+                backend=cfg.backend,
+                protocol=proto,
+                method_spec_hash=spec.spec_hash,
+                method_spec_json=spec.model_dump_json(),
+                bench=cfg.bench,
+                label=label,
+                command=cfg.command,
+                n_expected=len(examples),
+                owned=True,
             )
-            pid, host = this_owner()
-            store.create_run(
-                RunRecord(
-                    run_id=run_id,
-                    kind="eval",
-                    method=method.name,
-                    model=cfg.model,
-                    backend=cfg.backend,
-                    protocol_id=proto.protocol_id,
-                    protocol_name=proto.name,
-                    protocol_json=proto.model_dump_json(),
-                    method_spec_hash=spec.spec_hash,
-                    method_spec_json=spec.model_dump_json(),
-                    bench=cfg.bench,
-                    label=label,
-                    git_commit=git_commit(),
-                    versions_json=json.dumps(versions()),
-                    command=cfg.command,
-                    n_expected=len(examples),
-                    owner_pid=pid,
-                    owner_host=host,
-                )
-            )
-        t_start = time.perf_counter()
-        bar = _progress(len(examples), len(done), f"{method.name}", self.progress)
-        status = "failed"
         n_errors, first_error = 0, None
-        try:
+        with (
+            lifecycle.running(store, run_id) as active,
+            _progress(len(examples), len(done), f"{method.name}", self.progress) as bar,
+        ):
             for batch in _batches(todo, cfg.batch_size):
                 t0 = time.perf_counter()
                 trajs = method.solve([e for _, e, _ in batch], ctx)
@@ -471,16 +415,8 @@ class Runner:
                 bar.update(len(batch))
                 if on_batch is not None:
                     on_batch(method.name, len(batch), bar.n)
-            status = "incomplete" if n_errors else "complete"
-        except KeyboardInterrupt:
-            status = "interrupted"
-            raise
-        finally:
-            bar.close()
-            prev = store.get_run(run_id)
-            seconds = (prev.seconds or 0.0) + (time.perf_counter() - t_start) if prev else 0.0
-            store.finish_run(run_id, status, seconds)
-        return MethodRun(method.name, run_id, len(examples), len(done), seconds, n_errors, first_error)
+            active.status = "incomplete" if n_errors else "complete"
+        return MethodRun(method.name, run_id, len(examples), len(done), active.seconds, n_errors, first_error)
 
 
 def _progress(total: int, initial: int, desc: str, enabled: bool):
@@ -497,75 +433,32 @@ def _progress(total: int, initial: int, desc: str, enabled: bool):
     )
 
 
-SUMMARY_SQL = """
-WITH m AS (
-  SELECT run_id, dataset, sample_id,
-         max(value) FILTER (WHERE metric = 'em') AS em,
-         max(value) FILTER (WHERE metric = 'f1') AS f1,
-         max(value) FILTER (WHERE metric = 'cover_em') AS cover_em
-  FROM sample_metrics WHERE run_id IN ({ids}) GROUP BY ALL
-)
-SELECT r.method, s.dataset,
-       count(*) FILTER (WHERE NOT s.failed) AS n,
-       count(*) FILTER (WHERE s.failed) AS errors,
-       avg(m.em) AS em, avg(m.f1) AS f1, avg(m.cover_em) AS cover_em,
-       avg(s.n_retrievals) FILTER (WHERE NOT s.failed) AS retrievals,
-       avg(s.n_llm_calls) FILTER (WHERE NOT s.failed) AS llm_calls,
-       avg(s.prompt_tokens + s.completion_tokens) FILTER (WHERE NOT s.failed) AS tokens,
-       avg(s.latency_s) FILTER (WHERE NOT s.failed) AS seconds_per_q,
-       avg(CASE WHEN s.extraction_status IN ('ok', 'multiple_answers') THEN 1.0 ELSE 0.0 END)
-         FILTER (WHERE NOT s.failed) AS answered
-FROM (SELECT *, coalesce(extraction_status = 'error', false) AS failed FROM samples) s
-JOIN runs r USING (run_id) LEFT JOIN m USING (run_id, dataset, sample_id)
-WHERE s.run_id IN ({ids})
-GROUP BY ALL ORDER BY r.method, s.dataset
-"""
-
-
 def summary(store: Store, run_ids: Sequence[str]):
     """Per method x dataset: n (scored samples), errors (samples whose generation failed: never
     scored, not in n or any mean), EM, F1, cover-EM, mean retrievals / LLM calls / tokens, seconds,
     and cost per question / per correct answer (USD; NaN where a price is unknown, see harness.cost)."""
     from harness.cost import cost_summary
 
-    ids = ", ".join(f"'{r}'" for r in run_ids)
-    df = store.query(SUMMARY_SQL.format(ids=ids))
+    df = queries.run_metrics(store, run_ids)
     costs = cost_summary(store, run_ids)[["method", "dataset", "cost_usd_per_q", "usd_per_correct"]]
     return df.merge(costs, on=["method", "dataset"], how="left")
-
-
-PREFILL_SQL = """
-SELECT r.method, sum(t.prompt_tokens) AS prompt_tokens, sum(t.prefill_tokens) AS prefill_tokens
-FROM turns t JOIN runs r USING (run_id)
-WHERE t.run_id IN ({ids}) AND t.prefill_tokens IS NOT NULL
-GROUP BY ALL ORDER BY r.method
-"""
-
-
-def prefill_summary(store: Store, run_ids: Sequence[str]):
-    """Per method: the prompt tokens of every generation whose backend reported its prefill, and
-    the tokens it prefilled (the rest came from its prefix cache); methods with none are absent."""
-    ids = ", ".join(f"'{r}'" for r in run_ids) or "NULL"
-    return store.query(PREFILL_SQL.format(ids=ids))
-
-
-# The trajectory meta key under which a reader method records where its references came from
-# (ARENA: "dataset" = the question's own paragraphs, "gold+bm25" = the labelled substitute).
-REFERENCE_SOURCE_KEY = "arena_context"
-
-REFERENCES_SQL = """
-SELECT r.method, s.dataset,
-       count(*) FILTER (WHERE json_extract_string(s.meta_json, '$.{key}') = 'dataset') AS own_refs,
-       count(*) FILTER (WHERE json_extract_string(s.meta_json, '$.{key}') <> 'dataset') AS substitute_refs
-FROM samples s JOIN runs r USING (run_id)
-WHERE s.run_id IN ({ids})
-GROUP BY ALL ORDER BY r.method, s.dataset
-"""
 
 
 def reference_sources(store: Store, run_ids: Sequence[str]):
     """Per method x dataset: how many questions were answered from their own paragraphs
     (``own_refs``) and how many from a substitute (``substitute_refs``), from the trajectories'
-    ``meta["arena_context"]``; methods that record none count 0 and 0."""
-    ids = ", ".join(f"'{r}'" for r in run_ids)
-    return store.query(REFERENCES_SQL.format(ids=ids, key=REFERENCE_SOURCE_KEY))
+    meta under each method's ``Method.reference_source_key``; methods that record none count 0 and 0."""
+    import pandas as pd
+
+    from harness.methods_registry import METHODS
+
+    by_key: dict[str, list[str]] = {}
+    for rid in run_ids:
+        run = store.get_run(rid)
+        cls = METHODS.get(run.method) if run is not None and run.method in METHODS else Method
+        by_key.setdefault(cls.reference_source_key, []).append(rid)
+    if len(by_key) <= 1:
+        key = next(iter(by_key), Method.reference_source_key)
+        return queries.reference_sources(store, run_ids, key)
+    frames = [queries.reference_sources(store, ids, key) for key, ids in by_key.items()]
+    return pd.concat(frames, ignore_index=True).sort_values(["method", "dataset"], ignore_index=True)

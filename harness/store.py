@@ -40,7 +40,7 @@ import os
 import random
 import socket
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -292,19 +292,24 @@ def _is_lock_error(e: Exception) -> bool:
 class Store:
     """A DuckDB results file. Cheap to construct; every call opens its own connection."""
 
-    def __init__(self, path: str | Path = DEFAULT_DB, *, read_only: bool = False, lock_timeout: float = 60.0):
+    def __init__(
+        self,
+        path: str | Path = DEFAULT_DB,
+        *,
+        read_only: bool = False,
+        create: bool = True,
+        lock_timeout: float = 60.0,
+    ):
+        """``read_only``: for reports (never creates the file); ``create=False``: a file to add to
+        (e.g. judge stored runs) that must already exist."""
         self.path = Path(path)
         self.read_only = read_only
         self.lock_timeout = lock_timeout
-        if read_only:
-            if not self.path.exists():
-                raise StoreError(
-                    f"{self.path}: no results database here (run `harness run` first or pass --db)"
-                )
-        elif self.path.is_dir():
+        if (read_only or not create) and not self.path.exists():
+            raise StoreError(f"{self.path}: no results database here (run `harness run` first or pass --db)")
+        if self.path.is_dir():
             raise StoreError(f"{self.path}: is a directory, not a results database; pass a file to --db")
-        else:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
         self._check_file()
         if not read_only:
             try:
@@ -402,9 +407,11 @@ class Store:
         finally:
             con.close()
 
-    def query(self, sql: str, params: Sequence[Any] | None = None) -> pd.DataFrame:
+    def query(self, sql: str, params: Sequence[Any] | Mapping[str, Any] | None = None) -> pd.DataFrame:
+        """The result of one read ``sql`` (values only as parameters: ``?`` with a sequence, ``$name``
+        with a mapping); the reports' queries live in :mod:`harness.queries`."""
         with self.connect() as con:
-            return con.execute(sql, params or []).df()
+            return con.execute(sql, params if params is not None else []).df()
 
     # -- runs --------------------------------------------------------------------------------
     def create_run(self, run: RunRecord) -> None:
@@ -440,10 +447,6 @@ class Store:
                 [status, _now(), seconds, run_id],
             )
 
-    def set_run_status(self, run_id: str, status: str) -> None:
-        with self.connect() as con:
-            con.execute("UPDATE runs SET status=? WHERE run_id=?", [status, run_id])
-
     def claim_run(self, run_id: str) -> None:
         """Make this process the owner of ``run_id`` and mark it ``running``; a :class:`StoreError`
         (one line) when another live process owns it. Read and write are one transaction, and
@@ -476,17 +479,6 @@ class Store:
             [run_id],
         )
         return set(zip(df["dataset"], df["sample_id"], strict=True))
-
-    def error_counts(self, run_ids: Sequence[str]) -> dict[str, int]:
-        """run_id -> number of its samples stored as errors (runs without errors are left out)."""
-        if not run_ids:
-            return {}
-        df = self.query(
-            "SELECT run_id, count(*) AS n FROM samples WHERE list_contains(?, run_id) "
-            "AND extraction_status = 'error' GROUP BY run_id",
-            [list(run_ids)],
-        )
-        return {str(r): int(n) for r, n in zip(df["run_id"], df["n"], strict=True)}
 
     # -- samples -----------------------------------------------------------------------------
     def add_samples(self, run_id: str, scored: Sequence[ScoredSample], *, heartbeat: bool = False) -> None:
@@ -620,15 +612,6 @@ class Store:
                 con.unregister("_keys")
         return [dict(zip(cols, r, strict=True)) for r in rows]
 
-    def judgement_status_counts(self, judge_model: str, prompt_hash: str) -> dict[str, int]:
-        """How many stored verdicts of this judge model and prompt carry each status."""
-        df = self.query(
-            "SELECT status, count(*) AS n FROM judgements WHERE judge_model = ? AND prompt_hash = ? "
-            "GROUP BY status",
-            [judge_model, prompt_hash],
-        )
-        return {str(s): int(n) for s, n in zip(df["status"], df["n"], strict=True)}
-
     def replace_prices(self, rows: Sequence[Any]) -> None:
         """Replace the ``prices`` table with ``rows`` (objects with its columns; see harness.cost)."""
         df = pd.DataFrame([dict(r.__dict__) for r in rows]) if rows else None
@@ -682,4 +665,7 @@ def _insert(con: duckdb.DuckDBPyConnection, table: str, df: pd.DataFrame, *, rep
         verb = "INSERT OR REPLACE" if replace else "INSERT"
         con.execute(f"{verb} INTO {table} BY NAME SELECT * FROM _incoming")
     finally:
-        con.unregister("_incoming")
+        # after a failed insert the transaction is aborted and unregistering fails too; that
+        # error would hide the insert's own (e.g. a duplicate key); connect() rolls back anyway
+        with suppress(duckdb.TransactionException):
+            con.unregister("_incoming")

@@ -59,9 +59,7 @@ def handle(args: argparse.Namespace) -> int:
     spec = judge_spec_from_args(args)
     if spec is None:
         raise ConfigError("give the judge: --judge-url URL --judge-model NAME (or --judge-backend llamacpp)")
-    if not args.db.exists():
-        raise ConfigError(f"{args.db}: no results database here (run `harness run` first or pass --db)")
-    store = Store(args.db)
+    store = Store(args.db, create=False)  # judging adds to stored runs: the file must exist
     run_ids = resolve_runs(store, run_ids=args.run, method=args.method, bench=args.bench)
     judge = make_judge(spec, store, progress=not args.no_progress)  # probes the server first
     print(

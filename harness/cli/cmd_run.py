@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import shlex
 import sys
 from pathlib import Path
 
@@ -92,74 +91,31 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def handle(args: argparse.Namespace) -> int:
     from harness.cost import load_prices, prices_path
-    from harness.data.benches import Selection
-    from harness.errors import ConfigError
     from harness.judge.cli_options import judge_spec_from_args, print_report, report_judge_failures
     from harness.judge.factory import make_judge
     from harness.judge.stored import judge_runs
+    from harness.lifecycle import command_line
     from harness.llm.model_files import auto_backend
     from harness.methods_registry import get_method, resolve_methods
-    from harness.protocol import preset
-    from harness.runner import RunConfig, Runner, own_protocol, prefill_summary, reference_sources, summary
+    from harness.queries import prefill_summary
+    from harness.runner import RunConfig, Runner, protocol_groups, reference_sources, summary
     from harness.secrets import redact
 
-    # every argument is checked here and in Runner.plan_groups, before a model loads or a row is written
-    if args.limit is not None and args.sample is not None:
-        raise ConfigError("give --limit (first N) or --sample (random N), not both")
-    proto = preset(args.protocol)
-    if args.limit is not None:
-        proto = proto.with_(selection=Selection(mode="first", n=args.limit))
-    elif args.sample is not None:
-        proto = proto.with_(selection=Selection(mode="random", n=args.sample, seed=args.seed))
-    if args.top_k is not None:
-        proto = proto.with_(top_k=args.top_k)
-    decoding = proto.decoding.model_copy(update={"seed": args.seed})
-    proto = proto.with_(decoding=decoding.model_dump())
-    from harness.retrieval.cli_options import remote_protocol_from_args
-
-    proto = remote_protocol_from_args(proto, args)  # --retriever-url: what the server describes
-    if not proto.resolved and proto.remote is None:
-        from harness.protocol import resolve_corpus
-
-        proto = resolve_corpus(proto, args.corpus)
-
-    names = resolve_methods(args.method)
-    methods = [get_method(n) for n in names]
+    proto = protocol_from_args(args)
     everything = args.method.strip() == "all"
     # Methods bound to their own protocol (ARENA's gold-context setting) run under it, as separate
-    # runs with their own table; the others run under the user's protocol. The runner checks each
-    # method against its protocol: `all` skips, with the reason, a method that refuses it; an
-    # explicit list lets the error stop the command.
-    groups: dict[str, list] = {proto.name: []}  # protocol name -> methods, the user's protocol first
-    protocols = {proto.name: proto}
-    for m in methods:
-        p = own_protocol(m, proto, args.corpus)
-        if p.name != proto.name:
-            print(
-                f"{m.name} runs under its own protocol {p.name} ({p.protocol_id}), as a separate run",
-                file=sys.stderr,
-            )
-        protocols[p.name] = p
-        groups.setdefault(p.name, []).append(m)
-    groups = {k: v for k, v in groups.items() if v}
-    opts: dict[str, object] = {}
-    if args.base_url:
-        opts["base_urls"] = args.base_url
-    if args.tokenizer:
-        opts["tokenizer"] = args.tokenizer
-    if args.request_timeout is not None:
-        opts["timeout"] = args.request_timeout
-    if args.retries is not None:
-        opts["retries"] = args.retries
+    # runs with their own table; the runner checks each method against its protocol: `all` skips,
+    # with the reason, a method that refuses it; an explicit list lets the error stop the command.
+    groups = protocol_groups([get_method(n) for n in resolve_methods(args.method)], proto, args.corpus)
     cfg = RunConfig(
-        methods=[m.name for ms in groups.values() for m in ms],
+        methods=[m.name for _, ms in groups for m in ms],
         bench=args.bench,
         protocol=proto,
         model=args.model,
         backend=auto_backend(args.model, served=bool(args.base_url))
         if args.backend == "auto"
         else args.backend,
-        backend_options=opts,
+        backend_options=backend_options(args),
         corpus_path=args.corpus,
         retriever_url=args.retriever_url,
         data_dir=args.data_dir,
@@ -167,12 +123,12 @@ def handle(args: argparse.Namespace) -> int:
         resume=args.resume,
         batch_size=args.batch_size,
         label=args.label,
-        command=" ".join(shlex.quote(a) for a in sys.argv),
+        command=command_line(),
         leave_out_unanswerable=everything,
         skip_refused=everything,
     )
     runner = Runner(cfg, progress=not args.no_progress)
-    plans = runner.plan_groups([(protocols[name], group) for name, group in groups.items()])
+    plans = runner.plan_groups(groups)  # every check, before a model loads or a row is written
     runner.store  # noqa: B018 - opens and checks the results file (a damaged one stops here)
     print(
         f"protocol {proto.name} ({proto.protocol_id}); bench {args.bench}; model {redact(args.model)}",
@@ -183,9 +139,7 @@ def handle(args: argparse.Namespace) -> int:
     if judge_spec is not None:  # built (and its server probed) before the run, not after it
         judge = make_judge(judge_spec, runner.store, progress=not args.no_progress)
     runs = []
-    per_group = runner.execute(plans)
-    for (name, group), done in zip(groups.items(), per_group, strict=True):
-        p = protocols[name]
+    for (p, group), done in zip(groups, runner.execute(plans), strict=True):
         runs += done
         if not done:
             continue
@@ -218,6 +172,45 @@ def handle(args: argparse.Namespace) -> int:
         )
         return 1
     return status
+
+
+def protocol_from_args(args: argparse.Namespace):
+    """The protocol preset with the selection (--limit / --sample), --top-k, the seed, a remote
+    retriever's description (--retriever-url) and the corpus (--corpus) applied."""
+    from harness.data.benches import Selection
+    from harness.errors import ConfigError
+    from harness.protocol import preset, resolve_corpus
+    from harness.retrieval.cli_options import remote_protocol_from_args
+
+    if args.limit is not None and args.sample is not None:
+        raise ConfigError("give --limit (first N) or --sample (random N), not both")
+    proto = preset(args.protocol)
+    if args.limit is not None:
+        proto = proto.with_(selection=Selection(mode="first", n=args.limit))
+    elif args.sample is not None:
+        proto = proto.with_(selection=Selection(mode="random", n=args.sample, seed=args.seed))
+    if args.top_k is not None:
+        proto = proto.with_(top_k=args.top_k)
+    decoding = proto.decoding.model_copy(update={"seed": args.seed})
+    proto = proto.with_(decoding=decoding.model_dump())
+    proto = remote_protocol_from_args(proto, args)  # --retriever-url: what the server describes
+    if not proto.resolved and proto.remote is None:
+        proto = resolve_corpus(proto, args.corpus)
+    return proto
+
+
+def backend_options(args: argparse.Namespace) -> dict[str, object]:
+    """The backend options given on the command line (the backend's defaults for the others)."""
+    opts: dict[str, object] = {}
+    if args.base_url:
+        opts["base_urls"] = args.base_url
+    if args.tokenizer:
+        opts["tokenizer"] = args.tokenizer
+    if args.request_timeout is not None:
+        opts["timeout"] = args.request_timeout
+    if args.retries is not None:
+        opts["retries"] = args.retries
+    return opts
 
 
 def print_summary(df, title: str) -> None:

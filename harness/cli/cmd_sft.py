@@ -64,6 +64,7 @@ def handle(args: argparse.Namespace) -> int:
 
     import torch
 
+    from harness.lifecycle import create_train_run, running
     from harness.llm.base import BackendSpec
     from harness.llm.transformers_backend import TransformersBackend
     from harness.protocol import preset, resolve_corpus
@@ -71,7 +72,6 @@ def handle(args: argparse.Namespace) -> int:
     from harness.retrieval.factory import make_protocol_retriever
     from harness.rl.sft import build_demonstrations, train_sft
     from harness.rl.trainer import load_policy, rollout_protocol, save_final, training_examples
-    from harness.runner import create_train_run
     from harness.store import Store
 
     cfg = recipe.sft
@@ -114,9 +114,7 @@ def handle(args: argparse.Namespace) -> int:
         label=f"sft recipe {recipe.name}",
     )
     pad_id = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
-    status = "failed"
-    t0 = time.perf_counter()
-    try:
+    with running(store, run_id):
         train_sft(
             policy,
             demos.trajectories,
@@ -127,8 +125,5 @@ def handle(args: argparse.Namespace) -> int:
             on_step=lambda step, m: store.add_train_steps(run_id, step, m),
         )
         final = save_final(policy, tok, out, recipe, method.name, args.model, stage="sft", log=log)
-        status = "complete"
-    finally:
-        store.finish_run(run_id, status, time.perf_counter() - t0)
     print(f"checkpoint: {final}\nrun: {run_id} (metrics in {args.db}, table train_steps)")
     return 0

@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import time
 from pathlib import Path
 
 from harness.cli import add_command, positive_int
@@ -72,11 +71,13 @@ def handle(args: argparse.Namespace) -> int:
 
 
 def run_training(method, recipe, args: argparse.Namespace) -> int:
+    from harness.lifecycle import create_train_run, running
     from harness.llm.base import make_backend
     from harness.protocol import preset, resolve_corpus
+    from harness.retrieval.cache import CachedRetriever, ResultCache
     from harness.retrieval.cli_options import remote_protocol_from_args
+    from harness.retrieval.remote import protocol_retriever
     from harness.rl.trainer import Trainer, rollout_protocol
-    from harness.runner import create_train_run
     from harness.store import Store
 
     proto = remote_protocol_from_args(preset(args.protocol), args)  # --retriever-url
@@ -95,13 +96,9 @@ def run_training(method, recipe, args: argparse.Namespace) -> int:
         model=args.model,
         label=f"recipe {recipe.name}",
     )
-    t0 = time.perf_counter()
-    status = "failed"
-    try:  # a bad aux model or dead server still ends the run's row (failed), never `running`
+    # a bad aux model or dead server still ends the run's row (failed), never `running`
+    with running(store, run_id):
         aux = {role: make_backend(spec) for role, spec in recipe.aux_models.items()}
-        from harness.retrieval.cache import CachedRetriever, ResultCache
-        from harness.retrieval.remote import protocol_retriever
-
         retriever = CachedRetriever(
             protocol_retriever(rp, args.corpus, args.retriever_url), ResultCache.default()
         )
@@ -119,11 +116,5 @@ def run_training(method, recipe, args: argparse.Namespace) -> int:
             log=lambda s: print(s, file=sys.stderr),
         )
         result = trainer.train()
-        status = "complete"
-    except KeyboardInterrupt:
-        status = "interrupted"
-        raise
-    finally:
-        store.finish_run(run_id, status, time.perf_counter() - t0)
     print(f"checkpoint: {result.checkpoint}\nrun: {run_id} (metrics in {args.db}, table train_steps)")
     return 0

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
+from harness import queries
 from harness.errors import ConfigError
 from harness.judge.core import Judge, JudgeItem, JudgeOutcome
 from harness.store import Store
@@ -63,29 +64,17 @@ def resolve_runs(
         raise ConfigError("name the runs to judge: --run RUN_ID, or --method M --bench B")
     out = []
     for m in [x.strip() for x in method.split(",") if x.strip()]:
-        df = store.query(
-            "SELECT run_id FROM runs WHERE kind = 'eval' AND method = ? AND bench = ? "
-            "ORDER BY started_at DESC LIMIT 1",
-            [m, bench],
-        )
-        if df.empty:
+        run_id = queries.newest_eval_run(store, m, bench)
+        if run_id is None:
             raise ConfigError(f"{store.path}: no run of method {m!r} on bench {bench!r}")
-        out.append(str(df.iloc[0, 0]))
+        out.append(run_id)
     return out
 
 
 def load_samples(store: Store, run_ids: Sequence[str]) -> list[StoredSample]:
     """The stored samples of ``run_ids`` to judge; failed samples (stored as errors) have no
     prediction and are left out, never judged as empty answers."""
-    with store.connect() as con:
-        rows = con.execute(
-            """SELECT s.run_id, r.method, s.dataset, s.sample_id, s.question, s.answers,
-                      s.prediction, s.response
-               FROM samples s JOIN runs r USING (run_id)
-               WHERE list_contains(?, s.run_id) AND s.extraction_status IS DISTINCT FROM 'error'
-               ORDER BY s.run_id, s.position, s.dataset, s.sample_id""",
-            [list(run_ids)],
-        ).fetchall()
+    rows = queries.judgeable_samples(store, run_ids)
     return [
         StoredSample(
             run_id=r[0],
@@ -127,11 +116,7 @@ def judge_runs(store: Store, run_ids: Sequence[str], judge: Judge) -> JudgeRunRe
 
 
 def _reference_metrics(store: Store, run_ids: Sequence[str]) -> dict[tuple[str, str, str, str], float]:
-    df = store.query(
-        "SELECT run_id, dataset, sample_id, metric, value FROM sample_metrics "
-        "WHERE list_contains(?, run_id) AND list_contains(?, metric)",
-        [list(run_ids), list(AGREEMENT_METRICS)],
-    )
+    df = queries.metric_values(store, run_ids, AGREEMENT_METRICS)
     return {(r.run_id, r.dataset, r.sample_id, r.metric): float(r.value) for r in df.itertuples(index=False)}
 
 

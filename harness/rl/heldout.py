@@ -87,15 +87,9 @@ class HeldoutReport:
 
 def heldout_report(store: Any, eval_run_id: str) -> HeldoutReport:
     """EM / F1 with bootstrap intervals and the answer statistics of one eval run."""
-    df = store.query(
-        "SELECT s.sample_id, s.prediction, em.value AS em, f1.value AS f1 FROM samples s "
-        "JOIN sample_metrics em ON em.run_id = s.run_id AND em.sample_id = s.sample_id "
-        "AND em.dataset = s.dataset AND em.metric = 'em' "
-        "JOIN sample_metrics f1 ON f1.run_id = s.run_id AND f1.sample_id = s.sample_id "
-        "AND f1.dataset = s.dataset AND f1.metric = 'f1' "
-        "WHERE s.run_id = ? ORDER BY s.dataset, s.sample_id",
-        [eval_run_id],
-    )
+    from harness.queries import scored_predictions
+
+    df = scored_predictions(store, eval_run_id)
     if not len(df):
         raise ConfigError(f"eval run {eval_run_id!r} has no scored samples")
     return HeldoutReport(

@@ -189,7 +189,7 @@ def test_sliding_window_models_are_refused(loaded):
 
 
 def test_prefill_is_stored_per_turn_and_summed_per_method(tmp_path):
-    from harness.runner import prefill_summary
+    from harness.queries import prefill_summary
     from harness.store import RunRecord, ScoredSample, Store
     from harness.types import Trajectory, Turn
 

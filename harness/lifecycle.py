@@ -1,0 +1,207 @@
+"""The life of a run row: create, resume, finish. ``harness run`` (:class:`harness.runner.Runner`),
+``harness train`` and ``harness sft`` record their runs through here, so every row says the same
+things the same way.
+
+- **create** (:func:`create_run`): a new ``runs`` row with the git commit of the code, the package
+  versions, the command line (URL credentials masked: :func:`harness.secrets.redact`), and for a run
+  that can be resumed, the process that owns it (pid and host; the heartbeat is refreshed with
+  every stored batch, :meth:`harness.store.Store.add_samples`). Its status is ``running``.
+- **resume** (:func:`resume_run`): the newest unfinished run with exactly the same method, model,
+  protocol id, method spec hash and bench, claimed for this process
+  (:meth:`harness.store.Store.claim_run` refuses a run another live process is writing);
+  :func:`release` hands it back (``failed``, its time kept) when the resumed run cannot start.
+- **finish** (:func:`running`): the body's status (``complete`` unless it says otherwise),
+  ``interrupted`` on Ctrl-C, ``failed`` on any other exception; the run's seconds add up over
+  resumptions (:func:`finish_run`). A run row never stays ``running`` after its process leaves.
+"""
+
+from __future__ import annotations
+
+import json
+import platform
+import shlex
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from harness.secrets import redact
+from harness.store import RunRecord, Store, this_owner
+
+if TYPE_CHECKING:
+    from harness.method import Method
+    from harness.protocol import Protocol
+
+# packages whose versions every run row records
+VERSIONED_PACKAGES = (
+    "rar-harness",
+    "torch",
+    "transformers",
+    "bm25s",
+    "duckdb",
+    "faiss-cpu",
+    "sentence-transformers",
+)
+
+
+def git_commit() -> str:
+    """The commit of the checkout this code runs from; empty outside a git checkout."""
+    try:
+        out = subprocess.run(
+            ["git", "rev-parse", "HEAD"],
+            capture_output=True,
+            text=True,
+            timeout=5,
+            cwd=Path(__file__).resolve().parent,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return ""
+    return out.stdout.strip() if out.returncode == 0 else ""
+
+
+def versions() -> dict[str, str]:
+    """Python's version and those of :data:`VERSIONED_PACKAGES` that are installed."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    out = {"python": platform.python_version()}
+    for pkg in VERSIONED_PACKAGES:
+        try:
+            out[pkg] = version(pkg)
+        except PackageNotFoundError:
+            continue
+    return out
+
+
+def command_line(argv: Sequence[str] | None = None) -> str:
+    """``argv`` (default: this process's) as one shell-quoted line, URL credentials masked."""
+    return redact(" ".join(shlex.quote(a) for a in (sys.argv if argv is None else argv)))
+
+
+def new_run_id(name: str) -> str:
+    """``<name>-<YYYYmmdd-HHMMSS>-<6 hex>``: sortable by start, unique across processes."""
+    return f"{name}-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}"
+
+
+def create_run(
+    store: Store,
+    *,
+    run_id: str,
+    kind: str,
+    method: str,
+    model: str,
+    backend: str,
+    protocol: Protocol,
+    method_spec_hash: str,
+    method_spec_json: str,
+    bench: str,
+    label: str = "",
+    command: str | None = None,
+    n_expected: int = 0,
+    owned: bool = False,
+) -> str:
+    """Insert the ``running`` row of a new run and return its id. ``command``: default this
+    process's command line; ``owned``: record this process as the owner (a run ``--resume`` may
+    claim later)."""
+    pid, host = this_owner() if owned else (None, None)
+    store.create_run(
+        RunRecord(
+            run_id=run_id,
+            kind=kind,
+            method=method,
+            model=model,
+            backend=backend,
+            protocol_id=protocol.protocol_id,
+            protocol_name=protocol.name,
+            protocol_json=protocol.model_dump_json(),
+            method_spec_hash=method_spec_hash,
+            method_spec_json=method_spec_json,
+            bench=bench,
+            label=label,
+            git_commit=git_commit(),
+            versions_json=json.dumps(versions()),
+            command=command_line() if command is None else command,  # the store redacts it
+            n_expected=n_expected,
+            owner_pid=pid,
+            owner_host=host,
+        )
+    )
+    return run_id
+
+
+def create_train_run(
+    store: Store, *, prefix: str, method: Method, recipe, protocol: Protocol, model: str, label: str
+) -> str:
+    """The ``train`` run row of ``harness train`` / ``harness sft``: the transformers backend, the
+    method's spec hash under the rollout ``protocol`` with the recipe as the spec's JSON."""
+    return create_run(
+        store,
+        run_id=new_run_id(f"{prefix}-{method.name}"),
+        kind="train",
+        method=method.name,
+        model=model,
+        backend="transformers",
+        protocol=protocol,
+        method_spec_hash=method.spec(protocol).spec_hash,
+        method_spec_json=recipe.model_dump_json(),
+        bench=recipe.bench,
+        label=label,
+    )
+
+
+def resume_run(
+    store: Store, *, method: str, model: str, protocol_id: str, method_spec_hash: str, bench: str
+) -> str | None:
+    """The newest unfinished evaluation run with exactly these settings, claimed for this process
+    (a :class:`harness.errors.StoreError` when another live process owns it); None when there is none."""
+    run_id = store.find_resumable(
+        method=method, model=model, protocol_id=protocol_id, method_spec_hash=method_spec_hash, bench=bench
+    )
+    if run_id is not None:
+        store.claim_run(run_id)
+    return run_id
+
+
+def finish_run(store: Store, run_id: str, status: str, elapsed: float) -> float:
+    """End ``run_id`` with ``status``; its seconds are those stored before plus ``elapsed`` (0 when
+    the row is gone). Returns the seconds written."""
+    prev = store.get_run(run_id)
+    seconds = (prev.seconds or 0.0) + elapsed if prev else 0.0
+    store.finish_run(run_id, status, seconds)
+    return seconds
+
+
+def release(store: Store, run_id: str) -> None:
+    """Hand a claimed run back before it started (``failed``, its time kept): it stays resumable."""
+    finish_run(store, run_id, "failed", 0.0)
+
+
+@dataclass
+class ActiveRun:
+    """The run inside :func:`running`: set ``status`` to how it ended when it did not fail
+    (e.g. ``incomplete``); ``seconds`` is the run's total once it is finished."""
+
+    run_id: str
+    status: str = "complete"
+    seconds: float = 0.0
+
+
+@contextmanager
+def running(store: Store, run_id: str) -> Iterator[ActiveRun]:
+    """Time the body and finish ``run_id`` whatever happens: ``active.status`` when the body
+    returns, ``interrupted`` on Ctrl-C, ``failed`` on any other exception (which propagates)."""
+    active = ActiveRun(run_id)
+    t0 = time.perf_counter()
+    status = "failed"
+    try:
+        yield active
+        status = active.status
+    except KeyboardInterrupt:
+        status = "interrupted"
+        raise
+    finally:
+        active.seconds = finish_run(store, run_id, status, time.perf_counter() - t0)
