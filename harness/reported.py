@@ -13,24 +13,27 @@ Conventions for every paper:
   the same method appearing in two tables gives two rows); ``source`` cites paper, version and table;
   ``note`` holds the paper's own row label and any erratum.
 
-The file format (``reported.yaml``)::
+The file format (``reported.yaml``; an illustration, not ARENA's real numbers)::
 
     paper: arena
     judges:                 # optional: a column metric named here is that judge's metric name,
       LJ: {model: gpt-4o-2024-11-20, prompt: arena}   # judge@<model>:<hash of the registered prompt>
     tables:
       - table: Table 3
-        source: ARENA (Ren et al. 2025), arXiv 2505.13258, Table 3   # cited by every value
-        scale: 0.01         # optional (default 1): 0.01 for tables printed in percent
+        source: ARENA (Ren et al. 2025), arXiv 2505.13258, Table 3   # stored beside every value
+        scale: 0.01         # optional (default 1): 0.01 for a table printed in percent
         columns: [hotpotqa/em, hotpotqa/f1, hotpotqa/LJ]            # dataset/metric per value
         rows:
           - method: arena   # our method name
             model: Qwen2.5-7B-Instruct
-            variant: ""     # optional: the row's variant, appended to the setting
+            variant: w/o X  # optional: the row's variant, appended to the setting ("Table 3: w/o X")
             label: ARENA-Qwen-7B          # optional: the paper's row label
-            note: ""        # optional: where the row comes from, errata
-            values: [62.8, 76.2, null]     # as printed, in column order; null = empty cell
-            cell_notes: {hotpotqa/LJ: "..."}   # optional: provenance of single values
+            note: trained by us           # optional: where the row comes from, errata
+            values: [62.8, 76.2, null]    # as printed, in column order; null = an empty cell
+            cell_notes: {hotpotqa/f1: "76.0 in Table 4"}   # optional: provenance of single values
+
+A stored note is ``paper label: <label>; <note>; <cell note>`` (empty parts left out); a value is
+``round(printed * scale, decimals)`` (``decimals`` optional, default 4).
 
 The schema is checked with pydantic (unknown keys, wrong types, non-finite numbers), duplicate YAML
 keys are refused (PyYAML would keep the last one silently), and every error is one line naming the
@@ -176,12 +179,6 @@ class ReportedFile:
     paper: str
     metrics: dict[str, str]  # judge alias -> judge@<model>:<prompt hash>
     tables: tuple[Table, ...]
-
-    def table(self, name: str) -> Table:
-        for t in self.tables:
-            if t.table == name:
-                return t
-        raise KeyError(f"{self.path}: no table {name!r}; tables: {[t.table for t in self.tables]}")
 
     def rows(self) -> list[ReportedRow]:
         return [row for t in self.tables for row in t.rows()]
