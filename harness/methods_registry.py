@@ -2,30 +2,34 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Mapping
+
+from harness import plugins
 from harness.errors import ConfigError
 from harness.method import Method
 from harness.registry import Registry
 
-METHODS: Registry[type[Method]] = Registry("method")
+# Filled from the plugins' manifests on first use: the baselines (``baselines/__init__.py``) and
+# one folder per paper (``methods/<paper>/__init__.py``).
+METHODS: Registry[type[Method]] = Registry("method", discover=plugins.register("methods"))
 
-# prompt baselines
-METHODS.register_lazy("direct", "baselines.direct:Direct")
-METHODS.register_lazy("naive_rag", "baselines.naive_rag:NaiveRAG")
-METHODS.register_lazy("cot", "baselines.cot:CoT")
-METHODS.register_lazy("ircot", "baselines.ircot:IRCoT")
-METHODS.register_lazy("search_o1", "baselines.search_o1:SearchO1")
-METHODS.register_lazy("sure", "baselines.sure:SuRe")
-# paper methods
-METHODS.register_lazy("search_r1", "methods.search_r1.method:SearchR1")
-METHODS.register_lazy("eval_rar", "methods.eval_rar.method:EvalRAR")
-METHODS.register_lazy("r_search", "methods.r_search.method:RSearch")
-METHODS.register_lazy("arena", "methods.arena.method:Arena")
-METHODS.register_lazy("tiresrag_r1", "methods.tiresrag_r1.method:TiresRAG")
-METHODS.register_lazy("when_to_search", "methods.when_to_search.method:WhenToSearch")
-# variants: registered and runnable by name, listed, but not part of `--method all` (one row per
-# paper method in the main comparison); name -> the method it varies
-METHODS.register_lazy("eval_rar_b", "methods.eval_rar.method:EvalRARModeB")
-VARIANTS: dict[str, str] = {"eval_rar_b": "eval_rar"}
+
+class _Variants(Mapping[str, str]):
+    """Variant name -> the method it varies, from the manifests. A variant is registered and
+    runnable by name, listed, but not part of ``--method all`` (one row per paper method in the
+    main comparison)."""
+
+    def __getitem__(self, name: str) -> str:
+        return plugins.variants()[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(plugins.variants())
+
+    def __len__(self) -> int:
+        return len(plugins.variants())
+
+
+VARIANTS: Mapping[str, str] = _Variants()
 
 
 def get_method(name: str) -> Method:

@@ -25,10 +25,11 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from harness import plugins
 from harness.data.benches import Selection
 from harness.errors import ConfigError
 from harness.registry import Registry
-from harness.retrieval.spec import E5_BASE_V2, Bm25sSpec, DenseSpec, RetrieverSpec
+from harness.retrieval.spec import Bm25sSpec, RetrieverSpec
 
 
 class _Frozen(BaseModel):
@@ -145,30 +146,11 @@ def mini() -> Protocol:
     )
 
 
-def searchr1() -> Protocol:
-    """Search-R1's evaluation (arXiv 2503.09516 v5 §4; PeterGriffinJin/Search-R1@a14dc3a
-    scripts/nq_hotpotqa/evaluate.sh): wiki-18 with e5-base-v2 Flat, top-3, max 4 turns, greedy, full
-    test-else-dev, EM primary. The corpus hash comes from the user's wiki-18 file at run time
-    (``resolve_corpus``)."""
-    return Protocol(
-        name="searchr1",
-        description="Search-R1 (Jin et al. 2025) eval: wiki-18, e5-base-v2 Flat, top-3, 4 turns, greedy, EM",
-        corpus=CorpusRef(id="wiki18", n_passages=21_015_324),
-        retriever=DenseSpec(encoder=E5_BASE_V2, index_type="Flat"),
-        metrics=_metric_versions(),
-    )
-
-
-# Named protocols: name -> factory. Paper modules register their own evaluation protocols lazily
-# (``PROTOCOLS.register_lazy("r_search-eval", "methods.r_search.method:eval_protocol")``).
-PROTOCOLS: Registry[Callable[[], Protocol]] = Registry("protocol")
+# Named protocols: name -> factory. ``mini`` is the harness' own; the papers' evaluation protocols
+# are registered from their folders (``PLUGIN = Plugin(protocols={...})`` in
+# ``methods/<paper>/__init__.py``) on first use.
+PROTOCOLS: Registry[Callable[[], Protocol]] = Registry("protocol", discover=plugins.register("protocols"))
 PROTOCOLS.register("mini", mini)
-PROTOCOLS.register("searchr1", searchr1)
-PROTOCOLS.register_lazy("eval_rar-eval", "methods.eval_rar.method:eval_protocol")
-PROTOCOLS.register_lazy("r_search-eval", "methods.r_search.method:eval_protocol")
-PROTOCOLS.register_lazy("arena-gold-context", "methods.arena.method:eval_protocol")
-PROTOCOLS.register_lazy("tiresrag_r1-eval", "methods.tiresrag_r1.method:eval_protocol")
-PROTOCOLS.register_lazy("when_to_search-eval", "methods.when_to_search.method:eval_protocol")
 
 
 def preset(name: str) -> Protocol:

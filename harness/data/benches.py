@@ -14,6 +14,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, model_validator
 
+from harness import plugins
 from harness.data import packaged
 from harness.data.datasets import DATASETS, get_dataset_info, load_dataset
 from harness.errors import ConfigError
@@ -93,7 +94,7 @@ class Bench(_Frozen):
         return [e.dataset for e in self.entries]
 
 
-BENCHES: Registry[Bench] = Registry("bench")
+BENCHES: Registry[Bench] = Registry("bench", discover=plugins.register("benches"))
 
 SINGLEHOP = ("nq", "triviaqa", "popqa")
 MULTIHOP = ("hotpotqa", "2wikimultihopqa", "musique", "bamboogle")
@@ -132,30 +133,19 @@ _register(
 )
 
 
-# Training benches: the train splits the papers train on. They are not packaged (only dev/test
+# Training benches: the train splits methods train on. They are not packaged (only dev/test
 # questions are): pass --data-dir with the files (FlashRAG layout {data_dir}/{dataset}/train.jsonl,
-# or the original formats), or a clear error names what is missing.
-def _train(dataset: str) -> BenchEntry:
+# or the original formats), or a clear error names what is missing. A paper's own training mix is
+# registered from its folder (``PLUGIN = Plugin(benches={...})`` in ``methods/<paper>/__init__.py``).
+def train_entry(dataset: str) -> BenchEntry:
+    """The train split of ``dataset`` (not packaged: read from ``--data-dir``)."""
     return BenchEntry(dataset=dataset, split="train")
 
 
 _register(
-    "searchr1-train",
-    [_train("nq"), _train("hotpotqa")],
-    "NQ + HotpotQA train, merged (Search-R1 §4; Eval-RAR trains on the same)",
-)
-_register(
-    "2wikimultihopqa-train", [_train("2wikimultihopqa")], "2WikiMultiHopQA train (R-Search, When-to-Search)"
-)
-_register(
-    "r1searcher-train",
-    [_train("hotpotqa"), _train("2wikimultihopqa")],
-    "R1-Searcher's training questions: HotpotQA + 2Wiki train (TIRESRAG-R1 §4.3: 4,561 + 3,587)",
-)
-_register(
-    "arena-train",
-    [_train("hotpotqa"), _train("2wikimultihopqa"), _train("musique")],
-    "HotpotQA + 2Wiki + MuSiQue train with their own paragraphs (ARENA: 10k + 10k + 5k sampled)",
+    "2wikimultihopqa-train",
+    [train_entry("2wikimultihopqa")],
+    "2WikiMultiHopQA train (R-Search, When-to-Search)",
 )
 
 for _d in (*SINGLEHOP, *MULTIHOP):
@@ -168,7 +158,10 @@ def get_bench(name: str) -> Bench:
     for d in DATASETS:
         if name in d.aliases:
             name = d.name
-    return BENCHES.get(name)
+    bench = BENCHES.get(name)
+    if bench.name != name:
+        raise ConfigError(f"bench {name!r} is registered as an object named {bench.name!r}; make them equal")
+    return bench
 
 
 def list_benches() -> list[Bench]:
@@ -179,7 +172,7 @@ def list_benches() -> list[Bench]:
             ("singlehop", "multihop", "all", "mini-singlehop", "mini-multihop", "mini", "r1searcher")
         )
     }
-    return sorted((BENCHES.get(n) for n in BENCHES.names()), key=lambda b: (order.get(b.name, 99), b.name))
+    return sorted((get_bench(n) for n in BENCHES.names()), key=lambda b: (order.get(b.name, 99), b.name))
 
 
 def entry_examples(entry: BenchEntry, data_dir: Path | None = None) -> list[QAExample]:

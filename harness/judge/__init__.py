@@ -4,7 +4,7 @@
     judge = make_judge(JudgeSpec(url="http://127.0.0.1:8765/v1", model="smollm2"), store)
     report = judge_runs(store, run_ids, judge)      # writes judge@smollm2:<hash> into sample_metrics
 
-Modules: :mod:`~harness.judge.prompts` (the prompts, default and papers'), :mod:`~harness.judge.parsers`
+Modules: :mod:`~harness.judge.prompts` (the default prompts; papers register their own), :mod:`~harness.judge.parsers`
 (reply -> verdict, statuses, logit scores), :mod:`~harness.judge.transport` (OpenAI-compatible
 servers and in-process backends), :mod:`~harness.judge.core` (the cached judge),
 :mod:`~harness.judge.stored` (stored runs, agreement), :mod:`~harness.judge.factory` (settings).

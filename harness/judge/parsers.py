@@ -82,7 +82,8 @@ def first_word(text: str) -> str:
     return m.group(1).lower() if m else ""
 
 
-def _labelled(status: JudgeStatus, correct: bool, rationale: str | None = None) -> ParsedReply:
+def labelled(status: JudgeStatus, correct: bool, rationale: str | None = None) -> ParsedReply:
+    """A verdict with its score: correct 1.0, incorrect 0.0."""
     verdict = CORRECT if correct else INCORRECT
     return ParsedReply(status, verdict, VERDICT_SCORE[verdict], rationale)
 
@@ -91,9 +92,9 @@ def _first_word_parser(positive: set[str], negative: set[str]) -> Callable[[str]
     def parse(body: str) -> ParsedReply:
         w = first_word(body)
         if w in positive:
-            return _labelled("ok", True)
+            return labelled("ok", True)
         if w in negative:
-            return _labelled("ok", False)
+            return labelled("ok", False)
         return ParsedReply("unparseable")
 
     return parse
@@ -129,40 +130,14 @@ def _parse_json_verdict(body: str) -> ParsedReply:
         rationale = rationale if isinstance(rationale, str) else None
         label = value.strip().lower() if isinstance(value, str) else ""
         if label in (CORRECT, INCORRECT):
-            return _labelled("ok", label == CORRECT, rationale)
+            return labelled("ok", label == CORRECT, rationale)
         return ParsedReply("unparseable", rationale=rationale)
     w = first_word(body)
     if w in _PLAIN_POSITIVE:
-        return _labelled("fallback_parse", True)
+        return labelled("fallback_parse", True)
     if w in _PLAIN_NEGATIVE:
-        return _labelled("fallback_parse", False)
+        return labelled("fallback_parse", False)
     return ParsedReply("unparseable")
-
-
-def _parse_arena(body: str) -> ParsedReply:
-    """ARENA's rule (its evaluation code): ``yes`` anywhere -> correct, else ``no`` anywhere ->
-    incorrect. Its code scores anything else 0.5; here that is ``unparseable`` (not scored)."""
-    low = body.lower()
-    if "yes" in low:
-        return _labelled("ok", True)
-    if "no" in low:
-        return _labelled("ok", False)
-    return ParsedReply("unparseable")
-
-
-_SUFFICIENT = re.compile(r'\{\s*"sufficient context to the given answer"\s*:\s*([01])\s*\}')
-
-
-def _parse_sufficiency(body: str) -> ParsedReply:
-    """TIRESRAG-R1's sufficiency object; the last one wins (its code takes the first, on a reply
-    that still holds the thinking block: probe2/TIRESRAG-R1@a457873 reward/sufficient_thinking_reward.py).
-    No object: unparseable
-    (its code scores 0)."""
-    found = _SUFFICIENT.findall(body.lower())
-    if not found:
-        return ParsedReply("unparseable")
-    v = int(found[-1])
-    return ParsedReply("ok", "sufficient" if v else "insufficient", float(v))
 
 
 def _parse_unit_float(body: str) -> ParsedReply:
@@ -181,8 +156,6 @@ JSON_VERDICT = Parser("json_verdict.v1", _parse_json_verdict)
 YES_NO = Parser("yes_no_first_word.v1", _first_word_parser({"yes"}, {"no"}))
 TRUE_FALSE = Parser("true_false_first_word.v1", _first_word_parser({"true"}, {"false"}))
 TRUE_OR_YES = Parser("true_yes_false_no_first_word.v1", _first_word_parser({"true", "yes"}, {"false", "no"}))
-ARENA_YES_NO = Parser("arena_substring_yes_no.v1", _parse_arena)
-SUFFICIENCY_JSON = Parser("tiresrag_sufficiency_json.v1", _parse_sufficiency)
 UNIT_FLOAT = Parser("unit_float.v1", _parse_unit_float)
 
 

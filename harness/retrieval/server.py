@@ -75,7 +75,8 @@ class BadRequest(Exception):
         self.status = status
 
 
-def search_r1_document(hit: Hit) -> dict[str, str]:
+def title_text_document(hit: Hit) -> dict[str, str]:
+    """A hit as ``/retrieve`` returns it: id, ``contents`` (title line + text) and the two parts."""
     return {"id": hit.doc_id, "contents": hit.contents, "title": hit.title, "text": hit.text}
 
 
@@ -240,10 +241,10 @@ def create_app(retriever: Retriever, *, default_topk: int = 3, limits: ServerLim
         if req.return_scores:
             return {
                 "result": [
-                    [{"document": search_r1_document(h), "score": h.score} for h in hits] for hits in results
+                    [{"document": title_text_document(h), "score": h.score} for h in hits] for hits in results
                 ]
             }
-        return {"result": [[search_r1_document(h) for h in hits] for hits in results]}
+        return {"result": [[title_text_document(h) for h in hits] for hits in results]}
 
     @app.post("/search")
     def search(req: ReCallSearchRequest) -> Any:

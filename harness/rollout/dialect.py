@@ -1,8 +1,9 @@
 """Tag dialects: how a model asks for a search, how results come back, how it answers.
 
 A dialect is data, not code: the engine is one implementation parameterised by it. Methods
-define their own dialect constants (with citations) in their modules; the Search-R1 dialect
-lives here only because it is the field's default and several baselines reuse it.
+define their own dialect constants (with citations) in their folders. The defaults of
+:class:`TagDialect` are the field's common tags and correction message, first published by
+Search-R1 (``methods/search_r1/render.py`` binds them as Search-R1's dialect).
 """
 
 from __future__ import annotations
@@ -11,9 +12,10 @@ import re
 from dataclasses import dataclass
 from functools import cached_property
 
-# Search-R1's correction message for an output with neither a search nor an answer
-# (PeterGriffinJin/Search-R1@a14dc3a search_r1/llm_agent/generation.py, execute_predictions).
-SEARCH_R1_INVALID_MESSAGE = (
+# The correction message for an output with neither a search nor an answer, as Search-R1 words it
+# (PeterGriffinJin/Search-R1@a14dc3a search_r1/llm_agent/generation.py, execute_predictions);
+# R-Search reuses it verbatim.
+DEFAULT_INVALID_MESSAGE = (
     "\nMy previous action is invalid. If I want to search, I should put the query between "
     "<search> and </search>. If I want to give the final answer, I should put the answer "
     "between <answer> and </answer>. Let me try again.\n"
@@ -38,7 +40,7 @@ class TagDialect:
     answer_close: str = "</answer>"
     obs_prefix: str = "\n\n<information>"
     obs_suffix: str = "</information>\n\n"
-    invalid_message: str = SEARCH_R1_INVALID_MESSAGE
+    invalid_message: str = DEFAULT_INVALID_MESSAGE
     # extra stop strings a method needs (e.g. an <evaluate> step); they end a turn without an action
     extra_stops: tuple[str, ...] = ()
 
@@ -61,6 +63,3 @@ class TagDialect:
         if m.group(1) is not None:
             return "search", m.group(1).strip()
         return "answer", m.group(2).strip()
-
-
-SEARCH_R1_DIALECT = TagDialect(name="search_r1")

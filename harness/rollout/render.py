@@ -7,34 +7,20 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
+from harness import plugins
 from harness.registry import Registry
 from harness.types import Hit
 
 Renderer = Callable[[Sequence[Hit]], str]
-RENDERERS: Registry[Renderer] = Registry("renderer")
+# The harness' own renderers are registered below; a paper's own are registered from its folder
+# (``PLUGIN = Plugin(renderers={...})`` in ``methods/<paper>/__init__.py``) on first use.
+RENDERERS: Registry[Renderer] = Registry("renderer", discover=plugins.register("renderers"))
 
 
-def _first_line_and_rest(contents: str) -> tuple[str, str]:
+def first_line_and_rest(contents: str) -> tuple[str, str]:
+    """A passage's ``contents`` split into its first line (the title, as stored) and the rest."""
     lines = contents.split("\n")
     return lines[0], "\n".join(lines[1:])
-
-
-@RENDERERS.register("search_r1")
-def render_search_r1(hits: Sequence[Hit]) -> str:
-    """``Doc {i}(Title: {first line}) {rest}\\n`` with the title's quotes kept
-    (Search-R1 ``_passages2string``; FlashRAG ``PromptTemplate.format_reference`` and
-    ``SearchR1Pipeline`` use the same string)."""
-    out = []
-    for i, h in enumerate(hits, 1):
-        title, text = _first_line_and_rest(h.contents)
-        out.append(f"Doc {i}(Title: {title}) {text}\n")
-    return "".join(out)
-
-
-@RENDERERS.register("r_search")
-def render_r_search(hits: Sequence[Hit]) -> str:
-    """``(Title: {first line}) {rest}\\n`` without rank numbers (QingFei1/R-Search@ecba08d src/eval/main.py)."""
-    return "".join(f"(Title: {t}) {x}\n" for t, x in (_first_line_and_rest(h.contents) for h in hits))
 
 
 @RENDERERS.register("numbered")

@@ -274,7 +274,7 @@ def test_loop_rolls_out_as_the_engine(name, tmp_path: Path, smollm2_dir: Path, t
 
 
 def test_invalid_actions_get_the_correction_message_with_mask_0(tmp_path: Path, smollm2_dir: Path, tok):
-    from harness.rollout.dialect import SEARCH_R1_INVALID_MESSAGE
+    from methods.search_r1.render import SEARCH_R1_INVALID_MESSAGE
 
     out = tmp_path / "job"
     export("search_r1", out, smollm2_dir)
@@ -567,7 +567,7 @@ def test_verl_class_with_a_live_retriever(tmp_path: Path, smollm2_dir: Path, tok
 
 
 def test_response_budget_holds_every_turn_of_environment_text(tmp_path: Path, smollm2_dir: Path):
-    from harness.rollout.dialect import SEARCH_R1_INVALID_MESSAGE
+    from methods.search_r1.render import SEARCH_R1_INVALID_MESSAGE
 
     out = tmp_path / "job"
     recipe = export("search_r1", out, smollm2_dir).model_copy(update={"max_obs_tokens": 10})

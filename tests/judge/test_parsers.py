@@ -7,9 +7,7 @@ import math
 import pytest
 
 from harness.judge.parsers import (
-    ARENA_YES_NO,
     JSON_VERDICT,
-    SUFFICIENCY_JSON,
     TRUE_FALSE,
     TRUE_OR_YES,
     UNIT_FLOAT,
@@ -19,6 +17,8 @@ from harness.judge.parsers import (
     TokenLogprobs,
     logit_score,
 )
+from methods.arena.judge import ARENA_YES_NO
+from methods.tiresrag_r1.judge import SUFFICIENCY_JSON
 
 
 @pytest.mark.parametrize(

@@ -36,7 +36,7 @@ from pathlib import Path
 from harness.cost import sync_prices
 from harness.judge.core import Judgement
 from harness.protocol import Protocol, preset
-from harness.rollout.dialect import SEARCH_R1_INVALID_MESSAGE
+from methods.search_r1.render import SEARCH_R1_INVALID_MESSAGE
 from harness.runner import score_trajectory
 from harness.store import ReportedRow, RunRecord, ScoredSample, Store
 from harness.types import Trajectory, Turn

@@ -7,7 +7,7 @@ import pytest
 
 from harness.errors import ConfigError
 from harness.method import RewardContext
-from harness.rollout.dialect import SEARCH_R1_INVALID_MESSAGE
+from methods.search_r1.render import SEARCH_R1_INVALID_MESSAGE
 from methods.r_search.method import (
     READER_PROMPT,
     SYSTEM_EVAL,

@@ -6,7 +6,7 @@ import pytest
 
 from harness.errors import ConfigError
 from harness.method import RewardContext
-from harness.rollout.dialect import SEARCH_R1_INVALID_MESSAGE
+from methods.search_r1.render import SEARCH_R1_INVALID_MESSAGE
 from methods.search_r1.method import PROMPT, SearchR1
 from tests.methods.helpers import PROTO, context, example, trajectory
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from harness.method import RewardContext
-from harness.rollout.dialect import SEARCH_R1_INVALID_MESSAGE
+from methods.search_r1.render import SEARCH_R1_INVALID_MESSAGE
 from methods.search_r1.method import SearchR1, valid_format
 from tests.methods.helpers import trajectory
 

@@ -6,7 +6,7 @@ import pytest
 
 from harness.method import RunContext
 from harness.protocol import CorpusRef, Protocol
-from harness.rollout.dialect import SEARCH_R1_DIALECT, SEARCH_R1_INVALID_MESSAGE
+from methods.search_r1.render import SEARCH_R1_DIALECT, SEARCH_R1_INVALID_MESSAGE
 from harness.rollout.engine import TagRolloutConfig, run_tag_rollouts
 from harness.rollout.extract import extract_boxed, extract_tagged
 from harness.rollout.render import RENDERERS

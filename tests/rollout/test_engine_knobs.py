@@ -9,7 +9,7 @@ import pytest
 from harness.errors import ConfigError
 from harness.method import RunContext
 from harness.protocol import CorpusRef, Protocol
-from harness.rollout.dialect import SEARCH_R1_DIALECT
+from methods.search_r1.render import SEARCH_R1_DIALECT
 from harness.rollout.engine import TagRolloutConfig, run_tag_rollouts
 from harness.rollout.render import RENDERERS
 from harness.types import QAExample

@@ -7,7 +7,7 @@ from __future__ import annotations
 from harness.llm import BackendSpec, make_backend
 from harness.method import RunContext
 from harness.protocol import CorpusRef, Protocol
-from harness.rollout.dialect import SEARCH_R1_DIALECT
+from methods.search_r1.render import SEARCH_R1_DIALECT
 from harness.rollout.engine import TagRolloutConfig, run_tag_rollouts
 from harness.rollout.render import RENDERERS
 from harness.types import Completion, QAExample, SamplingParams

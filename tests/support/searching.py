@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from harness.rollout.dialect import SEARCH_R1_DIALECT
+from methods.search_r1.render import SEARCH_R1_DIALECT
 from harness.types import Completion
 
 OBS = SEARCH_R1_DIALECT.obs_prefix

@@ -4,7 +4,7 @@ through the rollout engine (no search turns), reward defined by the subclass."""
 from __future__ import annotations
 
 from harness.method import MethodSpec, RewardBreakdown, RunContext, TrainableMethod
-from harness.rollout.dialect import SEARCH_R1_DIALECT
+from methods.search_r1.render import SEARCH_R1_DIALECT
 from harness.rollout.engine import TagRolloutConfig, run_tag_rollouts
 from harness.rollout.render import RENDERERS
 from harness.types import QAExample, Trajectory

@@ -18,7 +18,7 @@ import pytest
 
 from harness.llm import BackendSpec, make_backend
 from harness.llm.server import free_port
-from harness.rollout.dialect import SEARCH_R1_DIALECT
+from methods.search_r1.render import SEARCH_R1_DIALECT
 from methods.search_r1.method import make_prompt
 
 STOPS = SEARCH_R1_DIALECT.stops
