@@ -441,7 +441,6 @@ class Arena(TrainableMethod):
     uses_retrieval: ClassVar[bool] = False
     own_protocols: ClassVar[tuple[str, ...]] = (PROTOCOL_NAME,)
     reference_source_key: ClassVar[str] = "arena_context"  # the meta key solve() records
-    reference_source_key: ClassVar[str] = "arena_context"  # the meta key solve() records
 
     def __init__(self, contexts: ContextProvider | None = None, *, template: str = "code"):
         if template not in PROMPTS:
