@@ -36,10 +36,10 @@ from pathlib import Path
 from harness.cost import sync_prices
 from harness.judge.core import Judgement
 from harness.protocol import Protocol, preset
-from methods.search_r1.render import SEARCH_R1_INVALID_MESSAGE
 from harness.runner import score_trajectory
 from harness.store import ReportedRow, RunRecord, ScoredSample, Store
 from harness.types import Trajectory, Turn
+from methods.search_r1.render import SEARCH_R1_INVALID_MESSAGE
 
 CORRECTION = SEARCH_R1_INVALID_MESSAGE
 PROMPT = "Answer the given question. You must conduct reasoning inside <think> and </think> ..."

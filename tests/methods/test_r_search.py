@@ -7,7 +7,6 @@ import pytest
 
 from harness.errors import ConfigError
 from harness.method import RewardContext
-from methods.search_r1.render import SEARCH_R1_INVALID_MESSAGE
 from methods.r_search.method import (
     READER_PROMPT,
     SYSTEM_EVAL,
@@ -17,6 +16,7 @@ from methods.r_search.method import (
     eval_protocol,
     f1_reward,
 )
+from methods.search_r1.render import SEARCH_R1_INVALID_MESSAGE
 from tests.methods.helpers import PROTO, ScriptedReader, context, example, trajectory
 
 M = RSearch()

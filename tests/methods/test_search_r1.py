@@ -6,8 +6,8 @@ import pytest
 
 from harness.errors import ConfigError
 from harness.method import RewardContext
-from methods.search_r1.render import SEARCH_R1_INVALID_MESSAGE
 from methods.search_r1.method import PROMPT, SearchR1
+from methods.search_r1.render import SEARCH_R1_INVALID_MESSAGE
 from tests.methods.helpers import PROTO, context, example, trajectory
 
 M = SearchR1()

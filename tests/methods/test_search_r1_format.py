@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from harness.method import RewardContext
-from methods.search_r1.render import SEARCH_R1_INVALID_MESSAGE
 from methods.search_r1.method import SearchR1, valid_format
+from methods.search_r1.render import SEARCH_R1_INVALID_MESSAGE
 from tests.methods.helpers import trajectory
 
 M = SearchR1()

@@ -6,11 +6,11 @@ import pytest
 
 from harness.method import RunContext
 from harness.protocol import CorpusRef, Protocol
-from methods.search_r1.render import SEARCH_R1_DIALECT, SEARCH_R1_INVALID_MESSAGE
 from harness.rollout.engine import TagRolloutConfig, run_tag_rollouts
 from harness.rollout.extract import extract_boxed, extract_tagged
 from harness.rollout.render import RENDERERS
 from harness.types import QAExample
+from methods.search_r1.render import SEARCH_R1_DIALECT, SEARCH_R1_INVALID_MESSAGE
 from tests.support.scripted import RecordingRetriever, ScriptedBackend
 
 PROTO = Protocol(name="t", corpus=CorpusRef(id="t", content_hash="0" * 64, n_passages=1))

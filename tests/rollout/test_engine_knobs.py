@@ -9,10 +9,10 @@ import pytest
 from harness.errors import ConfigError
 from harness.method import RunContext
 from harness.protocol import CorpusRef, Protocol
-from methods.search_r1.render import SEARCH_R1_DIALECT
 from harness.rollout.engine import TagRolloutConfig, run_tag_rollouts
 from harness.rollout.render import RENDERERS
 from harness.types import QAExample
+from methods.search_r1.render import SEARCH_R1_DIALECT
 from tests.support.scripted import RecordingRetriever, ScriptedBackend
 
 PROTO = Protocol(name="t", corpus=CorpusRef(id="t", content_hash="0" * 64, n_passages=1))

@@ -7,10 +7,10 @@ from __future__ import annotations
 from harness.llm import BackendSpec, make_backend
 from harness.method import RunContext
 from harness.protocol import CorpusRef, Protocol
-from methods.search_r1.render import SEARCH_R1_DIALECT
 from harness.rollout.engine import TagRolloutConfig, run_tag_rollouts
 from harness.rollout.render import RENDERERS
 from harness.types import Completion, QAExample, SamplingParams
+from methods.search_r1.render import SEARCH_R1_DIALECT
 from tests.support.scripted import RecordingRetriever
 
 PROTO = Protocol(name="t", corpus=CorpusRef(id="t", content_hash="0" * 64, n_passages=1))

@@ -8,8 +8,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from methods.search_r1.render import SEARCH_R1_DIALECT
 from harness.types import Completion
+from methods.search_r1.render import SEARCH_R1_DIALECT
 
 OBS = SEARCH_R1_DIALECT.obs_prefix
 QUERIES = ("capital of France", "author of Hamlet", "longest river in Europe", "tallest mountain")

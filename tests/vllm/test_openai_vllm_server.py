@@ -18,8 +18,8 @@ import pytest
 
 from harness.llm import BackendSpec, make_backend
 from harness.llm.server import free_port
-from methods.search_r1.render import SEARCH_R1_DIALECT
 from methods.search_r1.method import make_prompt
+from methods.search_r1.render import SEARCH_R1_DIALECT
 
 STOPS = SEARCH_R1_DIALECT.stops
 COLORS = [{"role": "user", "content": "Name three colors."}]

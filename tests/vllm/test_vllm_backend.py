@@ -11,9 +11,9 @@ import pytest
 from harness.errors import ConfigError
 from harness.llm import BackendSpec, make_backend
 from harness.protocol import preset
-from methods.search_r1.render import SEARCH_R1_DIALECT
 from harness.types import SamplingParams
 from methods.search_r1.method import make_prompt
+from methods.search_r1.render import SEARCH_R1_DIALECT
 
 STOPS = SEARCH_R1_DIALECT.stops  # ["</search>", "</answer>"]
 QUESTIONS = [
