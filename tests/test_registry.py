@@ -99,3 +99,77 @@ def test_a_lazy_target_is_imported_on_first_get_only(plugin_module):
     assert reg.get("thing") is thing and reg.get("value") == 42
     assert builtins._reg_imports == 1
     assert reg.names() == ["thing", "value"]
+
+
+def test_a_lazy_target_without_its_attribute_is_a_one_line_error_and_stays_registered(plugin_module):
+    reg: Registry[object] = Registry("method")
+    reg.register_lazy("ghost", f"{plugin_module}:Missing")
+    with pytest.raises(ConfigError) as e:
+        reg.get("ghost")
+    assert str(e.value) == (
+        f"method 'ghost' is registered as '{plugin_module}:Missing', but {plugin_module} has no 'Missing'"
+    )
+    assert reg.names() == ["ghost"]  # the same error again next time, not "unknown"
+    with pytest.raises(ConfigError, match="has no 'Missing'"):
+        reg.get("ghost")
+
+
+def test_a_lazy_target_whose_module_is_missing_stays_registered():
+    reg: Registry[object] = Registry("method")
+    reg.register_lazy("x", "no_such_module_for_registry_test:X")
+    with pytest.raises(ModuleNotFoundError, match="no_such_module_for_registry_test"):
+        reg.get("x")
+    assert reg.names() == ["x"]
+
+
+# -- the discover hook -------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    "lookup",
+    [
+        lambda r: r.get("found"),
+        lambda r: r.names(),
+        lambda r: "found" in r,
+        lambda r: list(r),
+    ],
+    ids=["get", "names", "in", "iter"],
+)
+def test_discover_runs_once_on_the_first_lookup(lookup):
+    calls = []
+
+    def discover(reg):
+        calls.append(reg.names())  # a lookup inside the hook sees what is registered so far
+        reg.register("found", 1)
+
+    reg: Registry[object] = Registry("method", discover=discover)
+    reg.register("early", 0)  # registering is no lookup
+    assert calls == []
+    lookup(reg)
+    assert calls == [["early"]]
+    assert reg.names() == ["early", "found"] and reg.get("found") == 1 and "found" in reg
+    assert calls == [["early"]]
+
+
+def test_a_failing_discover_hook_leaves_nothing_and_fails_again_next_time():
+    attempts = []
+
+    def discover(reg):
+        attempts.append(1)
+        reg.register("half", 1)
+        if len(attempts) < 3:
+            raise ConfigError("methods/x/__init__.py: PLUGIN is missing")
+
+    reg: Registry[object] = Registry("method", discover=discover)
+    reg.register("before", 0)
+    for _ in range(2):
+        # the same error each time; had "half" stayed, the retry would fail "registered twice"
+        with pytest.raises(ConfigError, match="PLUGIN is missing"):
+            reg.names()
+    assert reg.names() == ["before", "half"] and len(attempts) == 3
+    assert reg.names() == ["before", "half"] and len(attempts) == 3
+
+
+def test_unknown_names_after_discovery_list_what_it_found():
+    reg: Registry[object] = Registry("bench", discover=lambda r: r.register_lazy("mini", "json:dumps"))
+    with pytest.raises(ConfigError) as e:
+        reg.get("nope")
+    assert str(e.value) == "unknown bench 'nope'; known: mini"
