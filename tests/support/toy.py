@@ -3,11 +3,11 @@ through the rollout engine (no search turns), reward defined by the subclass."""
 
 from __future__ import annotations
 
-from harness.method import MethodSpec, RewardBreakdown, RunContext, TrainableMethod
-from methods.search_r1.render import SEARCH_R1_DIALECT
+from harness.method import MethodSpec, RewardBreakdown, RunContext, TrainableMethod, reward_fn
 from harness.rollout.engine import TagRolloutConfig, run_tag_rollouts
 from harness.rollout.render import RENDERERS
 from harness.types import QAExample, Trajectory
+from methods.search_r1.render import SEARCH_R1_DIALECT
 
 
 class SingleTurnToy(TrainableMethod):
@@ -26,6 +26,9 @@ class SingleTurnToy(TrainableMethod):
     def spec(self, protocol):
         return MethodSpec(name=self.name)
 
+    def rollout_config(self, protocol):
+        return None  # one generation per question, no search turns
+
     def solve(self, examples, ctx: RunContext):
         cfg = TagRolloutConfig(
             dialect=SEARCH_R1_DIALECT,
@@ -37,10 +40,8 @@ class SingleTurnToy(TrainableMethod):
         )
         return run_tag_rollouts([self.prompt(e) for e in examples], examples, ctx, cfg)
 
-    def reward_names(self):
-        return ("default",)
-
-    def reward(self, trajectory, *, name, ctx):
+    @reward_fn("score", default=True)
+    def reward_score(self, trajectory, ctx):
         return self.score(trajectory)
 
     def recipes(self):
