@@ -143,13 +143,16 @@ def manifests() -> tuple[Manifest, ...]:
     return discover()
 
 
-def register(kind: Kind) -> Callable[[Registry[Any]], None]:
-    """A registry's discover hook: register every plugin's ``kind`` lazily (name -> target)."""
+def register(
+    kind: Kind, source: Callable[[], tuple[Manifest, ...]] = manifests
+) -> Callable[[Registry[Any]], None]:
+    """A registry's discover hook: register every plugin's ``kind`` lazily (name -> target), from
+    the manifests ``source()`` returns (default: those under :data:`PLUGIN_ROOTS`)."""
     if kind not in KINDS:
         raise ConfigError(f"unknown plugin kind {kind!r}; known: {', '.join(KINDS)}")
 
     def hook(registry: Registry[Any]) -> None:
-        for m in manifests():
+        for m in source():
             for name, target in m.targets(kind).items():
                 try:
                     registry.register_lazy(name, target)

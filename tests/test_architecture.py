@@ -1,0 +1,348 @@
+"""The folder tree is the architecture: the engine in ``harness/``, one folder per paper under
+``methods/``, the baselines under ``baselines/``. Two rules are checked on the source:
+
+(a) **No module in ``harness/`` names a paper in code.** The papers are the plugin folders under
+    ``methods/`` (``harness.plugins.manifests()``), so a new paper is covered without editing this
+    test. A paper is named by its folder, its registered method names and the manifest's
+    ``aliases`` (``searchr1``, ``TiresRAG``, ...). "Code" is every identifier and every string
+    literal without whitespace (names, registry keys, import targets, ``"module:attr"``); prose
+    is free: comments, docstrings and strings with spaces (help texts, ``source=`` citations),
+    because the code must cite the papers it follows.
+
+    Matching is by words: a token is split into lower-case words at ``_``, ``-``, ``.``, digits
+    and camel case (``SEARCH_R1_DIALECT`` -> search, r, 1, dialect), and a paper name matches when
+    its words occur in a row (so ``research`` does not match ``search``).
+
+    Not papers in this sense: the baselines (``baselines/``: IRCoT, Search-o1, ...), whose names
+    the engine uses only for data formats (``ircot``, the layout of IRCoT's released question
+    files, is a loader format like ``hotpotqa``); and R1-Searcher, which has no method here: its
+    500-question evaluation subsets (``r1searcher`` bench, ``r1searcher500`` subset), its answer
+    normaliser (``normalize_answer_r1searcher``, a named metric that ARENA and TIRESRAG-R1 both
+    score with) and its judge prompt (``r1_searcher``) are data, a metric and a judge of the field
+    that several papers share, like SQuAD's ``normalize_answer``.
+
+(b) **No import cycle, and the engine does not import the plugins.** Over every module of
+    ``harness``, ``methods`` and ``baselines``, the imports executed when a module is imported
+    (module level, including ``if``/``try`` blocks and class bodies; not inside functions, not under
+    ``if TYPE_CHECKING:``) form no cycle; and no module of ``harness`` imports ``methods`` or
+    ``baselines`` at module level (``harness.plugins`` finds them by name at run time).
+    A package's ``__init__`` running before its submodule is Python's doing, not an import
+    statement, and is not an edge.
+"""
+
+from __future__ import annotations
+
+import ast
+import functools
+import io
+import re
+import tokenize
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from harness.plugins import manifests
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGES = ("harness", "methods", "baselines")
+PLUGIN_PACKAGES = ("methods", "baselines")
+
+_WORD = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|\d+")
+
+
+def words(text: str) -> tuple[str, ...]:
+    """``"SEARCH_R1_DIALECT"`` -> ``("search", "r", "1", "dialect")``; ``"TiresRAG"`` -> ``("tires", "rag")``."""
+    return tuple(w.lower() for w in _WORD.findall(text))
+
+
+def paper_names() -> dict[str, set[tuple[str, ...]]]:
+    """Paper folder -> the word sequences that name it (folder, method names, aliases)."""
+    out: dict[str, set[tuple[str, ...]]] = {}
+    for m in manifests():
+        root, _, folder = m.package.partition(".")
+        if root != "methods" or not folder:
+            continue
+        spellings = {folder, *m.plugin.methods, *m.plugin.aliases}
+        out[folder] = {words(s) for s in spellings if words(s)}
+    return out
+
+
+def _contains(haystack: tuple[str, ...], needle: tuple[str, ...]) -> bool:
+    n = len(needle)
+    return any(haystack[i : i + n] == needle for i in range(len(haystack) - n + 1))
+
+
+def _docstring_lines(tree: ast.AST) -> set[int]:
+    lines: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+            first = node.body[0] if node.body else None
+            if (
+                isinstance(first, ast.Expr)
+                and isinstance(first.value, ast.Constant)
+                and isinstance(first.value.value, str)
+            ):
+                lines.update(range(first.lineno, (first.end_lineno or first.lineno) + 1))
+    return lines
+
+
+def _code_tokens(source: str) -> Iterator[tuple[int, str]]:
+    """(line, text) of every identifier and every string literal without whitespace that is not
+    a docstring."""
+    docs = _docstring_lines(ast.parse(source))
+    for tok in tokenize.generate_tokens(io.StringIO(source).readline):
+        if tok.start[0] in docs:
+            continue
+        if tok.type == tokenize.NAME:
+            yield tok.start[0], tok.string
+        elif tok.type == tokenize.STRING:
+            body = re.sub(r"^[A-Za-z]*('''|\"\"\"|'|\")|('''|\"\"\"|'|\")$", "", tok.string)
+            if body and not re.search(r"\s", body):
+                yield tok.start[0], tok.string
+
+
+@dataclass(frozen=True)
+class Hit:
+    path: str
+    line: int
+    token: str
+    paper: str
+
+    def __str__(self) -> str:
+        return f"{self.path}:{self.line}: {self.token} names the paper {self.paper!r}"
+
+
+def paper_hits(source: str, path: str, papers: dict[str, set[tuple[str, ...]]]) -> list[Hit]:
+    firsts = {s[0] for spellings in papers.values() for s in spellings}
+    hits = []
+    for line, token in _code_tokens(source):
+        tw = words(token)
+        if firsts.isdisjoint(tw):  # no paper name starts in this token
+            continue
+        for paper, spellings in papers.items():
+            if any(_contains(tw, s) for s in spellings):
+                hits.append(Hit(path, line, token, paper))
+                break
+    return hits
+
+
+def _py_files(package: str) -> Iterable[Path]:
+    return sorted((ROOT / package).rglob("*.py"))
+
+
+# -- (a) ------------------------------------------------------------------------------------------
+def test_the_papers_are_found_from_their_folders():
+    folders = sorted(p.parent.name for p in (ROOT / "methods").glob("*/__init__.py"))
+    assert sorted(paper_names()) == folders
+    assert len(folders) >= 6
+
+
+def test_no_module_in_harness_names_a_paper():
+    papers = paper_names()
+    hits = [
+        h
+        for f in _py_files("harness")
+        for h in paper_hits(f.read_text(encoding="utf-8"), str(f.relative_to(ROOT)), papers)
+    ]
+    assert not hits, "paper names in harness/ (move the code into methods/<paper>/):\n" + "\n".join(
+        map(str, hits)
+    )
+
+
+SNIPPET = '''\
+"""A module docstring may cite Search-R1 (arXiv 2503.09516) and search_r1 freely."""
+from methods.search_r1.render import render as r  # a comment may say ARENA
+RENDERERS.get("r_search")
+KEY = "arena_context"
+HELP = "as in When-to-Search and TIRESRAG-R1"
+class TiresRAGJudge:
+    """eval_rar in a docstring is fine"""
+def f(x):
+    return x.searchr1_bench, x.when_to_search
+research_r1 = "eval-rar"
+'''
+
+
+def test_the_check_catches_each_way_of_naming_a_paper():
+    hits = paper_hits(SNIPPET, "snippet.py", paper_names())
+    assert [(h.line, h.token, h.paper) for h in hits] == [
+        (2, "search_r1", "search_r1"),
+        (3, '"r_search"', "r_search"),
+        (4, '"arena_context"', "arena"),
+        (6, "TiresRAGJudge", "tiresrag_r1"),
+        (9, "searchr1_bench", "search_r1"),
+        (9, "when_to_search", "when_to_search"),
+        (10, '"eval-rar"', "eval_rar"),
+    ]
+    assert str(hits[0]) == "snippet.py:2: search_r1 names the paper 'search_r1'"
+
+
+def test_words_split_at_separators_digits_and_camel_case():
+    assert words("SEARCH_R1_DIALECT") == ("search", "r", "1", "dialect")
+    assert words("SearchR1") == words("search-r1") == words("search_r1") == ("search", "r", "1")
+    assert words("RSearch") == ("r", "search")
+    assert words("searchr1-train") == ("searchr", "1", "train")
+    assert not _contains(words("research_r1"), words("search_r1"))
+
+
+# -- (b) ------------------------------------------------------------------------------------------
+def _module_name(path: Path, root: Path) -> str:
+    parts = list(path.relative_to(root).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def _is_type_checking(test: ast.expr) -> bool:
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
+
+
+def _module_level_imports(body: list[ast.stmt]) -> Iterator[ast.Import | ast.ImportFrom]:
+    """Import statements run when the module is imported: not in functions, not under TYPE_CHECKING."""
+    for node in body:
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            yield node
+        elif isinstance(node, ast.If):
+            if not _is_type_checking(node.test):
+                yield from _module_level_imports(node.body)
+            yield from _module_level_imports(node.orelse)
+        elif isinstance(node, ast.Try):
+            for block in (node.body, node.orelse, node.finalbody, *(h.body for h in node.handlers)):
+                yield from _module_level_imports(block)
+        elif isinstance(node, (ast.With, ast.ClassDef)):
+            yield from _module_level_imports(node.body)
+
+
+def _targets(node: ast.Import | ast.ImportFrom, module: str, is_pkg: bool, known: set[str]) -> set[str]:
+    if isinstance(node, ast.Import):
+        names = [a.name for a in node.names]
+    else:
+        base = node.module or ""
+        if node.level:
+            parent = module.split(".") if is_pkg else module.split(".")[:-1]
+            parent = parent[: len(parent) - (node.level - 1)]
+            base = ".".join([*parent, base] if base else parent)
+        names = [f"{base}.{a.name}" if f"{base}.{a.name}" in known else base for a in node.names]
+    out = set()
+    for name in names:
+        while name and name not in known:  # `import a.b.c` of a non-module attribute: its module
+            name = name.rpartition(".")[0]
+        if name:
+            out.add(name)
+    return out
+
+
+@functools.cache
+def _graph() -> dict[str, dict[str, int]]:
+    return import_graph(_files())
+
+
+def import_graph(files: Iterable[Path], root: Path = ROOT) -> dict[str, dict[str, int]]:
+    """module -> {imported module of ours: line of the import}, module-level imports only."""
+    files = list(files)
+    known = {_module_name(f, root) for f in files}
+    graph: dict[str, dict[str, int]] = {}
+    for f in files:
+        mod = _module_name(f, root)
+        edges: dict[str, int] = {}
+        tree = ast.parse(f.read_text(encoding="utf-8"))
+        for node in _module_level_imports(tree.body):
+            for t in _targets(node, mod, f.name == "__init__.py", known):
+                if t != mod:
+                    edges.setdefault(t, node.lineno)
+        graph[mod] = edges
+    return graph
+
+
+def cycles(graph: dict[str, dict[str, int]]) -> list[list[str]]:
+    """The strongly connected components with more than one module (Tarjan), each sorted."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on: set[str] = set()
+    out: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on.add(v)
+        for w in graph.get(v, {}):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                out.append(sorted(comp))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return out
+
+
+def _files() -> list[Path]:
+    return [f for p in PACKAGES for f in _py_files(p)]
+
+
+def _where(mod: str) -> str:
+    path = ROOT / (mod.replace(".", "/") + ".py")
+    return str(path.relative_to(ROOT)) if path.exists() else f"{mod.replace('.', '/')}/__init__.py"
+
+
+def test_no_import_cycle_at_module_level():
+    graph = _graph()
+    found = cycles(graph)
+    lines = []
+    for comp in found:
+        members = set(comp)
+        lines.append(
+            "cycle: "
+            + "; ".join(
+                f"{_where(a)}:{ln} imports {b}" for a in comp for b, ln in graph[a].items() if b in members
+            )
+        )
+    assert not found, "\n".join(lines)
+
+
+def test_harness_does_not_import_methods_or_baselines_at_module_level():
+    graph = _graph()
+    bad = [
+        f"{_where(mod)}:{ln} imports {target}"
+        for mod, edges in graph.items()
+        if mod.split(".")[0] == "harness"
+        for target, ln in edges.items()
+        if target.split(".")[0] in PLUGIN_PACKAGES
+    ]
+    assert not bad, "harness/ must find plugins through harness.plugins, not import them:\n" + "\n".join(bad)
+
+
+def test_the_cycle_check_finds_a_cycle_and_ignores_function_level_and_type_checking_imports(tmp_path):
+    pkg = tmp_path / "harness"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "a.py").write_text("from harness import b\n")
+    (pkg / "b.py").write_text("import harness.c as c\n")
+    (pkg / "c.py").write_text("from . import a\n")
+    (pkg / "d.py").write_text(
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from harness import e\n"
+        "def f():\n    from harness import e\n"
+    )
+    (pkg / "e.py").write_text("from harness.d import f\n")
+    graph = import_graph(sorted(pkg.glob("*.py")), root=tmp_path)
+    assert graph["harness.a"] == {"harness.b": 1}
+    assert graph["harness.b"] == {"harness.c": 1}
+    assert graph["harness.c"] == {"harness.a": 1}
+    assert graph["harness.d"] == {}
+    assert graph["harness.e"] == {"harness.d": 1}
+    assert cycles(graph) == [["harness.a", "harness.b", "harness.c"]]
