@@ -28,6 +28,10 @@
     ``baselines`` at module level (``harness.plugins`` finds them by name at run time).
     A package's ``__init__`` running before its submodule is Python's doing, not an import
     statement, and is not an edge.
+
+(c) **A paper folder does not import another paper's folder** (at any level): what papers share
+    lives in ``harness/`` under a generic name, or is looked up by its registered name
+    (``RENDERERS.get("search_r1")``, bench ``"searchr1-train"``).
 """
 
 from __future__ import annotations
@@ -346,3 +350,26 @@ def test_the_cycle_check_finds_a_cycle_and_ignores_function_level_and_type_check
     assert graph["harness.d"] == {}
     assert graph["harness.e"] == {"harness.d": 1}
     assert cycles(graph) == [["harness.a", "harness.b", "harness.c"]]
+
+
+def test_no_paper_folder_imports_another_paper_folder():
+    bad = []
+    for f in _py_files("methods"):
+        parts = f.relative_to(ROOT).parts
+        if len(parts) < 3:
+            continue
+        own = parts[1]
+        for node in ast.walk(ast.parse(f.read_text(encoding="utf-8"))):
+            names = (
+                [a.name for a in node.names]
+                if isinstance(node, ast.Import)
+                else [node.module or ""]
+                if isinstance(node, ast.ImportFrom) and node.level == 0
+                else []
+            )
+            for name in names:
+                root, _, rest = name.partition(".")
+                other = rest.partition(".")[0]
+                if root == "methods" and other and other != own:
+                    bad.append(f"{f.relative_to(ROOT)}:{node.lineno} imports {name}")
+    assert not bad, "a paper uses another's piece by registered name or from harness/:\n" + "\n".join(bad)

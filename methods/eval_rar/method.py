@@ -47,11 +47,8 @@ from harness.protocol import Decoding, Protocol, mini
 from harness.rollout.dialect import TagDialect
 from harness.rollout.engine import TagRolloutConfig, run_tag_rollouts
 from harness.rollout.extract import extract_tagged
-from harness.rollout.render import RENDERERS
+from harness.rollout.render import RENDERERS, stripped_observations
 from harness.types import QAExample, Trajectory
-from methods.search_r1.method import (
-    stripped_observations,
-)
 
 # Paper Appendix A.1 "Prompt Template for Trajectory Generation", verbatim, the whole string as one
 # user message (lineage); the trailing newline after the question is AutoRefine's

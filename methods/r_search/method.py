@@ -41,11 +41,8 @@ from harness.metrics.answer import f1_squad
 from harness.protocol import Decoding, Protocol, mini
 from harness.rollout.dialect import DEFAULT_INVALID_MESSAGE, TagDialect
 from harness.rollout.engine import TagRolloutConfig, run_tag_rollouts
-from harness.rollout.render import RENDERERS
+from harness.rollout.render import RENDERERS, stripped_observations
 from harness.types import QAExample, SamplingParams, Trajectory
-from methods.search_r1.method import (
-    stripped_observations,
-)
 
 # -- prompts (paper Table 1 and [C], verbatim) -------------------------------------------------
 

@@ -8,8 +8,9 @@ nq_search.py`` for the prompt, ``search_r1/llm_agent/generation.py`` for the rol
 ``verl/utils/reward_score/qa_em.py`` for the reward, ``train_grpo.sh`` and
 ``verl/trainer/config/ppo_trainer.yaml`` for the hyperparameters; paper App. B.2).
 
-Eval-RAR and R-Search are built on this code base (the same verl fork); they reuse
-:func:`stripped_observations` here. The training recipes are data: ``recipes.yaml`` beside this
+Eval-RAR and R-Search are built on this code base (the same verl fork); they share its
+observation function (:func:`harness.rollout.render.stripped_observations`) and use its document
+renderer by name (``"search_r1"``). The training recipes are data: ``recipes.yaml`` beside this
 module (read by :func:`harness.rl.recipe_files.method_recipes`).
 """
 
@@ -30,10 +31,10 @@ from harness.method import (
     reward_fn,
 )
 from harness.protocol import Protocol
-from harness.rollout.engine import ObservationFn, TagRolloutConfig, run_tag_rollouts
+from harness.rollout.engine import TagRolloutConfig, run_tag_rollouts
 from harness.rollout.extract import extract_tagged
-from harness.rollout.render import RENDERERS
-from harness.types import Hit, QAExample, Trajectory
+from harness.rollout.render import RENDERERS, stripped_observations
+from harness.types import QAExample, Trajectory
 from methods.search_r1.render import SEARCH_R1_DIALECT
 
 # The "base" template of nq_search.py, used for base and instruct models alike; verbatim,
@@ -56,20 +57,6 @@ PAPER = "search_r1"  # the ``paper`` key of the reported rows
 def make_prompt(question: str) -> list[dict[str, str]]:
     """The chat messages of one Search-R1 prompt (a single user turn, as the parquet ``prompt`` field)."""
     return [{"role": "user", "content": PROMPT.format(question=format_question(question))}]
-
-
-def stripped_observations(renderer: str) -> ObservationFn:
-    """Render the hits with ``renderer`` and strip the result, as Search-R1's
-    ``execute_predictions`` does before wrapping it (``f"\\n\\n<information>{docs.strip()}</information>\\n\\n"``):
-    the last document's trailing newline is not shown. Eval-RAR and R-Search (training) inherit it."""
-    render = RENDERERS.get(renderer)
-
-    def observe(
-        _states: Sequence[Any], _queries: list[str], hits: list[list[Hit]], _ctx: RunContext
-    ) -> list[str]:
-        return [render(h).strip() for h in hits]
-
-    return observe
 
 
 def em_reward(trajectory: Trajectory) -> float:
