@@ -25,7 +25,8 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
-from typing import Any, Literal
+from dataclasses import dataclass
+from typing import Any, Literal, Required, TypedDict, Unpack
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -108,34 +109,71 @@ class BackendSpec(BaseModel):
         return self
 
 
-class Backend(ABC):
-    """A text generator with its tokenizer. Subclasses set ``name`` (the backend kind)."""
+@dataclass(frozen=True)
+class GenerateArgs:
+    """The keyword arguments of one :meth:`Backend.generate` / :meth:`Backend.generate_ids` call,
+    with their defaults, as a backend's implementation receives them (see the module docstring)."""
 
-    name: str = ""
+    max_new_tokens: int
+    stop: Sequence[str] = ()
+    sampling: SamplingParams = GREEDY
+    include_stop: bool = False
 
-    @abstractmethod
-    def generate(
-        self,
-        prompts: Sequence[str],
-        *,
-        stop: Sequence[str] = (),
-        max_new_tokens: int,
-        sampling: SamplingParams = GREEDY,
-        include_stop: bool = False,
-    ) -> list[Completion]:
-        """One completion per prompt, in order."""
-
-    def generate_ids(
+    def check_prompt_ids(
         self,
         prompt_ids: Sequence[Sequence[int]],
         *,
-        stop: Sequence[str] = (),
-        max_new_tokens: int,
-        sampling: SamplingParams = GREEDY,
-        include_stop: bool = False,
+        limit: int | None,
+        room: str,
+        fix: str = "shorten the prompt (e.g. max_obs_tokens)",
+    ) -> None:
+        """Refuse ``max_new_tokens < 1``, an empty prompt, and a prompt that leaves fewer than
+        ``max_new_tokens`` of the ``limit`` positions (``room`` names them, ``fix`` says what to do)."""
+        if self.max_new_tokens < 1:
+            raise ConfigError(f"max_new_tokens must be at least 1, got {self.max_new_tokens}")
+        for i, ids in enumerate(prompt_ids):
+            if not ids:
+                raise ConfigError(f"prompt {i} is empty")
+            if limit is not None and len(ids) + self.max_new_tokens > limit:
+                raise ConfigError(
+                    f"prompt {i} has {len(ids)} tokens; with max_new_tokens={self.max_new_tokens} it "
+                    f"exceeds {room}: {fix}"
+                )
+
+
+class GenerateKwargs(TypedDict, total=False):
+    """The keyword arguments of :meth:`Backend.generate` (typed; defaults in :class:`GenerateArgs`)."""
+
+    max_new_tokens: Required[int]
+    stop: Sequence[str]
+    sampling: SamplingParams
+    include_stop: bool
+
+
+class Backend(ABC):
+    """A text generator with its tokenizer. Subclasses set ``name`` (the backend kind) and implement
+    :meth:`_complete` (text prompts); :class:`TokenBackend` is the base of those that generate
+    from token ids."""
+
+    name: str = ""
+
+    def generate(self, prompts: Sequence[str], **kw: Unpack[GenerateKwargs]) -> list[Completion]:
+        """One completion per prompt, in order. Keywords: ``max_new_tokens`` (required), ``stop``
+        (strings), ``sampling`` (default greedy), ``include_stop`` (default False)."""
+        return self._complete(prompts, GenerateArgs(**kw))
+
+    def generate_ids(
+        self, prompt_ids: Sequence[Sequence[int]], **kw: Unpack[GenerateKwargs]
     ) -> list[Completion]:
         """Like :meth:`generate`, from exact prompt token ids (training works in token space).
-        Only in-process backends implement it."""
+        Only :class:`TokenBackend` backends implement it."""
+        return self._complete_ids(prompt_ids, GenerateArgs(**kw))
+
+    @abstractmethod
+    def _complete(self, prompts: Sequence[str], args: GenerateArgs) -> list[Completion]:
+        """:meth:`generate`'s work: one completion per prompt, in order."""
+
+    def _complete_ids(self, prompt_ids: Sequence[Sequence[int]], args: GenerateArgs) -> list[Completion]:
         raise ConfigError(f"the {self.name} backend cannot generate from token ids; use transformers")
 
     def chat(
@@ -157,8 +195,15 @@ class Backend(ABC):
         sampling: SamplingParams = GREEDY,
         stop: Sequence[str] = (),
     ) -> list[Completion]:
+        """One chat turn per conversation, in order."""
+        return self._chat(conversations, GenerateArgs(max_new_tokens, stop, sampling))
+
+    def _chat(self, conversations: Sequence[list[dict[str, str]]], args: GenerateArgs) -> list[Completion]:
+        """:meth:`chat_batch`'s work; by default the chat template, then :meth:`generate`."""
         prompts = [self.chat_prompt(m) for m in conversations]
-        return self.generate(prompts, stop=stop, max_new_tokens=max_new_tokens, sampling=sampling)
+        return self.generate(
+            prompts, stop=args.stop, max_new_tokens=args.max_new_tokens, sampling=args.sampling
+        )
 
     @abstractmethod
     def chat_prompt(self, messages: list[dict[str, str]], add_generation_prompt: bool = True) -> str:
@@ -238,10 +283,37 @@ class Backend(ABC):
         self.close()
 
 
+class TokenBackend(Backend):
+    """A backend that generates from token ids (the in-process models, the SFT teacher, verl's
+    server): a text prompt is turned into ids with :meth:`prompt_ids`, so :meth:`generate` with a
+    text equals :meth:`generate_ids` with its ids. Subclasses implement :meth:`_complete_ids`."""
+
+    def _complete(self, prompts: Sequence[str], args: GenerateArgs) -> list[Completion]:
+        return self._complete_ids([self.prompt_ids(p) for p in prompts], args)
+
+    @abstractmethod
+    def _complete_ids(self, prompt_ids: Sequence[Sequence[int]], args: GenerateArgs) -> list[Completion]:
+        """:meth:`generate_ids`'s work: one completion per prompt, in order."""
+
+
 def hf_encode(tokenizer: Any, text: str, *, prompt: bool = False) -> list[int]:
     """Token ids from a Hugging Face tokenizer; see :meth:`Backend.tokenize` for ``prompt``."""
     add = prompt and not (tokenizer.bos_token and text.startswith(tokenizer.bos_token))
     return list(tokenizer.encode(text, add_special_tokens=add))
+
+
+def eos_ids(tokenizer: Any, generation_config: Any = None) -> frozenset[int]:
+    """The end-of-sequence ids generation stops at: the tokenizer's and the model's generation
+    config's (Hugging Face; ``eos_token_id`` may be one id or a list)."""
+    ids: set[int] = set()
+    cand = getattr(generation_config, "eos_token_id", None)
+    if isinstance(cand, int):
+        ids.add(cand)
+    elif isinstance(cand, list | tuple):
+        ids.update(int(x) for x in cand)
+    if tokenizer.eos_token_id is not None:
+        ids.add(int(tokenizer.eos_token_id))
+    return frozenset(ids)
 
 
 BACKENDS: Registry[type[Backend]] = Registry("backend")

@@ -47,13 +47,13 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from harness.errors import ConfigError, HarnessError
-from harness.llm.base import GREEDY, Backend, BackendSpec
+from harness.llm.base import BackendSpec, GenerateArgs, TokenBackend
 from harness.llm.model_files import PRESETS, canonical_name, sha256_file
 from harness.llm.server import llama_threads, resolve_gguf, server_params
 from harness.types import Completion, SamplingParams
 
 
-class LlamaCppBackend(Backend):
+class LlamaCppBackend(TokenBackend):
     name = "llamacpp"
 
     def __init__(self, spec: BackendSpec):
@@ -148,42 +148,17 @@ class LlamaCppBackend(Backend):
         }
 
     # -- generation ----------------------------------------------------------------------------
-    def generate(
-        self,
-        prompts: Sequence[str],
-        *,
-        stop: Sequence[str] = (),
-        max_new_tokens: int,
-        sampling: SamplingParams = GREEDY,
-        include_stop: bool = False,
-    ) -> list[Completion]:
-        return self.generate_ids(
-            [self.prompt_ids(p) for p in prompts],
-            stop=stop,
-            max_new_tokens=max_new_tokens,
-            sampling=sampling,
-            include_stop=include_stop,
-        )
-
-    def generate_ids(
-        self,
-        prompt_ids: Sequence[Sequence[int]],
-        *,
-        stop: Sequence[str] = (),
-        max_new_tokens: int,
-        sampling: SamplingParams = GREEDY,
-        include_stop: bool = False,
-    ) -> list[Completion]:
+    def _complete_ids(self, prompt_ids: Sequence[Sequence[int]], args: GenerateArgs) -> list[Completion]:
         prompts = [[int(t) for t in ids] for ids in prompt_ids]
-        for ids in prompts:
-            if not ids:
-                raise ConfigError("empty prompt")
-            if len(ids) + max_new_tokens > self.spec.n_ctx:
-                raise ConfigError(
-                    f"prompt of {len(ids)} tokens + {max_new_tokens} new tokens exceeds n_ctx={self.spec.n_ctx}"
-                )
+        args.check_prompt_ids(
+            prompts,
+            limit=self.spec.n_ctx,
+            room=f"n_ctx={self.spec.n_ctx}",
+            fix="raise BackendSpec.n_ctx or shorten the prompt (e.g. max_obs_tokens)",
+        )
+        sampling, max_new_tokens = args.sampling, args.max_new_tokens
         base_seed = sampling.seed if sampling.seed is not None else random.SystemRandom().randrange(2**31)
-        stops = [s for s in stop if s]
+        stops = [s for s in args.stop if s]
         # all prompts at once: the server decodes up to `parallel` of them in one batch
         futures = [
             self._pool.submit(self._request, ids, base_seed + i, stops, max_new_tokens, sampling)
@@ -198,7 +173,7 @@ class LlamaCppBackend(Backend):
                     prompt_tokens=len(ids),
                     eos_hit=r.get("stop_type") == "eos",
                     stop=stops,
-                    include_stop=include_stop,
+                    include_stop=args.include_stop,
                     latency_s=latency,
                 )
             timings = r.get("timings") or {}

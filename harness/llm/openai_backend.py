@@ -53,7 +53,7 @@ from typing import Any, TypeVar
 import httpx
 
 from harness.errors import ConfigError, ServerError
-from harness.llm.base import GREEDY, Backend, BackendSpec, hf_encode
+from harness.llm.base import GREEDY, Backend, BackendSpec, GenerateArgs, hf_encode
 from harness.llm.decoding import StopMatch, find_stop
 from harness.secrets import redact
 from harness.types import Completion, FinishReason, SamplingParams
@@ -255,17 +255,10 @@ class OpenAIBackend(Backend):
         }
 
     # -- generation ------------------------------------------------------------------------
-    def generate(
-        self,
-        prompts: Sequence[str],
-        *,
-        stop: Sequence[str] = (),
-        max_new_tokens: int,
-        sampling: SamplingParams = GREEDY,
-        include_stop: bool = False,
-    ) -> list[Completion]:
-        kw = self._sampling_kwargs(sampling)
-        stops = [s for s in stop if s]
+    def _complete(self, prompts: Sequence[str], args: GenerateArgs) -> list[Completion]:
+        kw = self._sampling_kwargs(args.sampling)
+        stops = [s for s in args.stop if s]
+        max_new_tokens, include_stop = args.max_new_tokens, args.include_stop
         model = self.model_name
 
         def one(prompt: str) -> Completion:
@@ -352,17 +345,10 @@ class OpenAIBackend(Backend):
             )
         )
 
-    def chat_batch(
-        self,
-        conversations: Sequence[list[dict[str, str]]],
-        *,
-        max_new_tokens: int = 256,
-        sampling: SamplingParams = GREEDY,
-        stop: Sequence[str] = (),
-    ) -> list[Completion]:
-        kw = self._sampling_kwargs(sampling)
-        stops = [s for s in stop if s]
-        model = self.model_name
+    def _chat(self, conversations: Sequence[list[dict[str, str]]], args: GenerateArgs) -> list[Completion]:
+        kw = self._sampling_kwargs(args.sampling)
+        stops = [s for s in args.stop if s]
+        model, max_new_tokens = self.model_name, args.max_new_tokens
 
         def one(messages: list[dict[str, str]]) -> Completion:
             resp = self._call(

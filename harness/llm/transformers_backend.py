@@ -52,7 +52,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from harness.errors import ConfigError
-from harness.llm.base import GREEDY, Backend, BackendSpec, hf_encode
+from harness.llm.base import BackendSpec, GenerateArgs, TokenBackend, eos_ids, hf_encode
 from harness.llm.decoding import StopScanner
 from harness.llm.model_files import canonical_name, model_revision, resolve_model
 from harness.types import Completion, SamplingParams
@@ -70,7 +70,7 @@ def torch_threads(spec_threads: int | None) -> int:
     return 1
 
 
-class TransformersBackend(Backend):
+class TransformersBackend(TokenBackend):
     """``model`` / ``tokenizer`` are the loaded objects (the trainer updates ``model`` in place)."""
 
     name = "transformers"
@@ -101,7 +101,7 @@ class TransformersBackend(Backend):
         self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
         if self.pad_id is None:
             raise ConfigError(f"{self.spec.model}: the tokenizer has neither a pad nor an eos token")
-        self.eos_ids = _eos_ids(model, tokenizer)
+        self.eos_ids = eos_ids(tokenizer, getattr(model, "generation_config", None))
         self.unaligned = 0  # completions whose token ids could not be made to match the text
         self._revision: str | None = None
         self.prefix_cache: PrefixCache | None = None
@@ -155,45 +155,12 @@ class TransformersBackend(Backend):
         }
 
     # -- generation ------------------------------------------------------------------------
-    def generate(
-        self,
-        prompts: Sequence[str],
-        *,
-        stop: Sequence[str] = (),
-        max_new_tokens: int,
-        sampling: SamplingParams = GREEDY,
-        include_stop: bool = False,
-    ) -> list[Completion]:
-        return self.generate_ids(
-            [self.prompt_ids(p) for p in prompts],
-            stop=stop,
-            max_new_tokens=max_new_tokens,
-            sampling=sampling,
-            include_stop=include_stop,
-        )
-
-    def generate_ids(
-        self,
-        prompt_ids: Sequence[Sequence[int]],
-        *,
-        stop: Sequence[str] = (),
-        max_new_tokens: int,
-        sampling: SamplingParams = GREEDY,
-        include_stop: bool = False,
-    ) -> list[Completion]:
+    def _complete_ids(self, prompt_ids: Sequence[Sequence[int]], args: GenerateArgs) -> list[Completion]:
         import torch
 
-        if max_new_tokens < 1:
-            raise ConfigError(f"max_new_tokens must be at least 1, got {max_new_tokens}")
         limit = getattr(self.model.config, "max_position_embeddings", None)
-        for i, ids in enumerate(prompt_ids):
-            if not ids:
-                raise ConfigError(f"prompt {i} is empty")
-            if limit is not None and len(ids) + max_new_tokens > limit:
-                raise ConfigError(
-                    f"prompt {i} has {len(ids)} tokens; with max_new_tokens={max_new_tokens} it exceeds "
-                    f"the model's {limit} positions: shorten the prompt (e.g. max_obs_tokens)"
-                )
+        args.check_prompt_ids(prompt_ids, limit=limit, room=f"the model's {limit} positions")
+        sampling = args.sampling
         base_seed = sampling.seed if sampling.seed is not None else random.SystemRandom().randrange(2**62)
         prompts = [list(p) for p in prompt_ids]
         pc = self.prefix_cache
@@ -217,10 +184,7 @@ class TransformersBackend(Backend):
                         [prompts[i] for i in idx],
                         [base_seed + i for i in idx],
                         [bases[i] for i in idx],
-                        stop=list(stop),
-                        max_new_tokens=max_new_tokens,
-                        sampling=sampling,
-                        include_stop=include_stop,
+                        args,
                     )
                     kept += entries
                     for i, c in zip(idx, done, strict=True):
@@ -238,17 +202,14 @@ class TransformersBackend(Backend):
         prompts: list[list[int]],
         seeds: list[int],
         bases: list[tuple[_Entry | None, int]],
-        *,
-        stop: list[str],
-        max_new_tokens: int,
-        sampling: SamplingParams,
-        include_stop: bool,
+        args: GenerateArgs,
     ) -> tuple[list[Completion], list[_Entry]]:
         """One micro-batch. ``bases[r]`` is row r's cached entry and how many of its leading
         tokens match the prompt (at most ``len(prompt) - 1``). Returns the completions and, when
         the prefix cache is on, each row's KV to keep."""
         import torch
 
+        stop, max_new_tokens, sampling = list(args.stop), args.max_new_tokens, args.sampling
         t0 = time.perf_counter()
         device = next(self.model.parameters()).device
         n = len(prompts)
@@ -329,7 +290,7 @@ class TransformersBackend(Backend):
                 prompt_tokens=len(prompts[r]),
                 eos_hit=eos_hit[r],
                 stop=stop,
-                include_stop=include_stop,
+                include_stop=args.include_stop,
                 latency_s=latency[r],
             )
             c.prefill_tokens = len(prompts[r]) - reuse[r]
@@ -451,19 +412,6 @@ def _check_plain_kv(model: Any, spec: BackendSpec) -> None:
             f"{spec.model}: the model's KV cache has {sorted(kinds)} layers; the prefix cache handles "
             "only full-attention layers: set BackendSpec.prefix_cache_tokens=0"
         )
-
-
-def _eos_ids(model: Any, tokenizer: Any) -> frozenset[int]:
-    ids: set[int] = set()
-    gc = getattr(model, "generation_config", None)
-    cand = getattr(gc, "eos_token_id", None) if gc is not None else None
-    if isinstance(cand, int):
-        ids.add(cand)
-    elif isinstance(cand, list | tuple):
-        ids.update(int(x) for x in cand)
-    if tokenizer.eos_token_id is not None:
-        ids.add(int(tokenizer.eos_token_id))
-    return frozenset(ids)
 
 
 def _select_rows(cache: Any, sel: torch.Tensor) -> None:

@@ -44,7 +44,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from harness.errors import ConfigError, HarnessError
-from harness.llm.base import GREEDY, Backend, BackendSpec, hf_encode
+from harness.llm.base import BackendSpec, GenerateArgs, TokenBackend, hf_encode
 from harness.llm.model_files import canonical_name, model_revision, resolve_model
 from harness.types import Completion, SamplingParams
 
@@ -94,7 +94,7 @@ def sampling_kwargs(
     }
 
 
-class VLLMBackend(Backend):
+class VLLMBackend(TokenBackend):
     name = "vllm"
 
     def __init__(self, spec: BackendSpec):
@@ -151,46 +151,17 @@ class VLLMBackend(Backend):
             "vllm": self._vllm.__version__,
         }
 
-    def generate(
-        self,
-        prompts: Sequence[str],
-        *,
-        stop: Sequence[str] = (),
-        max_new_tokens: int,
-        sampling: SamplingParams = GREEDY,
-        include_stop: bool = False,
-    ) -> list[Completion]:
-        return self.generate_ids(
-            [self.prompt_ids(p) for p in prompts],
-            stop=stop,
-            max_new_tokens=max_new_tokens,
-            sampling=sampling,
-            include_stop=include_stop,
-        )
-
-    def generate_ids(
-        self,
-        prompt_ids: Sequence[Sequence[int]],
-        *,
-        stop: Sequence[str] = (),
-        max_new_tokens: int,
-        sampling: SamplingParams = GREEDY,
-        include_stop: bool = False,
-    ) -> list[Completion]:
+    def _complete_ids(self, prompt_ids: Sequence[Sequence[int]], args: GenerateArgs) -> list[Completion]:
         from vllm import SamplingParams as VSamplingParams
         from vllm.inputs import TokensPrompt
 
-        if max_new_tokens < 1:
-            raise ConfigError(f"max_new_tokens must be at least 1, got {max_new_tokens}")
-        for i, ids in enumerate(prompt_ids):
-            if not ids:
-                raise ConfigError(f"prompt {i} is empty")
-            if len(ids) + max_new_tokens > self.max_model_len:
-                raise ConfigError(
-                    f"prompt {i} has {len(ids)} tokens; with max_new_tokens={max_new_tokens} it exceeds "
-                    f"the engine's max_model_len={self.max_model_len}: raise BackendSpec.max_model_len "
-                    "or shorten the prompt (e.g. max_obs_tokens)"
-                )
+        args.check_prompt_ids(
+            prompt_ids,
+            limit=self.max_model_len,
+            room=f"the engine's max_model_len={self.max_model_len}",
+            fix="raise BackendSpec.max_model_len or shorten the prompt (e.g. max_obs_tokens)",
+        )
+        stop, max_new_tokens, sampling = args.stop, args.max_new_tokens, args.sampling
         if not prompt_ids:
             return []
         base_seed = sampling.seed if sampling.seed is not None else random.SystemRandom().randrange(2**31)
@@ -220,7 +191,7 @@ class VLLMBackend(Backend):
                 prompt_tokens=len(ids),
                 eos_hit=eos_hit,
                 stop=stop,
-                include_stop=include_stop,
+                include_stop=args.include_stop,
                 latency_s=latency,
             )
             if o.num_cached_tokens is not None:  # prefix-cache hits (whole KV blocks)

@@ -36,13 +36,13 @@ from typing import Any
 import torch
 
 from harness.errors import ConfigError
-from harness.llm.base import GREEDY, Backend
+from harness.llm.base import Backend, GenerateArgs, TokenBackend
 from harness.method import RunContext, TrainableMethod
 from harness.metrics.normalize import normalize_answer
 from harness.protocol import Protocol
 from harness.rl.losses import agg_loss, agg_units
 from harness.rl.recipe import SftConfig
-from harness.types import Completion, QAExample, SamplingParams, Trajectory
+from harness.types import Completion, QAExample, Trajectory
 
 
 def observations(trajectory: Trajectory) -> list[str]:
@@ -60,7 +60,7 @@ def gold_in(text: str, answers: Sequence[str]) -> str | None:
     return None
 
 
-class TeacherBackend(Backend):
+class TeacherBackend(TokenBackend):
     """Plays the model in a demonstration rollout: the k-th generation asked for a prompt returns
     the k-th turn template, formatted for that prompt's example. Tokenizer, chat template and
     completion building are the wrapped backend's, so ids are exactly the policy's."""
@@ -90,15 +90,7 @@ class TeacherBackend(Backend):
             "the rollout asked the teacher for a prompt it was not given (TeacherBackend.expect)"
         )
 
-    def generate_ids(
-        self,
-        prompt_ids: Sequence[Sequence[int]],
-        *,
-        stop: Sequence[str] = (),
-        max_new_tokens: int,
-        sampling: SamplingParams = GREEDY,
-        include_stop: bool = False,
-    ) -> list[Completion]:
+    def _complete_ids(self, prompt_ids: Sequence[Sequence[int]], args: GenerateArgs) -> list[Completion]:
         out = []
         for ids in prompt_ids:
             ex, calls, n_prompt = self._plan_of(ids)
@@ -116,19 +108,10 @@ class TeacherBackend(Backend):
             gen = self.inner.tokenize(text)
             out.append(
                 self.completion_from_ids(
-                    gen, prompt_tokens=len(ids), eos_hit=False, stop=stop, include_stop=include_stop
+                    gen, prompt_tokens=len(ids), eos_hit=False, stop=args.stop, include_stop=args.include_stop
                 )
             )
         return out
-
-    def generate(self, prompts, *, stop=(), max_new_tokens, sampling=GREEDY, include_stop=False):
-        return self.generate_ids(
-            [self.prompt_ids(p) for p in prompts],
-            stop=stop,
-            max_new_tokens=max_new_tokens,
-            sampling=sampling,
-            include_stop=include_stop,
-        )
 
     def chat_prompt(self, messages: list[dict[str, str]], add_generation_prompt: bool = True) -> str:
         return self.inner.chat_prompt(messages, add_generation_prompt)

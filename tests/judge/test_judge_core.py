@@ -146,6 +146,7 @@ def test_without_a_store_nothing_is_cached(tmp_path):
 
 class ChatScripted(ScriptedBackend):
     chat_batch = Backend.chat_batch  # the in-process path: chat template, then generate
+    _chat = Backend._chat
 
     def describe(self):
         return {"backend": "scripted", "model": "scripted-model"}
