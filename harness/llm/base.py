@@ -302,6 +302,31 @@ def hf_encode(tokenizer: Any, text: str, *, prompt: bool = False) -> list[int]:
     return list(tokenizer.encode(text, add_special_tokens=add))
 
 
+class HFTokenizerMixin:
+    """The tokenizer methods of an in-process backend whose ``tokenizer`` is a Hugging Face
+    tokenizer (transformers, vLLM); ``path`` or ``spec.model`` names it in errors."""
+
+    tokenizer: Any
+    path: Any
+    spec: BackendSpec
+
+    def tokenize(self, text: str) -> list[int]:
+        return hf_encode(self.tokenizer, text)
+
+    def detokenize(self, ids: Sequence[int]) -> str:
+        return self.tokenizer.decode(list(ids), skip_special_tokens=False)
+
+    def prompt_ids(self, text: str) -> list[int]:
+        return hf_encode(self.tokenizer, text, prompt=True)
+
+    def chat_prompt(self, messages: list[dict[str, str]], add_generation_prompt: bool = True) -> str:
+        if not getattr(self.tokenizer, "chat_template", None):
+            raise ConfigError(f"{self.path or self.spec.model}: the tokenizer has no chat template")
+        return self.tokenizer.apply_chat_template(
+            messages, tokenize=False, add_generation_prompt=add_generation_prompt
+        )
+
+
 def eos_ids(tokenizer: Any, generation_config: Any = None) -> frozenset[int]:
     """The end-of-sequence ids generation stops at: the tokenizer's and the model's generation
     config's (Hugging Face; ``eos_token_id`` may be one id or a list)."""

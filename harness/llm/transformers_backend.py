@@ -52,7 +52,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from harness.errors import ConfigError
-from harness.llm.base import BackendSpec, GenerateArgs, TokenBackend, eos_ids, hf_encode
+from harness.llm.base import BackendSpec, GenerateArgs, HFTokenizerMixin, TokenBackend, eos_ids
 from harness.llm.decoding import StopScanner
 from harness.llm.model_files import canonical_name, model_revision, resolve_model
 from harness.types import Completion, SamplingParams
@@ -70,7 +70,7 @@ def torch_threads(spec_threads: int | None) -> int:
     return 1
 
 
-class TransformersBackend(TokenBackend):
+class TransformersBackend(HFTokenizerMixin, TokenBackend):
     """``model`` / ``tokenizer`` are the loaded objects (the trainer updates ``model`` in place)."""
 
     name = "transformers"
@@ -113,23 +113,6 @@ class TransformersBackend(TokenBackend):
     def from_model(cls, model: Any, tokenizer: Any, spec: BackendSpec | None = None) -> TransformersBackend:
         """Wrap an already loaded model (the policy being trained)."""
         return cls(spec, model=model, tokenizer=tokenizer)
-
-    # -- tokenizer -------------------------------------------------------------------------
-    def tokenize(self, text: str) -> list[int]:
-        return hf_encode(self.tokenizer, text)
-
-    def detokenize(self, ids: Sequence[int]) -> str:
-        return self.tokenizer.decode(list(ids), skip_special_tokens=False)
-
-    def prompt_ids(self, text: str) -> list[int]:
-        return hf_encode(self.tokenizer, text, prompt=True)
-
-    def chat_prompt(self, messages: list[dict[str, str]], add_generation_prompt: bool = True) -> str:
-        if not getattr(self.tokenizer, "chat_template", None):
-            raise ConfigError(f"{self.path or self.spec.model}: the tokenizer has no chat template")
-        return self.tokenizer.apply_chat_template(
-            messages, tokenize=False, add_generation_prompt=add_generation_prompt
-        )
 
     def drop_prefix_cache(self) -> None:
         if self.prefix_cache is not None:

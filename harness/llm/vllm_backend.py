@@ -44,7 +44,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from harness.errors import ConfigError, HarnessError
-from harness.llm.base import BackendSpec, GenerateArgs, TokenBackend, hf_encode
+from harness.llm.base import BackendSpec, GenerateArgs, HFTokenizerMixin, TokenBackend
 from harness.llm.model_files import canonical_name, model_revision, resolve_model
 from harness.types import Completion, SamplingParams
 
@@ -94,7 +94,7 @@ def sampling_kwargs(
     }
 
 
-class VLLMBackend(TokenBackend):
+class VLLMBackend(HFTokenizerMixin, TokenBackend):
     name = "vllm"
 
     def __init__(self, spec: BackendSpec):
@@ -117,22 +117,6 @@ class VLLMBackend(TokenBackend):
         self.tokenizer = self.llm.get_tokenizer()
         self.unaligned = 0
         self._revision: str | None = None
-
-    def tokenize(self, text: str) -> list[int]:
-        return hf_encode(self.tokenizer, text)
-
-    def detokenize(self, ids: Sequence[int]) -> str:
-        return self.tokenizer.decode(list(ids), skip_special_tokens=False)
-
-    def prompt_ids(self, text: str) -> list[int]:
-        return hf_encode(self.tokenizer, text, prompt=True)
-
-    def chat_prompt(self, messages: list[dict[str, str]], add_generation_prompt: bool = True) -> str:
-        if not getattr(self.tokenizer, "chat_template", None):
-            raise ConfigError(f"{self.path}: the tokenizer has no chat template")
-        return self.tokenizer.apply_chat_template(
-            messages, tokenize=False, add_generation_prompt=add_generation_prompt
-        )
 
     def describe(self) -> dict[str, Any]:
         if self._revision is None:
