@@ -35,7 +35,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         type=Path,
         default=None,
         help="the model's chat template (Jinja file), for a method that pre-fills the assistant turn "
-        "(TIRESRAG-R1) when --model is not a local directory",
+        "(its prompt ends with an assistant message) when --model is not a local directory",
     )
     p.add_argument("--n-gpus", type=int, default=8, help="GPUs per node (trainer.n_gpus_per_node)")
     p.add_argument(
@@ -47,8 +47,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def handle(args: argparse.Namespace) -> int:
-    from harness.export_verl import export_verl
     from harness.methods_registry import get_trainable
+    from harness.verl.job import export_verl
 
     method, recipe = get_trainable(args.method, args.recipe, args.recipe_override)
     files = export_verl(

@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from harness.errors import ConfigError
 from harness.method import RunContext
+from harness.rollout.base import RolloutConfig
 from harness.rollout.dialect import TagDialect
 from harness.rollout.extract import Extraction, extract_tagged
 from harness.rollout.render import Renderer
@@ -47,7 +48,7 @@ ObservationFn = Callable[[list["RolloutState"], list[str], list[list[Hit]], RunC
 
 
 @dataclass
-class TagRolloutConfig:
+class TagRolloutConfig(RolloutConfig):
     dialect: TagDialect
     renderer: Renderer
     top_k: int
@@ -104,6 +105,13 @@ class TagRolloutConfig:
         if self.extractor is not None:
             return self.extractor(model_text)
         return extract_tagged(model_text, self.dialect.answer_open, self.dialect.answer_close)
+
+    def run(self, prompts: Sequence[str], examples: Sequence[QAExample], ctx: RunContext) -> list[Trajectory]:
+        return run_tag_rollouts(prompts, examples, ctx, self)
+
+    @property
+    def correction_message(self) -> str:
+        return self.dialect.invalid_message if self.on_invalid == "correct" else ""
 
 
 @dataclass

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from harness.method import RunContext
+from harness.rollout.base import RolloutConfig
 from harness.rollout.dialect import TagDialect
 from harness.rollout.engine import (
     RolloutState,
@@ -33,7 +34,7 @@ QueryOf = Callable[[Completion], "str | None"]
 
 
 @dataclass(frozen=True)
-class SegmentLoopConfig:
+class SegmentLoopConfig(RolloutConfig):
     """A multi-turn loop that generates segments until a segment is not a search.
 
     ``stops``: stop strings of every segment (kept in the text). ``query_of(completion)``: the
@@ -61,6 +62,13 @@ class SegmentLoopConfig:
 
     def extract(self, model_text: str) -> Extraction:
         return self.extractor(model_text)
+
+    def run(self, prompts: Sequence[str], examples: Sequence[QAExample], ctx: RunContext) -> list[Trajectory]:
+        return run_segment_rollouts(prompts, examples, ctx, self)
+
+    @property
+    def correction_message(self) -> str:
+        return ""  # a segment with no search ends the trajectory: nothing is appended
 
 
 def run_segment_rollouts(

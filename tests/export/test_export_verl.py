@@ -16,16 +16,12 @@ import pytest
 import yaml
 
 from harness.errors import ConfigError
-from harness.export_verl import (
-    response_parts,
-    split_prefill,
-    trajectory_from_text,
-    verl_compute_score,
-    write_verl_job,
-)
 from harness.methods_registry import METHODS, get_method
 from harness.protocol import Protocol
 from harness.types import Evidence, QAExample, Trajectory
+from harness.verl.job import write_verl_job
+from harness.verl.reward import response_parts, trajectory_from_text, verl_compute_score
+from harness.verl.rows import split_prefill
 from tests.methods.helpers import PROTO, ScriptedReader
 from tests.methods2.helpers import ScriptedEmbedder, ScriptedJudge, context, reward_ctx
 
@@ -368,7 +364,7 @@ def test_export_files_parse(name, tmp_path: Path, smollm2_dir: Path):
     assert f"actor_rollout_ref.rollout.n={recipe.algo.group_size}" in script
     assert ("actor_rollout_ref.rollout.multi_turn.enable=true" in script) == retrieves
     assert (out / "agent_loop.yaml").is_file() == retrieves
-    if retrieves:  # the method's own dialect, through harness.verl_agent_loop (test_verl_agent_loop.py)
+    if retrieves:  # the method's own dialect, through harness.verl.agent_loop (test_verl_agent_loop.py)
         (loop,) = yaml.safe_load((out / "agent_loop.yaml").read_text())
         assert loop["name"] == row["agent_name"] and loop["job"] == str(out / "job.json")
         assert json.loads((out / "job.json").read_text())["retriever_url"] == "http://10.0.0.5:8000/retrieve"

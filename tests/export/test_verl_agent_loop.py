@@ -24,7 +24,6 @@ import pytest
 import yaml
 
 from harness.errors import ConfigError
-from harness.export_verl import write_verl_job
 from harness.llm.base import hf_encode
 from harness.llm.decoding import StopScanner, finish_sequence
 from harness.method import RunContext
@@ -32,14 +31,10 @@ from harness.methods_registry import get_method
 from harness.protocol import mini
 from harness.rl.trainer import rollout_protocol
 from harness.types import Completion, QAExample
-from harness.verl_agent_loop import (
-    AGENT_CLASS,
-    AGENT_NAME,
-    LoopJob,
-    ServerBackend,
-    rollout_async,
-    row_example,
-)
+from harness.verl.agent_loop import LoopJob, ServerBackend, rollout_async
+from harness.verl.contract import AGENT_CLASS, AGENT_NAME
+from harness.verl.job import write_verl_job
+from harness.verl.rows import row_example
 from tests.export.test_export_verl import CASES, examples
 from tests.methods2.helpers import reward_ctx
 from tests.support.scripted import RecordingRetriever
@@ -373,7 +368,7 @@ def test_job_without_retriever_is_refused(tmp_path: Path):
 
 
 def test_module_imports_without_verl_and_the_class_needs_it():
-    mod = importlib.import_module("harness.verl_agent_loop")
+    mod = importlib.import_module("harness.verl.agent_loop")
     if importlib.util.find_spec("verl") is None:
         with pytest.raises(ModuleNotFoundError, match="verl"):
             mod.HarnessTagAgentLoop  # noqa: B018
@@ -383,7 +378,7 @@ def test_agent_loop_class_registers_with_verl():
     pytest.importorskip("verl")
     from verl.experimental.agent_loop.agent_loop import AgentLoopBase, _agent_loop_registry
 
-    from harness.verl_agent_loop import HarnessTagAgentLoop  # type: ignore[attr-defined]
+    from harness.verl.agent_loop import HarnessTagAgentLoop  # type: ignore[attr-defined]
 
     assert issubclass(HarnessTagAgentLoop, AgentLoopBase)
     assert _agent_loop_registry[AGENT_NAME] == {"_target_": AGENT_CLASS}
@@ -412,7 +407,7 @@ def stub_verl(monkeypatch: pytest.MonkeyPatch) -> Any:
 
     from pydantic import BaseModel
 
-    from harness import verl_agent_loop
+    from harness.verl import agent_loop as verl_agent_loop
 
     mods = {n: types.ModuleType(n) for n in ("verl", "verl.experimental", "verl.experimental.agent_loop")}
     al = types.ModuleType("verl.experimental.agent_loop.agent_loop")
@@ -480,9 +475,9 @@ class VerlServerManager:
 def test_verl_class_with_a_live_retriever(tmp_path: Path, smollm2_dir: Path, tok, monkeypatch):
     from types import SimpleNamespace
 
-    from harness import verl_agent_loop
     from harness.retrieval.bm25 import Bm25sRetriever
     from harness.retrieval.corpus import open_corpus
+    from harness.verl import agent_loop as verl_agent_loop
     from tests.retrieval.helpers import TINY, write_jsonl
     from tests.retrieval.test_server import Served
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from harness.export_verl import verl_compute_score
 from harness.methods_registry import get_method
+from harness.verl.reward import verl_compute_score
 from tests.methods2.helpers import ScriptedEmbedder, ScriptedJudge, context, example, reward_ctx
 
 SCRIPT = {

@@ -135,8 +135,8 @@ def test_value_model_reads_the_state_before_each_response_token(tiny_dir):
 
 
 def test_verl_export_maps_ppo_to_gae_with_the_critic(tmp_path):
-    from harness.export_verl import verl_overrides
     from harness.methods_registry import get_method
+    from harness.verl.job import verl_overrides
 
     recipe = get_method("search_r1").recipes()["cpu-smoke"]
     base = ppo()

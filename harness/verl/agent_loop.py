@@ -4,17 +4,17 @@ verl's multi-turn ``tool_agent`` calls tools on ``<tool_call>`` JSON (hermes for
 tool responses through the chat template; the methods we export ask the model for
 ``<search>q</search>`` and read documents between their own observation tags, so under
 ``tool_agent`` no retrieval would happen. ``harness export-verl`` therefore registers this loop
-(``harness_tag_agent``, :data:`AGENT_NAME`) through verl's ``agent_loop_config_path`` yaml::
+(``harness_tag_agent``, :data:`harness.verl.contract.AGENT_NAME`) through verl's
+``agent_loop_config_path`` yaml::
 
     - name: harness_tag_agent
-      _target_: harness.verl_agent_loop.HarnessTagAgentLoop
+      _target_: harness.verl.agent_loop.HarnessTagAgentLoop
       job: /path/to/export/job.json
 
-For one sample the loop runs the method's own multi-turn rollout function
-(:func:`harness.rollout.engine.run_tag_rollouts` for a ``TagRolloutConfig``, TIRESRAG-R1's
-``run_segment_rollouts`` for a ``SegmentLoopConfig``) in training (token) mode, with the method's
-``rollout_config`` under the recipe's budgets (top-k, turns, observation and generation tokens, as
-the harness trainer's :func:`harness.rl.trainer.rollout_protocol`), against
+For one sample the loop runs the method's own multi-turn rollout
+(:meth:`harness.rollout.base.RolloutConfig.run` of its ``rollout_config``: the tag engine or the
+segment loop) in training (token) mode, under the recipe's budgets (top-k, turns, observation and
+generation tokens, as the harness trainer's :func:`harness.rl.trainer.rollout_protocol`), against
 
 - :class:`ServerBackend`: the engine's token-space backend calls answered by verl's server
   manager: each turn sends the exact context token ids with the dialect's stop strings and the
@@ -41,15 +41,19 @@ from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import Executor, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from harness.errors import ConfigError, ServerError
-from harness.llm.base import GREEDY, Backend, hf_encode
+from harness.llm.base import GenerateArgs, TokenBackend, eos_ids, hf_encode
 from harness.method import RunContext, TrainableMethod
-from harness.types import Completion, QAExample, SamplingParams, Trajectory
+from harness.types import Completion, QAExample, Trajectory
+from harness.verl.contract import AGENT_NAME, rollout_of, trainable
+from harness.verl.rows import row_example
 
-AGENT_NAME = "harness_tag_agent"
-AGENT_CLASS = "harness.verl_agent_loop.HarnessTagAgentLoop"
+if TYPE_CHECKING:
+    from harness.protocol import Protocol
+    from harness.rl.recipe import Recipe
+    from harness.rollout.base import RolloutConfig
 
 # (prompt ids, sampling params) -> the generated ids as the server returns them
 Generate = Callable[[list[int], dict[str, Any]], list[int]]
@@ -64,7 +68,7 @@ class LoopJob:
     budgets) and the retrieval server."""
 
     method: str
-    recipe: Any  # harness.rl.recipe.Recipe
+    recipe: Recipe
     retriever_url: str
 
     @classmethod
@@ -97,50 +101,28 @@ def load_job(path: str) -> LoopJob:
 
 @dataclass(frozen=True)
 class LoopPlan:
-    """The method, its rollout config under the recipe's budgets, and the engine function that
-    rolls it out."""
+    """The method and its rollout config under the recipe's budgets (``config.run`` rolls out)."""
 
     method: TrainableMethod
-    protocol: Any
-    config: Any
-    rollout: Callable[..., list[Trajectory]]
-
-
-def rollout_function(config: Any) -> Callable[..., list[Trajectory]]:
-    """The engine function that runs a method's rollout config."""
-    from harness.rollout.engine import TagRolloutConfig, run_tag_rollouts
-
-    if isinstance(config, TagRolloutConfig):
-        return run_tag_rollouts
-    from harness.rollout.segments import SegmentLoopConfig, run_segment_rollouts
-
-    if isinstance(config, SegmentLoopConfig):
-        return run_segment_rollouts
-    raise ConfigError(
-        f"no rollout engine for a {type(config).__name__}; the verl tag loop runs tag dialects only"
-    )
+    protocol: Protocol
+    config: RolloutConfig
 
 
 @functools.cache
 def _plan(method_name: str, recipe_json: str) -> LoopPlan:
-    from harness.methods_registry import get_method
     from harness.protocol import mini
     from harness.rl.recipe import Recipe
     from harness.rl.trainer import rollout_protocol
 
-    method = get_method(method_name)
-    if (
-        not isinstance(method, TrainableMethod)
-        or not method.uses_retrieval
-        or not hasattr(method, "rollout_config")
-    ):
-        raise ConfigError(
-            f"method {method_name!r} has no multi-turn tag rollout (rollout_config); export it with verl's "
-            "single_turn_agent"
-        )
+    method = trainable(method_name)
     protocol = rollout_protocol(mini(), Recipe.model_validate_json(recipe_json))
-    config = method.rollout_config(protocol)  # type: ignore[attr-defined]
-    return LoopPlan(method, protocol, config, rollout_function(config))
+    config = rollout_of(method, protocol)
+    if config is None:
+        raise ConfigError(
+            f"method {method_name!r} answers in one completion (rollout_config is None); export it with "
+            "verl's single_turn_agent"
+        )
+    return LoopPlan(method, protocol, config)
 
 
 def plan(job: LoopJob) -> LoopPlan:
@@ -148,20 +130,7 @@ def plan(job: LoopJob) -> LoopPlan:
     return _plan(job.method, job.recipe.model_dump_json())
 
 
-def eos_ids(tokenizer: Any, generation_config: Any = None) -> frozenset[int]:
-    """The end-of-sequence ids a server stops at: the tokenizer's and the model's generation config's."""
-    ids: set[int] = set()
-    cand = getattr(generation_config, "eos_token_id", None)
-    if isinstance(cand, int):
-        ids.add(cand)
-    elif isinstance(cand, list | tuple):
-        ids.update(int(x) for x in cand)
-    if tokenizer.eos_token_id is not None:
-        ids.add(int(tokenizer.eos_token_id))
-    return frozenset(ids)
-
-
-class ServerBackend(Backend):
+class ServerBackend(TokenBackend):
     """The token-space part of :class:`harness.llm.base.Backend` the engine calls in training
     mode, over a server that returns generated token ids (verl's server manager).
 
@@ -211,19 +180,12 @@ class ServerBackend(Backend):
         with _TOKENIZER_LOCK:
             return hf_encode(self.tokenizer, text, prompt=True)
 
-    def generate_ids(
-        self,
-        prompt_ids: Sequence[Sequence[int]],
-        *,
-        stop: Sequence[str] = (),
-        max_new_tokens: int,
-        sampling: SamplingParams = GREEDY,
-        include_stop: bool = False,
-    ) -> list[Completion]:
-        """One completion per prompt; ``sampling`` is ignored (verl's sampling parameters apply)."""
+    def _complete_ids(self, prompt_ids: Sequence[Sequence[int]], args: GenerateArgs) -> list[Completion]:
+        """One completion per prompt; ``args.sampling`` is ignored (verl's sampling parameters apply)."""
         out = []
+        stop = args.stop
         for ids in prompt_ids:
-            params = {**self.sampling_params, "stop": list(stop), "max_new_tokens": max_new_tokens}
+            params = {**self.sampling_params, "stop": list(stop), "max_new_tokens": args.max_new_tokens}
             raw = [int(x) for x in self._generate(list(ids), params)]
             out.append(
                 self.completion_from_ids(
@@ -231,12 +193,12 @@ class ServerBackend(Backend):
                     prompt_tokens=len(ids),
                     eos_hit=bool(raw) and raw[-1] in self.eos_ids,
                     stop=stop,
-                    include_stop=include_stop,
+                    include_stop=args.include_stop,
                 )
             )
         return out
 
-    def generate(self, prompts: Sequence[str], **_kw: Any) -> list[Completion]:
+    def _complete(self, prompts: Sequence[str], args: GenerateArgs) -> list[Completion]:
         raise ConfigError("the verl server backend generates from token ids only (training mode)")
 
     def chat_prompt(self, messages: list[dict[str, str]], add_generation_prompt: bool = True) -> str:
@@ -265,7 +227,7 @@ def rollout_sample(
     p = plan(job)
     ctx = RunContext(backend=backend, protocol=p.protocol, retriever=retriever, training=True)  # type: ignore[arg-type]
     prompt = backend.prompt_text(prompt_ids)
-    (traj,) = p.rollout([prompt], [example], ctx, p.config)
+    (traj,) = p.config.run([prompt], [example], ctx)
     if traj.response_ids is None or traj.loss_mask is None or traj.prompt_ids is None:
         raise ServerError(f"{job.method}: the rollout returned no token ids (not run in training mode)")
     return SampleRollout(
@@ -326,27 +288,6 @@ async def rollout_async(
     backend = ServerBackend(sync_generate, tokenizer, sampling_params=sampling_params, eos=eos)
     return await loop.run_in_executor(
         pool, rollout_sample, job, example, list(prompt_ids), backend, retriever
-    )
-
-
-def row_example(kwargs: dict[str, Any]) -> QAExample:
-    """The question of a verl dataset row (the export's ``extra_info.example``)."""
-    from harness.export_verl import example_from_verl
-
-    reward_model = kwargs.get("reward_model") or {}
-    return example_from_verl(
-        str(kwargs.get("data_source", "")), reward_model.get("ground_truth", []), kwargs.get("extra_info")
-    )
-
-
-def agent_loop_yaml(job_json: Path, *, max_threads: int = 256) -> str:
-    """verl's ``agent_loop_config_path`` file registering this loop for an exported job."""
-    return (
-        "# verl agent loop of `harness export-verl`: the method's own tag dialect, run by the harness engine\n"
-        f"- name: {AGENT_NAME}\n"
-        f"  _target_: {AGENT_CLASS}\n"
-        f"  job: {json.dumps(str(job_json))}\n"
-        f"  max_threads: {max_threads}\n"
     )
 
 
@@ -427,7 +368,7 @@ def _model_eos_ids(tokenizer: Any, model_path: str) -> frozenset[int]:
 
 
 def __getattr__(name: str) -> Any:
-    # Hydra resolves `_target_: harness.verl_agent_loop.HarnessTagAgentLoop` with getattr.
+    # Hydra resolves `_target_: harness.verl.agent_loop.HarnessTagAgentLoop` (AGENT_CLASS) with getattr.
     if name == "HarnessTagAgentLoop":
         return agent_loop_class()
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,250 +1,47 @@
 """Export a method's training job to verl (Ray, multi-GPU, multi-node): the way to train at scale.
 
-``harness export-verl --method M --out DIR`` writes:
+``harness export-verl --method M --out DIR`` writes (:func:`write_verl_job`):
 
-- ``data/train.parquet`` and ``data/test.parquet`` in verl's RL dataset format (``data_source``,
-  ``prompt`` chat messages, ``ability``, ``reward_model.ground_truth.target``, ``extra_info``,
-  ``agent_name``), built with the method's own ``prompt_messages``; ``extra_info.example`` holds
-  the whole question (JSON) so the reward sees what the in-harness reward sees;
+- ``data/train.parquet`` and ``data/test.parquet``: verl's RL dataset rows
+  (:mod:`harness.verl.rows`), built with the method's own ``prompt_messages``;
 - ``reward.py``: a verl custom reward function with verl's ``compute_score(data_source,
-  solution_str, ground_truth, extra_info)`` signature that calls **our** reward code, so the same
-  reward is optimised at scale as here (tests check the values agree for every trainable method);
+  solution_str, ground_truth, extra_info)`` signature that calls **our** reward code
+  (:mod:`harness.verl.reward`), so the same reward is optimised at scale as here;
 - for methods that retrieve, ``agent_loop.yaml``: verl's ``agent_loop_config_path`` file that
-  registers :mod:`harness.verl_agent_loop` (``harness_tag_agent``, the rows' ``agent_name``): the
-  method's own tag dialect rolled out by our engine against verl's inference servers and
+  registers :mod:`harness.verl.agent_loop` (``harness_tag_agent``, the rows' ``agent_name``): the
+  method's own rollout run by our engine against verl's inference servers and
   ``harness serve-retriever`` (job.json's ``retriever_url``), so verl trains on the rollouts the
-  harness trainer makes; a method that does not retrieve (ARENA) runs verl's ``single_turn_agent``;
-- for a method whose prompt pre-fills the assistant turn (TIRESRAG-R1's ``<think>``: a final
-  ``assistant`` message of ``prompt_messages``), ``verl_job.yaml``, a verl config whose
+  harness trainer makes; a method that answers in one completion runs verl's ``single_turn_agent``;
+- for a method whose prompt pre-fills the assistant turn (a final ``assistant`` message of
+  ``prompt_messages``), ``verl_job.yaml``, a verl config whose
   ``actor_rollout_ref.model.custom_chat_template`` is the model's own chat template followed by the
   pre-fill after the generation prompt (not after a tool turn), the way verl's examples set a
   custom template; the parquet prompt keeps the other messages;
 - ``run.sh``: the launch command with the recipe's hyperparameters as verl overrides; a recipe
-  with reward stages (When-to-Search) runs one verl invocation per stage, resuming the checkpoint,
-  each with its reward (``custom_reward_function.reward_kwargs.reward``);
+  with reward stages runs one verl invocation per stage, resuming the checkpoint, each with its
+  reward (``custom_reward_function.reward_kwargs.reward``);
 - ``job.json``: the recipe and protocol exported, for the record, with ``limitations``: what of
   the recipe verl's ``main_ppo`` does not run (dynamic sampling, advantage hooks, ...).
-
-The reward reconstructs the trajectory our engine would have recorded from the decoded response
-(:func:`trajectory_from_text`). A method that does not retrieve answers in one completion: its own
-``solve`` is replayed on the response (same extraction, same trajectory meta, e.g. ARENA's gold
-reference numbers). A multi-turn response is split into the model's segments and observations:
-the method's own observation blocks (``dialect.obs_prefix`` … ``obs_suffix``), the method's
-correction message, and (in a response of verl's own ``tool_agent``) verl's tool turns
-(``<tool_response>`` blocks, with the ChatML role lines that survive decoding without special
-tokens) which become observations in the **method's own wrapper** with the tool's text, so a reward that reads the structure of the response (When-to-Search's
-format grammar, R-Search's ``<observation>`` check, TIRESRAG-R1's judge context) sees what it sees
-in-harness; the answer is read from the model's own text only.
 """
 
 from __future__ import annotations
 
-import functools
 import json
 import math
-import re
 import shlex
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from harness.errors import ConfigError
-from harness.method import RewardContext, RunContext, TrainableMethod
-from harness.rollout.engine import TagRolloutConfig
-from harness.types import Completion, QAExample, SamplingParams, Trajectory, Turn
-from harness.verl_agent_loop import AGENT_NAME, agent_loop_yaml
+from harness.method import TrainableMethod
+from harness.types import QAExample
+from harness.verl.contract import AGENT_CLASS, AGENT_NAME, rollout_of
+from harness.verl.rows import dataset_rows, write_parquet
 
-# verl's tool turn as decoded for the reward (``skip_special_tokens=True``) under a ChatML template
-# (Qwen2.5): "<|im_start|>user\n<tool_response>\n{text}\n</tool_response><|im_end|>\n<|im_start|>assistant\n"
-VERL_TOOL_TURN = r"(?:user\n)?<tool_response>\n?(?P<tool>.*?)\n?</tool_response>(?:\nassistant\n)?"
-
-
-@dataclass(frozen=True)
-class Exported:
-    """How a method's verl job is built: its rollout config (None for a method that does not
-    retrieve and answers in one completion) and the protocol its rollouts use."""
-
-    method: TrainableMethod
-    rollout: Any
-    protocol: Any
-
-
-@functools.cache
-def _trainable(method_name: str) -> Exported:
-    """The method and its rollout config, built once per process: verl calls the reward once per
-    trajectory, and building a method costs milliseconds."""
-    from harness.methods_registry import get_method
-    from harness.protocol import mini
-
-    method = get_method(method_name)
-    if not isinstance(method, TrainableMethod):
-        raise ConfigError(f"{method_name!r} is not a trainable method")
-    protocol = mini()
-    if not method.uses_retrieval:
-        return Exported(method, None, protocol)
-    if not hasattr(method, "rollout_config"):
-        raise ConfigError(
-            f"method {method_name!r} retrieves but has no rollout_config(protocol) with a tag dialect: "
-            "its verl responses cannot be split into model text and observations"
-        )
-    return Exported(method, method.rollout_config(protocol), protocol)  # type: ignore[attr-defined]
-
-
-def tool_text(content: str) -> str:
-    """The text of a verl tool response: verl's ``SearchTool`` returns ``{"result": text}`` JSON."""
-    try:
-        data = json.loads(content)
-    except ValueError:
-        return content
-    if isinstance(data, dict) and isinstance(data.get("result"), str):
-        return data["result"]
-    return content
-
-
-def response_parts(solution_str: str, dialect: Any) -> list[tuple[str, bool, str | None]]:
-    """``(text, written by the model, observation body or None)`` parts of a decoded multi-turn
-    response: the method's observation blocks and verl's tool turns (rewritten into the method's
-    wrapper) are observations, the method's correction message is environment text, the rest is
-    the model's."""
-    alts = [
-        re.escape(dialect.obs_prefix) + r"(?P<obs>.*?)" + re.escape(dialect.obs_suffix),
-        VERL_TOOL_TURN,
-    ]
-    if dialect.invalid_message.strip():
-        alts.append(r"(?P<invalid>" + re.escape(dialect.invalid_message) + ")")
-    pattern = re.compile("|".join(f"(?:{a})" for a in alts), re.DOTALL)
-    parts: list[tuple[str, bool, str | None]] = []
-    pos = 0
-    for m in pattern.finditer(solution_str):
-        if m.start() > pos:
-            parts.append((solution_str[pos : m.start()], True, None))
-        if m.group("obs") is not None:
-            parts.append((m.group(0), False, m.group("obs")))
-        elif m.group("tool") is not None:
-            body = tool_text(m.group("tool"))
-            parts.append((dialect.obs_prefix + body + dialect.obs_suffix, False, body))
-        else:
-            parts.append((m.group(0), False, None))
-        pos = m.end()
-    if pos < len(solution_str):
-        parts.append((solution_str[pos:], True, None))
-    return parts
-
-
-class _ReplayBackend:
-    """A backend whose one completion is a given response (a one-completion method's ``solve`` is
-    replayed on a verl response); training-mode calls return no token ids."""
-
-    name = "verl-replay"
-
-    def __init__(self, text: str):
-        self.text = text
-
-    def chat_prompt(self, messages: list[dict[str, str]], add_generation_prompt: bool = True) -> str:
-        return "".join(m["content"] for m in messages)
-
-    def prompt_ids(self, text: str) -> list[int]:
-        return []
-
-    def _completions(self, n: int) -> list[Completion]:
-        return [Completion(text=self.text, prompt_tokens=0, completion_tokens=0, finish_reason="stop")] * n
-
-    def generate(self, prompts: list[str], **_kw: Any) -> list[Completion]:
-        return self._completions(len(prompts))
-
-    def generate_ids(self, prompt_ids: list[list[int]], **_kw: Any) -> list[Completion]:
-        return self._completions(len(prompt_ids))
-
-
-def trajectory_from_text(method_name: str, solution_str: str, example: QAExample) -> Trajectory:
-    """The trajectory a decoded verl response stands for, as our engine would have recorded it
-    (see the module docstring)."""
-    ex = _trainable(method_name)
-    if ex.rollout is None:
-        ctx = RunContext(
-            backend=_ReplayBackend(solution_str),  # type: ignore[arg-type]
-            protocol=ex.protocol,
-            sampling=SamplingParams(),
-            training=True,
-        )
-        (traj,) = ex.method.solve([example], ctx)
-        return traj
-    d = ex.rollout.dialect
-    parts = response_parts(solution_str, d)
-    turns: list[Turn] = []
-    for text, own, body in parts:
-        if own:
-            turns.append(Turn(index=len(turns), kind="generate", text=text))
-        elif body is not None:
-            prev = turns[-1].text if turns and turns[-1].kind == "generate" else ""
-            action, query = d.parse_action(prev)
-            turns.append(
-                Turn(
-                    index=len(turns), kind="retrieve", text=body, query=query if action == "search" else None
-                )
-            )
-    model_text = "".join(text for text, own, _ in parts if own)
-    extraction = ex.rollout.extract(model_text)
-    return Trajectory(
-        example_id=example.id,
-        dataset=example.dataset,
-        question=example.question,
-        answers=list(example.answers),
-        turns=turns,
-        prediction=extraction.prediction,
-        extraction_status=extraction.status,
-        response="".join(text for text, _, _ in parts),
-    )
-
-
-def example_from_verl(data_source: str, ground_truth: Any, extra_info: dict[str, Any] | None) -> QAExample:
-    """The question a verl row stands for: ``extra_info.example`` (JSON, written by the export),
-    else the row's id / question and the ground truth."""
-    info = extra_info or {}
-    if info.get("example"):
-        return QAExample.from_dict(json.loads(info["example"]))
-    target = ground_truth["target"] if isinstance(ground_truth, dict) else ground_truth
-    answers = tuple(str(a) for a in (target if isinstance(target, list | tuple) else list(target)))
-    return QAExample(
-        id=str(info.get("id", "")),
-        dataset=data_source,
-        split=str(info.get("split", "")),
-        question=str(info.get("question", "")),
-        answers=answers,
-    )
-
-
-def verl_compute_score(
-    method_name: str,
-    reward_name: str,
-    data_source: str,
-    solution_str: str,
-    ground_truth: Any,
-    extra_info: dict[str, Any] | None = None,
-    models: dict[str, Any] | None = None,
-    *,
-    step: int = 0,
-    total_steps: int | None = None,
-) -> dict[str, float]:
-    """verl's reward signature -> our reward. Returns ``{"score": total, **components}`` (verl
-    logs the extra keys). ``total_steps``: the run's length, for rewards that anneal (TIRESRAG-R1)."""
-    ex = _trainable(method_name)
-    example = example_from_verl(data_source, ground_truth, extra_info)
-    traj = trajectory_from_text(method_name, solution_str, example)
-    ctx = RewardContext(step=step, models=models or {}, total_steps=total_steps)
-    r = ex.method.reward(traj, name=reward_name, ctx=ctx)
-    return {"score": float(r.total), **{k: float(v) for k, v in r.components.items()}}
-
-
-def aux_models_from_job(job_json: Path) -> dict[str, Any]:
-    """Build the recipe's auxiliary models (role -> backend) recorded in an exported ``job.json``.
-    At scale these are OpenAI-compatible servers (``vllm serve``); edit job.json to point at yours.
-    (When-to-Search's embedder is not a backend: its reward loads the packaged MiniLM itself.)"""
-    from harness.llm.base import BackendSpec, make_backend
-
-    job = json.loads(Path(job_json).read_text())
-    specs = job["recipe"].get("aux_models", {})
-    return {role: make_backend(BackendSpec.model_validate(spec)) for role, spec in specs.items()}
+if TYPE_CHECKING:
+    from harness.rl.recipe import Recipe
+    from harness.rollout.base import RolloutConfig
 
 
 REWARD_PY = '''"""verl custom reward for {method} (generated by `harness export-verl`).
@@ -256,12 +53,12 @@ run.sh passes the reward of each stage as custom_reward_function.reward_kwargs.r
 
 from pathlib import Path
 
-from harness.export_verl import aux_models_from_job, verl_compute_score
+from harness.verl.reward import aux_models_from_job, verl_compute_score
 
 METHOD = {method!r}
 REWARD = {reward!r}
 TOTAL_STEPS = {total_steps!r}  # the recipe's steps (rewards that anneal with t/T read it)
-_MODELS = None  # auxiliary models of the reward (e.g. R-Search's reader), from job.json's recipe
+_MODELS = None  # auxiliary models of the reward (a reader, a judge), from job.json's recipe
 
 
 def compute_score(data_source, solution_str, ground_truth, extra_info=None, reward=REWARD, **kwargs):
@@ -272,13 +69,6 @@ def compute_score(data_source, solution_str, ground_truth, extra_info=None, rewa
         METHOD, reward, data_source, solution_str, ground_truth, extra_info, models=_MODELS, total_steps=TOTAL_STEPS
     )
 '''
-
-
-def split_prefill(messages: list[dict[str, str]]) -> tuple[list[dict[str, str]], str]:
-    """``prompt_messages`` -> (the chat messages, the assistant pre-fill or "")."""
-    if messages and messages[-1]["role"] == "assistant":
-        return messages[:-1], messages[-1]["content"]
-    return messages, ""
 
 
 def model_chat_template(model_path: str, chat_template: Path | None) -> str:
@@ -361,21 +151,18 @@ def job_config_yaml(custom_chat_template: str) -> str:
     )
 
 
-def env_tokens(method_name: str, max_obs_tokens: int) -> int:
+def env_tokens(rollout: RolloutConfig | None, max_obs_tokens: int) -> int:
     """An upper bound on the tokens a turn's environment text adds beyond ``max_obs_tokens``: the
-    observation's wrapper tags, or a correction message (characters bound tokens), for the
-    response budget."""
-    ex = _trainable(method_name)
-    if ex.rollout is None:
+    observation's wrapper tags, or the rollout's correction message (characters bound tokens), for
+    the response budget; 0 for a one-completion method (``rollout`` None)."""
+    if rollout is None:
         return 0
-    d = ex.rollout.dialect
+    d = rollout.dialect
     wrap = len(d.obs_prefix) + len(d.obs_suffix)
-    if isinstance(ex.rollout, TagRolloutConfig):
-        return max(wrap, len(d.invalid_message) - max_obs_tokens)
-    return wrap
+    return max(wrap, len(rollout.correction_message) - max_obs_tokens)
 
 
-def limitations(method: TrainableMethod, recipe: Any) -> list[str]:
+def limitations(method: TrainableMethod, recipe: Recipe) -> list[str]:
     """What of the recipe verl's ``main_ppo`` does not run as the harness trainer does."""
     a = recipe.algo
     out = []
@@ -385,24 +172,24 @@ def limitations(method: TrainableMethod, recipe: Any) -> list[str]:
         )
     if a.overlong is not None and (a.overlong.soft_penalty or a.overlong.filter_truncated):
         out.append("algo.overlong is not exported: verl's main_ppo has no overlong shaping or filter")
-    if type(method).advantage_adjust is not TrainableMethod.advantage_adjust:
+    if method.advantage_hook is not None:
         out.append(
             f"{method.name}'s advantage hook (advantage_adjust) is not applied: verl computes plain advantages"
         )
     out.append(
         "verl does not pass the training step to compute_score: the reward sees step 0 within each reward "
-        "stage (a reward that anneals with t/T, TIRESRAG-R1's a_t, keeps its step-0 value)"
+        "stage (a reward that anneals with t/T keeps its step-0 value)"
     )
     if method.uses_retrieval:
         out.append(
-            "the harness_tag_agent loop returns no rollout log-probs: keep "
+            f"the {AGENT_NAME} loop returns no rollout log-probs: keep "
             "actor_rollout_ref.rollout.calculate_log_probs=false (no rollout importance-sampling correction)"
         )
     return out
 
 
 def verl_overrides(
-    recipe: Any,
+    recipe: Recipe,
     out: Path,
     *,
     n_gpus: int,
@@ -496,38 +283,18 @@ def verl_overrides(
     return ov
 
 
-def _rows(
-    method: TrainableMethod, examples: list[QAExample], split: str, reward: str
-) -> tuple[list[dict[str, Any]], set[str]]:
-    """The parquet rows and the assistant pre-fills of the method's prompts ("" = none)."""
-    rows = []
-    prefills: set[str] = set()
-    agent = AGENT_NAME if method.uses_retrieval else "single_turn_agent"
-    for i, e in enumerate(examples):
-        messages, prefill = split_prefill(method.prompt_messages(e, training=True))
-        prefills.add(prefill)
-        rows.append(
-            {
-                "data_source": e.dataset,
-                "prompt": messages,
-                "ability": "fact-reasoning",
-                "reward_model": {"style": "rule", "ground_truth": {"target": list(e.answers)}},
-                "extra_info": {
-                    "split": split,
-                    "index": i,
-                    "id": e.id,
-                    "question": e.question,
-                    "method": method.name,
-                    "reward": reward,
-                    "example": json.dumps(e.to_dict(), ensure_ascii=False),
-                },
-                "agent_name": agent,
-            }
-        )
-    return rows, prefills
+def agent_loop_yaml(job_json: Path, *, max_threads: int = 256) -> str:
+    """verl's ``agent_loop_config_path`` file registering the harness agent loop for an exported job."""
+    return (
+        "# verl agent loop of `harness export-verl`: the method's own tag dialect, run by the harness engine\n"
+        f"- name: {AGENT_NAME}\n"
+        f"  _target_: {AGENT_CLASS}\n"
+        f"  job: {json.dumps(str(job_json))}\n"
+        f"  max_threads: {max_threads}\n"
+    )
 
 
-def stage_runs(recipe: Any) -> list[tuple[str, int]]:
+def stage_runs(recipe: Recipe) -> list[tuple[str, int]]:
     """``(reward, last step + 1)`` of each reward stage that starts before the end of the run."""
     stages = [s for s in recipe.reward_stages if s.start_step < recipe.steps]
     return [
@@ -538,7 +305,7 @@ def stage_runs(recipe: Any) -> list[tuple[str, int]]:
 
 def export_verl(
     method: TrainableMethod,
-    recipe: Any,
+    recipe: Recipe,
     out: Path,
     *,
     retriever_url: str,
@@ -572,7 +339,7 @@ def export_verl(
 
 def write_verl_job(
     method: TrainableMethod,
-    recipe: Any,
+    recipe: Recipe,
     out: Path,
     train: list[QAExample],
     test: list[QAExample],
@@ -583,19 +350,19 @@ def write_verl_job(
     chat_template: Path | None = None,
 ) -> list[Path]:
     """Write the job's files (module docstring) for these training and validation questions."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
+    from harness.protocol import mini
 
+    rollout = rollout_of(method, mini())  # the contract checked before anything is written
     out = Path(out).resolve()
     (out / "data").mkdir(parents=True, exist_ok=True)
     reward = recipe.reward_at(0)
     prefills: set[str] = set()
     prompts: list[list[dict[str, str]]] = []
     for name, examples, split in (("train", train, "train"), ("test", test, "test")):
-        rows, seen = _rows(method, examples, split, reward)
+        rows, seen = dataset_rows(method, examples, split, reward)
         prefills |= seen
         prompts += [r["prompt"] for r in rows]
-        pq.write_table(pa.Table.from_pylist(rows), out / "data" / f"{name}.parquet")
+        write_parquet(rows, out / "data" / f"{name}.parquet")
     if len(prefills) > 1:
         raise ConfigError(
             f"method {method.name!r} pre-fills the assistant turn differently per question "
@@ -623,7 +390,7 @@ def write_verl_job(
         n_gpus=n_gpus,
         model_path=model_path,
         uses_retrieval=method.uses_retrieval,
-        env_tokens=env_tokens(method.name, recipe.max_obs_tokens),
+        env_tokens=env_tokens(rollout, recipe.max_obs_tokens),
         max_prompt_length=budget.max_prompt_length,
     )
     stages = stage_runs(recipe)
@@ -636,7 +403,7 @@ def write_verl_job(
         script += [
             "# 1) start the retriever on the node(s) that run rollouts:",
             "#      harness serve-retriever --host 127.0.0.1 --port 8000 --protocol searchr1 --corpus wiki-18.jsonl &",
-            "#    (job.json 'retriever_url' is where the harness_tag_agent loop sends the method's queries;",
+            f"#    (job.json 'retriever_url' is where the {AGENT_NAME} loop sends the method's queries;",
             "#     the harness must be installed where verl's agent loop workers run)",
             "# 2) then:",
         ]

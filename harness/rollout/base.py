@@ -1,0 +1,48 @@
+"""The rollout contract: a method's rollout config runs a batch and says how its text is read.
+
+``TrainableMethod.rollout_config(protocol)`` returns one of these (or None for a method that
+answers in one completion). The trainer-independent layers (the verl export and its agent loop)
+use only what is declared here: :meth:`RolloutConfig.run` rolls out a batch with the engine the
+config belongs to, :attr:`RolloutConfig.dialect` and :attr:`RolloutConfig.correction_message`
+split a decoded response into the model's text and environment text, and
+:meth:`RolloutConfig.extract` reads the answer from the model's text.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from harness.method import RunContext
+    from harness.rollout.dialect import TagDialect
+    from harness.rollout.extract import Extraction
+    from harness.types import QAExample, Trajectory
+
+
+class RolloutConfig(ABC):
+    """A multi-turn rollout in a tag dialect. Implementations are frozen-style dataclasses
+    (:class:`harness.rollout.engine.TagRolloutConfig`,
+    :class:`harness.rollout.segments.SegmentLoopConfig`)."""
+
+    # the tags the model searches and answers with, and the wrapper of observations
+    # (a dataclass field of every implementation)
+    dialect: TagDialect
+
+    @abstractmethod
+    def run(self, prompts: Sequence[str], examples: Sequence[QAExample], ctx: RunContext) -> list[Trajectory]:
+        """One trajectory per (prompt, example), in order. ``prompts`` are the rendered chat
+        prompts (the method's template; verl's prompt ids decoded, in the verl agent loop);
+        in training mode the trajectories carry token ids and a loss mask."""
+
+    @abstractmethod
+    def extract(self, model_text: str) -> Extraction:
+        """The answer in the model's own text (observations and corrections excluded)."""
+
+    @property
+    @abstractmethod
+    def correction_message(self) -> str:
+        """The environment text this loop appends after a turn with neither a search nor an
+        answer; "" when it appends none. Read back as environment text (loss mask 0) from a
+        decoded response, and counted in a response budget."""
