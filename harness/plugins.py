@@ -11,7 +11,7 @@ Discovery is per registry and runs once, on the registry's first lookup
 (``Registry(kind, discover=register("methods"))``). Adding a paper is adding a folder
 ``methods/<paper>/`` with its manifest; ``tests/test_architecture.py`` checks that no module in
 ``harness/`` names it and that ``harness/`` imports neither ``methods`` nor ``baselines`` at
-module level.
+module level. The manifest's fields and where things live in a folder: ``docs/plugins.md``.
 """
 
 from __future__ import annotations
@@ -106,7 +106,7 @@ def _manifest(module: Any, required: bool) -> Manifest | None:
     if not isinstance(plugin, Plugin):
         raise ConfigError(
             f"{path}: a plugin package must define PLUGIN = harness.plugins.Plugin(...) "
-            f"(found {type(plugin).__name__}); see docs/extending.md"
+            f"(found {type(plugin).__name__}); see docs/plugins.md"
         )
     return Manifest(module.__name__, path, plugin)
 
