@@ -292,6 +292,50 @@ def test_rebuilt_trajectory_is_what_the_engine_recorded(name):
         ]
 
 
+@pytest.mark.parametrize("name", TRAINABLE)
+def test_rollout_config_is_the_contract_the_export_reads(name):
+    from harness.protocol import mini
+    from harness.rollout.base import RolloutConfig
+    from harness.verl.contract import rollout_of
+
+    method = get_method(name)
+    config = rollout_of(method, mini())
+    if method.uses_retrieval:
+        assert isinstance(config, RolloutConfig) and config is not None
+        assert config.correction_message in ("", config.dialect.invalid_message)
+    else:
+        assert config is None
+
+
+def test_rollout_config_must_agree_with_uses_retrieval():
+    from harness.protocol import mini
+    from harness.verl.contract import rollout_of
+
+    arena, search = get_method("arena"), get_method("search_r1")
+    retrieving_arena = type("RetrievingArena", (type(arena),), {"uses_retrieval": True})()
+    with pytest.raises(ConfigError, match="retrieves but its rollout_config"):
+        rollout_of(retrieving_arena, mini())
+    silent = type("Silent", (type(search),), {"uses_retrieval": False})()
+    with pytest.raises(ConfigError, match="does not retrieve"):
+        rollout_of(silent, mini())
+
+
+@pytest.mark.parametrize("name", TRAINABLE)
+def test_advantage_hook_is_declared_by_the_methods_that_have_one(name):
+    import torch
+
+    from harness.verl.job import limitations
+
+    method = get_method(name)
+    recipe = method.recipes()["cpu-smoke"]
+    noted = [x for x in limitations(method, recipe) if "advantage_adjust" in x]
+    assert len(noted) == (method.advantage_hook is not None)
+    if method.advantage_hook is None:  # the default hook: plain advantages for every reward
+        for reward in method.reward_names():
+            assert method.advantage_adjust([], torch.zeros(0, dtype=torch.long), name=reward) is None
+    assert (method.advantage_hook is not None) == (name == "tiresrag_r1")
+
+
 def test_one_completion_methods_replay_their_own_solve():
     # ARENA's reward reads the gold reference numbers its rollout records from the question
     method, exs, trajs, _ = run_case("arena")
