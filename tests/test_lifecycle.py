@@ -189,3 +189,54 @@ def test_rows_have_the_columns_of_a_run_record(store):
     eval_run(store)
     cols = list(store.query("SELECT * FROM runs").columns)
     assert cols == list(RunRecord.__dataclass_fields__)
+
+
+@pytest.mark.parametrize("fails", [False, True])
+def test_harness_train_records_and_ends_its_run_row(fails, tmp_path, monkeypatch, capsys):
+    """`harness train` creates its row through the lifecycle and ends it however training ends
+    (the trainer is replaced: this checks the bookkeeping, not training)."""
+    import harness.rl.trainer as trainer_module
+    from harness.cli import main
+
+    class Trainer:
+        def __init__(self, method, recipe, **kw):
+            self.run_id = kw["run_id"]
+
+        def train(self):
+            if fails:
+                raise RuntimeError("boom")
+            return SimpleNamespace(checkpoint=tmp_path / "final")
+
+    monkeypatch.setattr(trainer_module, "Trainer", Trainer)
+    db = tmp_path / "t.duckdb"
+    argv = [
+        "train",
+        "--method",
+        "search_r1",
+        "--recipe",
+        "cpu-smoke",
+        "--db",
+        str(db),
+        "--out",
+        str(tmp_path / "o"),
+    ]
+    monkeypatch.setattr(sys, "argv", ["harness", *argv])
+    if fails:
+        with pytest.raises(RuntimeError, match="boom"):
+            main(argv)
+    else:
+        assert main(argv) == 0
+    results = Store(db, read_only=True)
+    (run_id,) = results.query("SELECT run_id FROM runs")["run_id"]
+    run = results.get_run(run_id)
+    assert RUN_ID.match(run.run_id).group("name") == "train-search_r1"
+    assert (run.kind, run.method, run.backend, run.label, run.status) == (
+        "train",
+        "search_r1",
+        "transformers",
+        "recipe cpu-smoke",
+        "failed" if fails else "complete",
+    )
+    assert run.command == "harness " + " ".join(argv) and run.ended_at is not None
+    if not fails:
+        assert f"run: {run.run_id} (metrics in {db}, table train_steps)" in capsys.readouterr().out
