@@ -23,6 +23,10 @@ second process while its owner is alive (same host: the pid exists; another host
 younger than ``OWNER_STALE_S``). Credentials in URLs are redacted (:func:`harness.secrets.redact`)
 in every run record before it is written.
 
+Run rows are created, resumed and finished through :mod:`harness.lifecycle` (``harness run``,
+``train``, ``sft``); reports read through :mod:`harness.queries`, where every read query over these
+tables lives, with values passed as parameters.
+
 Opening checks the file first: a truncated or damaged file is one :class:`StoreError` naming the
 file and what to do, before any work starts.
 
