@@ -166,25 +166,44 @@ def test_a_variant_of_a_method_no_plugin_registers_is_an_error(plugin_root):
     assert str(e.value) == f"{d / '__init__.py'}: variant 'toy_b' varies 'toy', which no plugin registers"
 
 
+def _plugin_modules_after(code: str) -> dict:
+    probe = code + textwrap.dedent(
+        """
+        mods = sorted(m for m in sys.modules if m.split(".")[0] in ("methods", "baselines"))
+        print(json.dumps({"modules": mods, "torch": "torch" in sys.modules}))
+        """
+    )
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True, cwd=ROOT)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
 def test_listing_names_imports_no_plugin_module():
     """Discovery reads the manifests only: listing every registry's names imports no method,
     protocol, bench, judge or renderer module of a plugin, and not torch."""
-    code = textwrap.dedent(
-        """\
-        import json, sys
-        from harness.data.benches import BENCHES
-        from harness.judge.prompts import JUDGE_PROMPTS
-        from harness.methods_registry import METHODS
-        from harness.protocol import PROTOCOLS
-        from harness.rollout.render import RENDERERS
-        names = [r.names() for r in (METHODS, PROTOCOLS, BENCHES, JUDGE_PROMPTS, RENDERERS)]
-        mods = sorted(m for m in sys.modules if m.split(".")[0] in ("methods", "baselines"))
-        print(json.dumps({"n": sum(map(len, names)), "modules": mods, "torch": "torch" in sys.modules}))
-        """
+    got = _plugin_modules_after(
+        textwrap.dedent(
+            """\
+            import json, sys
+            from harness.data.benches import BENCHES
+            from harness.judge.prompts import JUDGE_PROMPTS
+            from harness.methods_registry import METHODS
+            from harness.protocol import PROTOCOLS
+            from harness.rollout.render import RENDERERS
+            assert sum(len(r.names()) for r in (METHODS, PROTOCOLS, BENCHES, JUDGE_PROMPTS, RENDERERS)) > 30
+            """
+        )
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
-    got = json.loads(out.stdout)
     folders = sorted(f"methods.{p.parent.name}" for p in (ROOT / "methods").glob("*/__init__.py"))
-    assert got["modules"] == sorted(["baselines", "methods", *folders])
-    assert got["torch"] is False
-    assert got["n"] > 30
+    assert got == {"modules": sorted(["baselines", "methods", *folders]), "torch": False}
+
+
+def test_describing_the_protocols_imports_no_method_module():
+    """``harness list protocols`` builds every protocol from the papers' light ``protocol.py``
+    modules, never from their method modules (which import torch)."""
+    got = _plugin_modules_after(
+        "import json, sys\nfrom harness.protocol import describe_protocols\ndescribe_protocols()\n"
+    )
+    with_protocols = sorted(m.package for m in manifests() if m.plugin.protocols)
+    folders = sorted(f"methods.{p.parent.name}" for p in (ROOT / "methods").glob("*/__init__.py"))
+    expected = ["baselines", "methods", *folders, *(f"{p}.protocol" for p in with_protocols)]
+    assert got == {"modules": sorted(expected), "torch": False}

@@ -5,7 +5,7 @@ from harness.plugins import Plugin
 
 PLUGIN = Plugin(
     methods={"arena": ".method:Arena"},
-    protocols={"arena-gold-context": ".method:eval_protocol"},
+    protocols={"arena-gold-context": ".protocol:eval_protocol"},
     benches={"arena-train": ".benches:TRAIN"},
     judge_prompts={"arena": ".judge:ARENA"},
     aliases=("ARENA",),

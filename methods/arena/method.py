@@ -51,10 +51,12 @@ from harness.data.context import ContextParagraph, example_context, has_context
 from harness.errors import ConfigError
 from harness.method import MethodSpec, RewardBreakdown, RewardContext, RunContext, TrainableMethod, reward_fn
 from harness.metrics.normalize import normalize_answer_r1searcher
-from harness.protocol import Decoding, Protocol, mini
+from harness.protocol import Protocol
 from harness.rollout.extract import Extraction
 from harness.rollout.single import answer_once
 from harness.types import QAExample, SamplingParams, Trajectory
+from methods.arena.protocol import DEFAULT_N_REFERENCES, PROTOCOL_NAME
+from methods.arena.protocol import eval_protocol as eval_protocol  # re-exported
 
 # -- prompts (verbatim) ---------------------------------------------------------------------------
 
@@ -121,12 +123,8 @@ PROMPTS = {"code": PROMPT_CODE, "paper": PROMPT_PAPER}
 
 # Paper §4.1 / §5.1: the dataset-provided paragraphs, 10 for HotpotQA and 2Wiki, 20 for MuSiQue.
 N_REFERENCES = {"hotpotqa": 10, "2wikimultihopqa": 10, "musique": 20}
-DEFAULT_N_REFERENCES = 10  # ours: other datasets (the paper evaluates only the three above)
-EVAL_MAX_NEW_TOKENS = 1024  # Code: src/vllm_inference.py max_completion_length
-TEMPERATURE = 0.9  # Paper App. E / Code: training and evaluation sampling temperature (src/vllm_inference.py)
 BONUS = 10.0  # Paper §3.3: bonus when format, accuracy and relevance are all perfect
 WEIGHTS = (1.0, 1.0, 1.0, 1.0)  # Paper §3.3: format, accuracy, relevance, bonus, all weight 1
-PROTOCOL_NAME = "arena-gold-context"
 SUBSTITUTE_SEED = "arena-substitute-order-v1"  # ours: salt of the reference order of the substitute
 
 # The judge of the Table 6 "GPT-4o judge" accuracy-reward variant (App. G), and of evaluation (App. C.3):
@@ -390,31 +388,6 @@ def make_prompt(question: str, refs: Sequence[Reference], *, template: str = "co
     own system line)."""
     text = PROMPTS[template].format(question=question, references=format_references(refs))
     return [{"role": "user", "content": text}]
-
-
-# -- protocol -----------------------------------------------------------------------------------------
-
-
-def eval_protocol() -> Protocol:
-    """ARENA's own evaluation (paper §4.1-4.2): each question's own paragraphs in the dataset's order (10 for
-    HotpotQA / 2Wiki, 20 for MuSiQue; the labelled gold + BM25 substitute over the closed corpus
-    for a question without them, see the module docstring), no agent retrieval
-    (``max_turns=0``), sampled at T=0.9 with 1024 new tokens (vllm_inference.py), fixed seed (ours).
-    ``top_k=10`` records the reference count of HotpotQA / 2Wiki (MuSiQue: 20). The corpus and
-    retriever are the substitute's."""
-    return mini().with_(
-        name=PROTOCOL_NAME,
-        description=(
-            "ARENA gold-context reader setting (each question's own 10/20 paragraphs; gold + BM25 "
-            "substitute where a question has none, counted), no agent retrieval, T 0.9, 1024 tokens; "
-            "not comparable with open-retrieval rows"
-        ),
-        top_k=DEFAULT_N_REFERENCES,
-        max_turns=0,
-        decoding=Decoding(
-            temperature=TEMPERATURE, top_p=1.0, max_new_tokens=EVAL_MAX_NEW_TOKENS
-        ).model_dump(),
-    )
 
 
 # -- the method ---------------------------------------------------------------------------------------

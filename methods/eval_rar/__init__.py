@@ -7,6 +7,6 @@ from harness.plugins import Plugin
 PLUGIN = Plugin(
     methods={"eval_rar": ".method:EvalRAR", "eval_rar_b": ".method:EvalRARModeB"},
     variants={"eval_rar_b": "eval_rar"},
-    protocols={"eval_rar-eval": ".method:eval_protocol"},
+    protocols={"eval_rar-eval": ".protocol:eval_protocol"},
     aliases=("evalrar", "Eval-RAR"),
 )

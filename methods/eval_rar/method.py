@@ -43,12 +43,13 @@ from harness.method import (
 )
 from harness.metrics.answer import exact_match
 from harness.metrics.normalize import normalize_answer
-from harness.protocol import Decoding, Protocol, mini
+from harness.protocol import Protocol
 from harness.rollout.dialect import TagDialect
 from harness.rollout.engine import TagRolloutConfig, run_tag_rollouts
 from harness.rollout.extract import extract_tagged
 from harness.rollout.render import RENDERERS, stripped_observations
 from harness.types import QAExample, Trajectory
+from methods.eval_rar.protocol import eval_protocol as eval_protocol  # re-exported
 
 # Paper Appendix A.1 "Prompt Template for Trajectory Generation", verbatim, the whole string as one
 # user message (lineage); the trailing newline after the question is AutoRefine's
@@ -76,10 +77,6 @@ EVAL_RAR_DIALECT = TagDialect(name="eval_rar", invalid_message=INVALID_MESSAGE)
 RENDERER = "search_r1"  # "Doc {i}(Title: ...) ...", paper Table 3 case study
 
 R_EVAL = 0.1  # paper §5.1: "The r_eval is set to 0.1"
-TOP_K = 3  # paper §5.1: top-3 documents
-MAX_STEPS = 5  # N: not given; AutoRefine@8363788 cmd/train.sh max_turns=5
-MAX_NEW_TOKENS = 512  # per segment; AutoRefine cmd/train.sh max_response_length
-MAX_OBS_TOKENS = 512  # AutoRefine cmd/train.sh max_obs_length
 
 EVALUATE_STEP = {
     "A": "mode A: opens the next generation segment, prompt-driven",
@@ -143,20 +140,6 @@ def eval_rar_reward(
             "has_answer": float(has_answer),
             "evaluate_blocks": float(len(_EVAL_RE.findall(generated))),
         },
-    )
-
-
-def eval_protocol() -> Protocol:
-    """Eval-RAR's evaluation settings on the packaged closed corpus: N=5 steps, 512 new tokens per
-    step, 512 observation tokens, top-3, greedy (paper silent; AutoRefine cmd/train.sh). The paper's own
-    corpus and retriever (wiki-18, E5) are those of the ``searchr1`` protocol."""
-    return mini().with_(
-        name="eval_rar-eval",
-        description="Eval-RAR eval settings (5 steps, 512 tokens/step, 512 obs tokens, top-3, greedy) on the closed corpus",
-        top_k=TOP_K,
-        max_turns=MAX_STEPS,
-        max_obs_tokens=MAX_OBS_TOKENS,
-        decoding=Decoding(temperature=0.0, top_p=1.0, max_new_tokens=MAX_NEW_TOKENS).model_dump(),
     )
 
 

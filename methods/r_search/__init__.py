@@ -4,7 +4,7 @@ from harness.plugins import Plugin
 
 PLUGIN = Plugin(
     methods={"r_search": ".method:RSearch"},
-    protocols={"r_search-eval": ".method:eval_protocol"},
+    protocols={"r_search-eval": ".protocol:eval_protocol"},
     renderers={"r_search": ".render:render_r_search"},
     aliases=("rsearch", "R-Search"),
 )

@@ -6,7 +6,7 @@ from harness.plugins import Plugin
 
 PLUGIN = Plugin(
     methods={"tiresrag_r1": ".method:TiresRAG"},
-    protocols={"tiresrag_r1-eval": ".method:eval_protocol"},
+    protocols={"tiresrag_r1-eval": ".protocol:eval_protocol"},
     benches={"r1searcher-train": ".benches:TRAIN"},
     judge_prompts={
         "tiresrag_r1": ".judge:TIRESRAG_R1",

@@ -63,12 +63,13 @@ import torch
 from harness.errors import ConfigError
 from harness.method import MethodSpec, RewardBreakdown, RewardContext, RunContext, TrainableMethod, reward_fn
 from harness.metrics.normalize import normalize_answer_r1searcher
-from harness.protocol import Decoding, Protocol, mini
+from harness.protocol import Protocol
 from harness.rl.advantages import SeqAdjust
 from harness.rollout.dialect import TagDialect
 from harness.rollout.extract import extract_tagged
 from harness.rollout.segments import SegmentLoopConfig, run_segment_rollouts, stopped_at
 from harness.types import Completion, Hit, QAExample, SamplingParams, Trajectory
+from methods.tiresrag_r1.protocol import eval_protocol as eval_protocol  # re-exported
 
 # -- protocol (paper §4.1) -----------------------------------------------------------------------------
 
@@ -126,9 +127,6 @@ TIRESRAG_DIALECT = TagDialect(
     invalid_message="",
 )
 STOPS = ("</search>",)  # Code (experience_maker.py): only </search> (and EOS); never </answer>
-TOP_K = 5  # Paper §5 / Code (train): top-5 (the released eval hard-codes 7; ours: 5)
-MAX_SEGMENT_TOKENS = 512  # Code: 512 new tokens per segment
-MAX_RETRIEVALS = 8  # Code: 9 segments, at most 8 retrievals
 PROMPT_MAX_TOKENS = 1024  # Code: prompt_max_len (not enforced here; our prompts are far shorter)
 
 _NUM_PREFIX = re.compile(r"^\d+\s+")
@@ -167,20 +165,6 @@ def make_prompt(question: str) -> list[dict[str, str]]:
 def base_prompt(question: str) -> str:
     """Base-model layout (Code prompts_dataset.py; paper Fig. 10): no chat template."""
     return f"{PROMPT_BASE}\n\nQuestion:{question}\n{THINK_PREFILL}"
-
-
-def eval_protocol() -> Protocol:
-    """TIRESRAG-R1's evaluation (ours where paper and released eval differ): the training loop, greedy,
-    top-5, 512 tokens per segment, at most 8 retrievals, last answer; on the closed corpus (the
-    paper's KILT-2019 + BGE index is not packaged). No observation cap (5 chunks)."""
-    return mini().with_(
-        name="tiresrag_r1-eval",
-        description="TIRESRAG-R1 eval (training loop, greedy, top-5, 512 tokens/segment, <=8 retrievals) on the closed corpus",
-        top_k=TOP_K,
-        max_turns=MAX_RETRIEVALS,
-        max_obs_tokens=8192,
-        decoding=Decoding(temperature=0.0, top_p=1.0, max_new_tokens=MAX_SEGMENT_TOKENS).model_dump(),
-    )
 
 
 # -- reward constants (paper §4.3) ---------------------------------------------------------------------

@@ -41,11 +41,12 @@ import numpy as np
 
 from harness.errors import ConfigError
 from harness.method import MethodSpec, RewardBreakdown, RewardContext, RunContext, TrainableMethod, reward_fn
-from harness.protocol import Decoding, Protocol, mini
+from harness.protocol import Protocol
 from harness.rollout.dialect import TagDialect
 from harness.rollout.extract import extract_tagged
 from harness.rollout.segments import SegmentLoopConfig, run_segment_rollouts, stopped_at
 from harness.types import Completion, Hit, QAExample, SamplingParams, Trajectory
+from methods.when_to_search.protocol import eval_protocol as eval_protocol  # re-exported
 
 # -- protocol (paper §3.2) ------------------------------------------------------------------------------
 
@@ -79,10 +80,6 @@ W2S_DIALECT = TagDialect(
     name="when_to_search", obs_prefix="\n\n<information>", obs_suffix="</information>\n\n", invalid_message=""
 )
 STOPS = ("</search>", "</answer>")  # paper §3.2: action stop strings, kept in the output
-TOP_K = 5  # paper §4.2
-MAX_TURNS = 5  # paper Table 5: max_turns (read as at most 5 executed searches [recommended])
-MAX_ACTION_TOKENS = 8192  # paper Table 5: max_action_length (tokens per generation call)
-MAX_OBS_TOKENS = 4096  # paper Table 5: max_obs_length (an observation is cut, keeping its start)
 MAX_RESPONSE_TOKENS = 16384  # paper Table 5: max_response_length (generated + observation tokens)
 NO_RESULTS = "No results."  # [recommended]: an empty query is answered and counted
 
@@ -113,20 +110,6 @@ def search_query(c: Completion) -> str | None:
 def make_prompt(question: str) -> list[dict[str, str]]:
     """[recommended]: one user message, no system message."""
     return [{"role": "user", "content": f"{PROMPT_V1}\n\nQuestion: {question}\n"}]
-
-
-def eval_protocol() -> Protocol:
-    """The paper's rollout limits at evaluation (Table 5; greedy [recommended]) on the closed corpus (the
-    paper's September-2025 Wikipedia + e5 index is not packaged): top-5, at most 5 searches,
-    8192 tokens per turn, 4096-token observations."""
-    return mini().with_(
-        name="when_to_search-eval",
-        description="When-to-Search eval (top-5, <=5 searches, 8192 tokens/turn, 4096 obs tokens, greedy) on the closed corpus",
-        top_k=TOP_K,
-        max_turns=MAX_TURNS,
-        max_obs_tokens=MAX_OBS_TOKENS,
-        decoding=Decoding(temperature=0.0, top_p=1.0, max_new_tokens=MAX_ACTION_TOKENS).model_dump(),
-    )
 
 
 # -- rewards (paper §3.3) ----------------------------------------------------------------------------
