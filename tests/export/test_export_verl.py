@@ -22,8 +22,7 @@ from harness.types import Evidence, QAExample, Trajectory
 from harness.verl.job import write_verl_job
 from harness.verl.reward import response_parts, trajectory_from_text, verl_compute_score
 from harness.verl.rows import split_prefill
-from tests.methods.helpers import PROTO, ScriptedReader
-from tests.methods2.helpers import ScriptedEmbedder, ScriptedJudge, context, reward_ctx
+from tests.methods.helpers import PROTO, ScriptedEmbedder, ScriptedJudge, ScriptedReader, context, reward_ctx
 
 TRAINABLE = sorted(n for n in METHODS.names() if METHODS.get(n).trained)
 TOTAL_STEPS = 10  # TIRESRAG-R1's a_t needs the run's length; both sides get the same

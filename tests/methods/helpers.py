@@ -1,9 +1,12 @@
-"""Shared stand-ins for the paper-method tests: a test protocol, hand-built trajectories, and a
-scripted reader backend (R-Search's evidence reward)."""
+"""Shared stand-ins for the paper-method tests: a test protocol, hand-built trajectories, a scripted
+reader backend (R-Search's evidence reward) that also serves as a scripted judge, a scripted
+embedder, and a reward context with the run's total steps."""
 
 from __future__ import annotations
 
-from harness.method import RunContext
+import numpy as np
+
+from harness.method import RewardContext, RunContext
 from harness.protocol import CorpusRef, Protocol
 from harness.types import Completion, QAExample, SamplingParams, Trajectory, Turn
 from tests.support.scripted import RecordingRetriever, ScriptedBackend
@@ -68,3 +71,23 @@ class ScriptedReader(ScriptedBackend):
                 )
             )
         return out
+
+
+ScriptedJudge = ScriptedReader  # chat_batch answers each conversation from the script, records batches
+
+
+class ScriptedEmbedder:
+    """``encode`` looks each text up in a fixed table of vectors and records the calls."""
+
+    def __init__(self, vectors: dict[str, list[float]]):
+        self.vectors = vectors
+        self.calls: list[list[str]] = []
+
+    def encode(self, texts: list[str]) -> np.ndarray:
+        self.calls.append(list(texts))
+        return np.array([self.vectors[t] for t in texts], dtype=np.float32)
+
+
+def reward_ctx(step: int = 0, total_steps: int | None = None, **models) -> RewardContext:
+    """A reward context with the run's total steps (TIRESRAG-R1's a_t needs T)."""
+    return RewardContext(step=step, models=dict(models), total_steps=total_steps)

@@ -6,9 +6,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from harness.methods_registry import get_method
 from harness.rl.dapo import DropZeroVariance
 from harness.rollout.segments import SegmentLoopConfig, run_segment_rollouts
 from harness.types import Trajectory, Turn
+from harness.verl.reward import verl_compute_score
 from methods.when_to_search.method import (
     PROMPT_V1,
     W2S_DIALECT,
@@ -24,7 +26,7 @@ from methods.when_to_search.method import (
     search_query,
     search_reward,
 )
-from tests.methods2.helpers import (
+from tests.methods.helpers import (
     PROTO,
     ScriptedEmbedder,
     ScriptedJudge,
@@ -295,3 +297,54 @@ def test_recipe_schedule_and_dapo():
     assert [smoke.reward_at(s) for s in range(3)] == ["stage1", "stage1", "stage2"]
     p = eval_protocol()
     assert (p.top_k, p.max_turns, p.max_obs_tokens, p.decoding.max_new_tokens) == (5, 5, 4096, 8192)
+
+
+EXPORT_SCRIPT = {
+    "capital of France": [
+        "<think>?</think><search>France capital</search>",
+        "<reflect>ok</reflect><answer>Paris</answer>",
+    ],
+    "capital of Italy": ["<think>known</think><reflect>Rome</reflect><answer>Milan</answer>"],
+    "tallest mountain": [
+        "<think>?</think><search>tallest mountain</search>",
+        "<reflect>more</reflect><search>Everest height</search>",
+        "<reflect>ok</reflect><answer>Everest</answer>",
+    ],
+}
+EXPORT_QUESTIONS = [
+    ("capital of France", "Paris"),
+    ("capital of Italy", "Rome"),
+    ("tallest mountain", "Mount Everest"),
+]
+
+
+@pytest.mark.parametrize("reward", ["stage1", "stage2"])
+def test_verl_exported_reward_equals_in_harness_reward(reward):
+    """verl export: the reward rebuilt from the decoded response equals ours, executed queries included."""
+    method = get_method("when_to_search")
+    ctx, _backend, _ret = context(EXPORT_SCRIPT)
+    examples = [example(i, q, a) for i, (q, a) in enumerate(EXPORT_QUESTIONS)]
+    trajs = method.solve(examples, ctx)
+    judged = {
+        "Prediction: paris\n": ["YES"] * 2,
+        "Prediction: milan\n": ["NO"] * 2,
+        "Prediction: everest\n": ["YES"] * 2,
+    }
+    models = {
+        "judge": ScriptedJudge(judged),
+        "embedder": ScriptedEmbedder({"tallest mountain": [1.0, 0.0], "Everest height": [0.6, 0.8]}),
+    }
+    ours = method.rewards(trajs, name=reward, ctx=reward_ctx(**models))
+    for e, t, r in zip(examples, trajs, ours, strict=True):
+        out = verl_compute_score(
+            "when_to_search",
+            reward,
+            e.dataset,
+            t.response,
+            {"target": list(e.answers)},
+            {"question": e.question},
+            models,
+        )
+        assert out["score"] == pytest.approx(r.total), t.response
+        assert out["rc"] == r.components["rc"]
+    assert ours[2].components["search"] == pytest.approx(-0.6)  # two queries, cosine 0.6

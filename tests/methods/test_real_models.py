@@ -12,7 +12,7 @@ import pytest
 from harness.llm import BackendSpec, make_backend
 from methods.tiresrag_r1.method import TiresRAG
 from methods.when_to_search.method import MiniLMEmbedder, WhenToSearch, search_reward
-from tests.methods2.helpers import reward_ctx, trajectory
+from tests.methods.helpers import reward_ctx, trajectory
 
 pytestmark = pytest.mark.slow
 OBS = "\n\n<information>\n(1)Paris\nParis is the capital of France.\n</information>\n\n"

@@ -28,7 +28,7 @@ from methods.tiresrag_r1.method import (
     reflection_paper,
     render_docs,
 )
-from tests.methods2.helpers import ScriptedJudge, context, example, reward_ctx, trajectory
+from tests.methods.helpers import ScriptedJudge, context, example, reward_ctx, trajectory
 
 M = TiresRAG()
 Q = "Who founded the company in Paris"
