@@ -263,5 +263,13 @@ class TrainableMethod(Method):
         raise ConfigError(f"method {self.name!r} does not expose its prompt messages")
 
     def reported(self) -> list[Any]:
-        """The paper's published numbers (``harness.store.ReportedRow``), every table row."""
-        return []
+        """The paper's published numbers (``harness.store.ReportedRow``), every table row: read from
+        the ``reported.yaml`` beside the method's module (:func:`harness.reported.load_reported`),
+        none when there is no such file."""
+        import inspect
+        from pathlib import Path
+
+        from harness.reported import load_reported
+
+        path = Path(inspect.getfile(type(self))).with_name("reported.yaml")
+        return load_reported(path) if path.is_file() else []

@@ -543,10 +543,3 @@ class Arena(TrainableMethod):
         for x, r in zip(extra, replies, strict=True):
             x["judge_error"] = float(r.status == "error")
         return [r.value if r.value is not None else 0.0 for r in replies]
-
-    def reported(self) -> list[Any]:
-        from pathlib import Path
-
-        from harness.reported import load_reported
-
-        return load_reported(Path(__file__).with_name("reported.yaml"))

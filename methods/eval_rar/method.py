@@ -209,13 +209,6 @@ class EvalRAR(TrainableMethod):
         golds = list(trajectory.answers)
         return eval_rar_reward(trajectory.model_text, golds, eval_reward_requires_answer=True)
 
-    def reported(self) -> list[Any]:
-        from pathlib import Path
-
-        from harness.reported import load_reported
-
-        return load_reported(Path(__file__).with_name("reported.yaml"))
-
 
 class EvalRARModeB(EvalRAR):
     """Eval-RAR with the strict Algorithm-1 evaluation step (mode B): the same

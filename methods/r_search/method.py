@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import re
 from dataclasses import asdict, dataclass, replace
-from typing import Any
 
 from harness.method import (
     MethodSpec,
@@ -304,10 +303,3 @@ class RSearch(TrainableMethod):
             r = combine(p, list(t.answers), a, with_evidence=with_evidence)
             out.append(RewardBreakdown(total=r.total, components={**r.components, "reader_error": err}))
         return out
-
-    def reported(self) -> list[Any]:
-        from pathlib import Path
-
-        from harness.reported import load_reported
-
-        return load_reported(Path(__file__).with_name("reported.yaml"))

@@ -19,7 +19,6 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import asdict
-from typing import Any
 
 from harness.method import (
     MethodSpec,
@@ -207,10 +206,3 @@ class SearchR1(TrainableMethod):
     def reward_em_format(self, trajectory: Trajectory, ctx: RewardContext) -> RewardBreakdown:
         total, parts = format_reward(trajectory)
         return RewardBreakdown(total=total, components=parts)
-
-    def reported(self) -> list[Any]:
-        from pathlib import Path
-
-        from harness.reported import load_reported
-
-        return load_reported(Path(__file__).with_name("reported.yaml"))

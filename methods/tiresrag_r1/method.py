@@ -56,7 +56,7 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from functools import partial
-from typing import Any, Literal
+from typing import Literal
 
 import torch
 
@@ -555,10 +555,3 @@ class TiresRAG(TrainableMethod):
             return (adv.to(torch.float64) - pen) * weight
 
         return adjust
-
-    def reported(self) -> list[Any]:
-        from pathlib import Path
-
-        from harness.reported import load_reported
-
-        return load_reported(Path(__file__).with_name("reported.yaml"))

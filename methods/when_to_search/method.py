@@ -34,7 +34,7 @@ import re
 import string
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
-from typing import Any, Literal
+from typing import Literal
 from typing import Protocol as TypingProtocol
 
 import numpy as np
@@ -515,10 +515,3 @@ class WhenToSearch(TrainableMethod):
             [r.status == "unparsable" for r in replies],
             [r.status == "error" for r in replies],
         )
-
-    def reported(self) -> list[Any]:
-        from pathlib import Path
-
-        from harness.reported import load_reported
-
-        return load_reported(Path(__file__).with_name("reported.yaml"))
