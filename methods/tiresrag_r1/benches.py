@@ -9,5 +9,5 @@ from harness.data.benches import Bench, train_entry
 TRAIN = Bench(
     name="r1searcher-train",
     entries=(train_entry("hotpotqa"), train_entry("2wikimultihopqa")),
-    description="R1-Searcher's training questions: HotpotQA + 2Wiki train (TIRESRAG-R1 §4.3: 4,561 + 3,587)",
+    description="R1-Searcher's training questions: HotpotQA + 2Wiki train (TIRESRAG-R1 §5: 4,561 + 3,587)",
 )
