@@ -136,7 +136,7 @@ class GroupFilterConfig(_Strict):
 
 
 class DynamicSamplingConfig(_Strict):
-    """Dynamic sampling (DAPO §3.3): regenerate until ``train_batch_size`` groups pass the filters.
+    """Dynamic sampling (DAPO, arXiv 2503.14476 §3.2): regenerate until ``train_batch_size`` groups pass the filters.
 
     enabled: on/off. max_rounds: cap on generation rounds per step (>= 1; required iff enabled).
     filters: group filters, all of which must keep a group (non-empty iff enabled).
