@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import time
 from pathlib import Path
 
 from harness.cli import add_command
@@ -60,70 +59,19 @@ def handle(args: argparse.Namespace) -> int:
         print(json.dumps(recipe.sft.model_dump(mode="json"), indent=2))
         return 0
 
-    import random
-
-    import torch
-
-    from harness.lifecycle import create_train_run, running
-    from harness.llm.base import BackendSpec
-    from harness.llm.transformers_backend import TransformersBackend
     from harness.protocol import preset, resolve_corpus
-    from harness.retrieval.cache import CachedRetriever, ResultCache
-    from harness.retrieval.factory import make_protocol_retriever
-    from harness.rl.sft import build_demonstrations, train_sft
-    from harness.rl.trainer import load_policy, rollout_protocol, save_final, training_examples
-    from harness.store import Store
+    from harness.rl.sft import run_sft
 
-    cfg = recipe.sft
-    proto = resolve_corpus(preset(args.protocol), args.corpus)
-    rp = rollout_protocol(proto, recipe)  # the budgets RL rollouts use: same observations
-    out = args.out or Path("runs") / f"{method.name}-{recipe.name}-sft"
-    out.mkdir(parents=True, exist_ok=True)
-    log = lambda s: print(s, file=sys.stderr)  # noqa: E731
-
-    examples = training_examples(recipe, args.data_dir)
-    random.Random(recipe.seed).shuffle(examples)
-    if cfg.n_questions is not None:
-        examples = examples[: cfg.n_questions]
-    torch.manual_seed(recipe.seed)
-    policy, _, tok = load_policy(args.model, recipe, with_reference=False)
-    backend = TransformersBackend.from_model(policy, tok, BackendSpec(kind="transformers", model=args.model))
-    retriever = CachedRetriever(make_protocol_retriever(rp, args.corpus), ResultCache.default())
-    t0 = time.perf_counter()
-    demos = build_demonstrations(method, examples, backend=backend, protocol=rp, retriever=retriever, cfg=cfg)
-    log(
-        f"demonstrations: {demos.kept} of {demos.asked} questions kept "
-        f"({'gold answer in the observations' if cfg.answer_in_observation else 'answered'}); "
-        f"{time.perf_counter() - t0:.1f}s"
-    )
-    (out / "demonstrations.jsonl").write_text(
-        "".join(
-            json.dumps({"id": t.example_id, "question": t.question, "response": t.response}) + "\n"
-            for t in demos.trajectories
-        )
-    )
-
-    store = Store(args.db)
-    run_id = create_train_run(
-        store,
-        prefix="sft",
-        method=method,
-        recipe=recipe,
-        protocol=rp,
+    final, run_id = run_sft(
+        method,
+        recipe,
         model=args.model,
-        label=f"sft recipe {recipe.name}",
+        protocol=resolve_corpus(preset(args.protocol), args.corpus),
+        corpus=args.corpus,
+        data_dir=args.data_dir,
+        out=args.out or Path("runs") / f"{method.name}-{recipe.name}-sft",
+        db=args.db,
+        log=lambda s: print(s, file=sys.stderr),
     )
-    pad_id = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
-    with running(store, run_id):
-        train_sft(
-            policy,
-            demos.trajectories,
-            cfg,
-            pad_id=pad_id,
-            seed=recipe.seed,
-            log=log,
-            on_step=lambda step, m: store.add_train_steps(run_id, step, m),
-        )
-        final = save_final(policy, tok, out, recipe, method.name, args.model, stage="sft", log=log)
     print(f"checkpoint: {final}\nrun: {run_id} (metrics in {args.db}, table train_steps)")
     return 0

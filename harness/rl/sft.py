@@ -251,3 +251,84 @@ def train_sft(
             if on_step is not None:
                 on_step(step - 1, metrics)
     return history
+
+
+def run_sft(
+    method: TrainableMethod,
+    recipe: Any,
+    *,
+    model: str,
+    protocol: Protocol,
+    corpus: Path | None,
+    data_dir: Path | None,
+    out: Path,
+    db: Path,
+    log: Callable[[str], None],
+) -> tuple[Path, str]:
+    """``harness sft`` end to end: roll out the recipe's demonstrations in the method's own
+    dialect (with ``protocol``'s environment and the RL rollout budgets), write them to
+    ``out/demonstrations.jsonl``, train, save the final checkpoint; the run row goes through
+    :mod:`harness.lifecycle`. Returns (checkpoint dir, run id)."""
+    import json
+
+    from harness.lifecycle import create_train_run, running
+    from harness.llm.base import BackendSpec
+    from harness.llm.transformers_backend import TransformersBackend
+    from harness.retrieval.cache import CachedRetriever, ResultCache
+    from harness.retrieval.factory import make_protocol_retriever
+    from harness.rl.trainer import load_policy, rollout_protocol, save_final, training_examples
+    from harness.store import Store
+
+    cfg = recipe.sft
+    if cfg is None:
+        raise ConfigError(
+            f"recipe {recipe.name!r} of {method.name!r} has no sft block; pick a recipe with one"
+        )
+    rp = rollout_protocol(protocol, recipe)  # the budgets RL rollouts use: same observations
+    out.mkdir(parents=True, exist_ok=True)
+
+    examples = training_examples(recipe, data_dir)
+    random.Random(recipe.seed).shuffle(examples)
+    if cfg.n_questions is not None:
+        examples = examples[: cfg.n_questions]
+    torch.manual_seed(recipe.seed)
+    policy, _, tok = load_policy(model, recipe, with_reference=False)
+    backend = TransformersBackend.from_model(policy, tok, BackendSpec(kind="transformers", model=model))
+    retriever = CachedRetriever(make_protocol_retriever(rp, corpus), ResultCache.default())
+    t0 = time.perf_counter()
+    demos = build_demonstrations(method, examples, backend=backend, protocol=rp, retriever=retriever, cfg=cfg)
+    log(
+        f"demonstrations: {demos.kept} of {demos.asked} questions kept "
+        f"({'gold answer in the observations' if cfg.answer_in_observation else 'answered'}); "
+        f"{time.perf_counter() - t0:.1f}s"
+    )
+    (out / "demonstrations.jsonl").write_text(
+        "".join(
+            json.dumps({"id": t.example_id, "question": t.question, "response": t.response}) + "\n"
+            for t in demos.trajectories
+        )
+    )
+
+    store = Store(db)
+    run_id = create_train_run(
+        store,
+        prefix="sft",
+        method=method,
+        recipe=recipe,
+        protocol=rp,
+        model=model,
+        label=f"sft recipe {recipe.name}",
+    )
+    pad_id = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
+    with running(store, run_id):
+        train_sft(
+            policy,
+            demos.trajectories,
+            cfg,
+            pad_id=pad_id,
+            seed=recipe.seed,
+            log=log,
+            on_step=lambda step, m: store.add_train_steps(run_id, step, m),
+        )
+        final = save_final(policy, tok, out, recipe, method.name, model, stage="sft", log=log)
+    return final, run_id

@@ -139,3 +139,23 @@ def test_answer_stats_flag_a_collapsed_policy():
     )
     varied = answer_stats(["Paris", "Joyce", "1914", "Joyce"])
     assert (varied.top_answer, varied.top_share, varied.entropy_bits) == ("joyce", 0.5, 1.5)
+
+
+def test_harness_sft_runs_end_to_end(tiny_dir: Path, tmp_path: Path):
+    """`harness sft` parses and calls harness.rl.sft.run_sft: demonstrations on disk, a checkpoint,
+    and a complete train run with its step metrics in the database."""
+    from harness.cli import main
+    from harness.store import Store
+
+    out, db = tmp_path / "out", tmp_path / "r.duckdb"
+    overrides = ["sft.n_questions=2", "sft.epochs=1", "sft.answer_in_observation=false", "lora=null"]
+    argv = ["sft", "--method", "search_r1", "--recipe", "cpu-sft-rl", "--model", str(tiny_dir)]
+    assert main([*argv, "--recipe-override", *overrides, "--out", str(out), "--db", str(db)]) == 0
+    demos = (out / "demonstrations.jsonl").read_text().splitlines()
+    assert len(demos) == 2 and all("<search>" in line for line in demos)
+    assert (out / "final").is_dir()
+    runs = Store(db).query("SELECT run_id, kind, status FROM runs")
+    assert list(runs["kind"]) == ["train"] and list(runs["status"]) == ["complete"]
+    assert runs["run_id"][0].startswith("sft-search_r1")
+    steps = Store(db).query("SELECT count(*) AS n FROM train_steps")
+    assert int(steps["n"][0]) >= 1
