@@ -17,12 +17,13 @@ Mapping onto the harness:
 
 * The rollout is :func:`harness.rollout.engine.run_tag_rollouts` with :data:`DIALECT` (Search-o1's
   tags and its search-or-finish rule) and :func:`reason_in_documents` as the ``observation_fn``;
-  each Reason-in-Documents call is an ``llm_call`` turn right after its ``retrieve`` turn.
+  each Reason-in-Documents call is an ``llm_call`` turn the engine records right after its
+  ``retrieve`` turn.
 * The search cap is the protocol's turn budget (``protocol.max_turns``), stated in the prompt as
   Search-o1 states its ``MAX_SEARCH_LIMIT``; Search-o1's own defaults are 5 searches for NQ/TriviaQA
   and 10 for the multi-hop sets, top-10 web pages (run_search_o1.py ``main``). Under a protocol every
   agentic method gets the same budget and top-k (Search-R1 ran Search-o1 with its top-3 retriever).
-* The cap counts executed searches, not turns (the engine's ``budget="searches"``), as Search-o1's
+* The cap counts executed searches, not turns (the loop hook :class:`SearchBudget`), as Search-o1's
   ``search_count`` does. A search over the cap is answered with Search-o1's
   :data:`OVER_LIMIT_MESSAGE` ("The maximum search limit is exceeded. You are not allowed to
   search.", inside the result tags with Search-o1's single newlines) and the model continues; the
@@ -31,8 +32,8 @@ Mapping onto the harness:
   read, as in Search-o1, and the trajectory ends there.
 * A query the trajectory already retrieved gets :data:`REPEATED_QUERY_MESSAGE` ("You have searched
   this query. Please refer to previous results.") without retrieval or Reason-in-Documents and
-  without counting against the cap; over the cap, the over-limit message wins (Search-o1 checks the
-  cap first). Both messages are ``message`` turns (statuses ``over_budget`` / ``repeat_query``),
+  without counting against the cap (the loop hook :class:`RepeatedQuery`); over the cap, the
+  over-limit message wins (Search-o1 checks the cap first). Both messages are ``message`` turns (statuses ``over_budget`` / ``repeat_query``),
   not retrievals, and are counted in ``meta`` (``over_limit_searches`` / ``repeated_queries``).
 * Passages are shown as Search-o1 shows web pages (``**Web Page {i}:**`` + the page's JSON), with
   the fields a corpus passage has: ``id``, ``title``, ``context`` (the passage text, cut at
@@ -61,11 +62,13 @@ import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 
+from harness.errors import ConfigError
 from harness.method import Method, MethodSpec, RunContext
 from harness.protocol import Protocol
 from harness.rollout.dialect import TagDialect
-from harness.rollout.engine import RolloutState, TagRolloutConfig, run_tag_rollouts
+from harness.rollout.engine import Observation, RolloutState, TagRolloutConfig, run_tag_rollouts
 from harness.rollout.extract import extract_boxed
+from harness.rollout.hooks import Budget, Refusal, TurnPolicy
 from harness.rollout.render import RENDERERS
 from harness.types import Hit, QAExample, Trajectory, Turn
 
@@ -189,6 +192,49 @@ DIALECT = SearchO1Dialect(
 )
 
 
+def retrieved_queries(state: RolloutState) -> list[str]:
+    """The queries this trajectory has retrieved so far (refused searches are not retrievals)."""
+    return [t.query for t in state.turns if t.kind == "retrieve" and t.query is not None]
+
+
+@dataclass(frozen=True)
+class SearchBudget(Budget):
+    """Search-o1's cap (run_search_o1.py): ``max_turns`` counts executed searches; a search over the
+    cap is answered with ``message`` and the model goes on, for at most ``max_generations``
+    generation rounds (``--max_turn``); a search in the last round is still executed."""
+
+    max_generations: int
+    message: str
+
+    def __post_init__(self) -> None:
+        if self.max_generations < 1:
+            raise ConfigError(f"SearchBudget: max_generations must be >= 1, got {self.max_generations!r}")
+
+    def rounds(self, max_turns: int) -> int:
+        return self.max_generations
+
+    def can_search(self, round_no: int, max_turns: int) -> bool:
+        return True
+
+    def over_budget(self, state: RolloutState, max_turns: int) -> Refusal | None:
+        if len(retrieved_queries(state)) >= max_turns:
+            return Refusal("over_budget", self.message)
+        return None
+
+
+@dataclass(frozen=True)
+class RepeatedQuery(TurnPolicy):
+    """A query this trajectory already retrieved is answered with ``message`` instead of a
+    retrieval (run_search_o1.py ``executed_search_queries``); status ``repeat_query``."""
+
+    message: str
+
+    def refuse(self, state: RolloutState, query: str) -> Refusal | None:
+        if query in retrieved_queries(state):
+            return Refusal("repeat_query", self.message)
+        return None
+
+
 def make_prompt(question: str, dataset: str, max_searches: int) -> list[dict[str, str]]:
     """One user message: the search instruction (multi-hop or single-hop) + the task instruction."""
     instruction = MULTIQA_INSTRUCTION if dataset in MULTIHOP_DATASETS else SINGLEQA_INSTRUCTION
@@ -236,10 +282,10 @@ def extract_information(output: str) -> tuple[str, bool]:
 
 def reason_in_documents(
     states: list[RolloutState], queries: list[str], hits: list[list[Hit]], ctx: RunContext
-) -> list[str]:
+) -> list[Observation]:
     """The engine's ``observation_fn``: one batched Reason-in-Documents call for every executed
-    search (the engine answers repeated and over-cap queries itself), recorded as an ``llm_call``
-    turn of its trajectory."""
+    search (the loop hooks answer repeated and over-cap queries without one); each observation
+    carries its call as an ``llm_call`` turn, recorded after the ``retrieve`` turn."""
     prompts = [
         ctx.backend.chat_prompt(
             [
@@ -258,27 +304,18 @@ def reason_in_documents(
     t0 = time.perf_counter()
     comps = ctx.backend.generate(prompts, stop=[], max_new_tokens=ctx.max_new_tokens, sampling=ctx.sampling)
     latency = (time.perf_counter() - t0) / len(prompts)
-    bodies: list[str] = []
-    for s, c in zip(states, comps, strict=True):
+    observations: list[Observation] = []
+    for c in comps:
         info, found = extract_information(c.text)
-        s.add_turn(
+        call = Turn(
+            index=-1,  # numbered by the engine when it records the turn
             kind="llm_call",
             latency_s=latency,
             **c.turn_fields(),
             status="ok" if found else "no_final_information",
         )
-        bodies.append(info)
-    return bodies
-
-
-def _reading_after_retrieval(turns: list[Turn]) -> None:
-    """The engine records a search's ``retrieve`` turn after the observation function ran; put each
-    Reason-in-Documents call after the retrieval it read, and renumber."""
-    for i in range(len(turns) - 1):
-        if turns[i].kind == "llm_call" and turns[i + 1].kind == "retrieve":
-            turns[i], turns[i + 1] = turns[i + 1], turns[i]
-    for i, t in enumerate(turns):
-        t.index = i
+        observations.append((info, (call,)))
+    return observations
 
 
 class SearchO1(Method):
@@ -322,10 +359,8 @@ class SearchO1(Method):
             RENDERERS.get("search_r1"),  # unused: the observation function renders
             extractor=extract_boxed,
             observation_fn=reason_in_documents,
-            budget="searches",
-            max_generations=MAX_TURN,
-            over_budget_message=OVER_LIMIT_MESSAGE,
-            repeat_query_message=REPEATED_QUERY_MESSAGE,
+            budget=SearchBudget(max_generations=MAX_TURN, message=OVER_LIMIT_MESSAGE),
+            policy=RepeatedQuery(REPEATED_QUERY_MESSAGE),
         )
 
     def solve(self, examples: list[QAExample], ctx: RunContext) -> list[Trajectory]:
@@ -334,7 +369,6 @@ class SearchO1(Method):
         prompts = [ctx.backend.chat_prompt(make_prompt(e.question, e.dataset, limit)) for e in examples]
         trajs = run_tag_rollouts(prompts, examples, ctx, self.rollout_config(ctx.protocol))
         for t in trajs:
-            _reading_after_retrieval(t.turns)
             t.meta["reason_in_documents_calls"] = sum(1 for x in t.turns if x.kind == "llm_call")
             t.meta["repeated_queries"] = sum(
                 1 for x in t.turns if x.status == "repeat_query" and x.kind == "message"

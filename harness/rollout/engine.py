@@ -3,20 +3,19 @@
 All active trajectories of a batch generate together each turn. Generation stops at the
 dialect's closing tags; the first complete action decides what happens (Search-R1
 ``execute_predictions``): a search is answered by one batched retriever call whose hits are
-rendered, truncated to ``max_obs_tokens`` and wrapped in the observation tags; an answer ends the
-trajectory; anything else gets the dialect's correction message. After ``max_turns`` action turns a
-final turn is generated in which a search is no longer executed (Search-R1's final rollout with
-``do_search=False``).
+rendered, truncated to ``max_obs_tokens`` and wrapped in the observation tags (:func:`retrieve_step`,
+shared with the segment loop); an answer ends the trajectory; anything else gets the dialect's
+correction message. After ``max_turns`` action turns a final turn is generated in which a search is
+no longer executed (Search-R1's final rollout with ``do_search=False``).
 
-Two budget semantics (``TagRolloutConfig.budget``): ``"turns"`` (above, the default) counts action
-turns; ``"searches"`` counts executed searches against ``max_turns`` and generation rounds against
-``max_generations``: a search over the cap is answered with ``over_budget_message`` and the model
-goes on (Search-o1). With ``repeat_query_message`` set, a query the trajectory already retrieved is
-answered with that message instead of a retrieval (not counted as a search). Both messages are
-recorded as ``message`` turns (statuses ``over_budget`` / ``repeat_query``), never as retrievals.
-With ``after_observation_stop`` set, every retrieval's observation is followed by one extra
-generation that stops at that string (or at the dialect's action tags), a sub-step of the same
-turn (Eval-RAR's mode B evaluation step).
+What a paper changes in that loop it supplies as hook objects (:mod:`harness.rollout.hooks`): a
+:class:`~harness.rollout.hooks.Budget` (what ``max_turns`` counts; default
+:class:`~harness.rollout.hooks.TurnBudget`, the above) and a
+:class:`~harness.rollout.hooks.TurnPolicy` (searches refused with a message, what follows a turn
+without an action, an extra step after the observations; default: none, the correction message,
+none). A refused search is recorded as a ``message`` turn, never as a retrieval. The observation
+function (default: the renderer) returns each observation's body and the turns it recorded
+(e.g. an LLM call that read the documents); the engine records those right after the retrieval.
 
 The answer is extracted from the model's own text only (observations and correction messages
 excluded). In training mode the engine works in token space: each turn generates from the exact
@@ -28,27 +27,42 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any
 
-from harness.errors import ConfigError
 from harness.method import RunContext
 from harness.rollout.base import RolloutConfig
 from harness.rollout.dialect import TagDialect
 from harness.rollout.extract import Extraction, extract_tagged
+from harness.rollout.hooks import Budget, Refusal, TurnBudget, TurnPolicy
 from harness.rollout.render import Renderer
 from harness.types import Completion, Hit, QAExample, Trajectory, Turn
 
 if TYPE_CHECKING:
     from harness.protocol import Protocol
 
-# Called with the searching states' queries and hits; returns the text to place inside the
-# observation tags for each (default: the renderer). Search-o1's Reason-in-Documents uses it.
-ObservationFn = Callable[[list["RolloutState"], list[str], list[list[Hit]], RunContext], list[str]]
+# An observation: the text placed inside the observation tags, and the turns the observation
+# function recorded for it (their ``index`` is assigned when the engine appends them, right after
+# the ``retrieve`` turn).
+Observation = tuple[str, Sequence[Turn]]
+# Called with the searching states' queries and hits; returns one observation for each (default:
+# the renderer's text, no extra turns). Search-o1's Reason-in-Documents uses it.
+ObservationFn = Callable[[list["RolloutState"], list[str], list[list[Hit]], RunContext], list[Observation]]
 
 
-@dataclass
+def rendered(renderer: Renderer) -> ObservationFn:
+    """The observation function that renders each search's hits with ``renderer``."""
+
+    def observe(_states: list[RolloutState], _queries: list[str], hits: list[list[Hit]], _ctx: RunContext):
+        return [(renderer(h), ()) for h in hits]
+
+    return observe
+
+
+@dataclass(frozen=True)
 class TagRolloutConfig(RolloutConfig):
+    """The tag loop: the dialect, the protocol's budgets, and the paper's hooks."""
+
     dialect: TagDialect
     renderer: Renderer
     top_k: int
@@ -56,34 +70,9 @@ class TagRolloutConfig(RolloutConfig):
     max_obs_tokens: int | None
     max_new_tokens: int
     extractor: Callable[[str], Extraction] | None = None  # default: the dialect's answer tags
-    observation_fn: ObservationFn | None = None
-    final_turn: bool = True  # one more generation after max_turns, without search
-    # a turn with neither a search nor an answer: "correct" appends the dialect's correction
-    # message and goes on (Search-R1, every training loop); "end" makes it the final turn
-    # (R-Search's evaluation loop, QingFei1/R-Search@ecba08d src/eval/main.py)
-    on_invalid: Literal["correct", "end"] = "correct"
-    # what ``max_turns`` counts: "turns" = action turns, then the final turn (Search-R1); "searches"
-    # = executed searches, with at most ``max_generations`` generation rounds (``final_turn`` unused)
-    budget: Literal["turns", "searches"] = "turns"
-    max_generations: int | None = None  # budget="searches" only (required there)
-    # budget="searches": the environment text (observation tags included) for a search over the cap
-    over_budget_message: str = ""
-    # the environment text (observation tags included) for a query this trajectory already
-    # retrieved; None = retrieve it again
-    repeat_query_message: str | None = None
-    # one extra generation after every retrieval's observation, stopped at this string (also at
-    # the dialect's stops); None = none (Eval-RAR mode B's evaluate sub-step, its paper's Algorithm 1)
-    after_observation_stop: str | None = None
-
-    def __post_init__(self) -> None:
-        if self.budget == "searches" and (self.max_generations is None or self.max_generations < 1):
-            raise ConfigError(
-                f"TagRolloutConfig(budget='searches') needs max_generations >= 1, got {self.max_generations!r}"
-            )
-        if self.budget == "turns" and (self.max_generations is not None or self.over_budget_message):
-            raise ConfigError(
-                "TagRolloutConfig: max_generations and over_budget_message apply to budget='searches' only"
-            )
+    observation_fn: ObservationFn | None = None  # default: ``rendered(renderer)``
+    budget: Budget = TurnBudget()
+    policy: TurnPolicy = TurnPolicy()
 
     @classmethod
     def from_protocol(
@@ -111,7 +100,7 @@ class TagRolloutConfig(RolloutConfig):
 
     @property
     def correction_message(self) -> str:
-        return self.dialect.invalid_message if self.on_invalid == "correct" else ""
+        return self.policy.correction(self.dialect) or ""
 
 
 @dataclass
@@ -187,16 +176,13 @@ def run_tag_rollouts(
     if ctx.training:
         for s in states:
             s.prompt_ids = ctx.backend.prompt_ids(s.prompt)
+    observe = cfg.observation_fn if cfg.observation_fn is not None else rendered(cfg.renderer)
 
-    if cfg.budget == "searches":
-        n_turns = cfg.max_generations or 0
-    else:
-        n_turns = cfg.max_turns + (1 if cfg.final_turn else 0)
-    for turn_no in range(n_turns):
+    for round_no in range(cfg.budget.rounds(cfg.max_turns)):
         active = [s for s in states if not s.done]
         if not active:
             break
-        can_search = cfg.budget == "searches" or turn_no < cfg.max_turns
+        can_search = cfg.budget.can_search(round_no, cfg.max_turns)
         t0 = time.perf_counter()
         completions = generate_turn(ctx, active, stop=cfg.dialect.stops, max_new_tokens=cfg.max_new_tokens)
         gen_latency = (time.perf_counter() - t0) / max(len(active), 1)
@@ -211,11 +197,15 @@ def run_tag_rollouts(
                 action, status = "invalid", "empty_query"
             elif action == "invalid":
                 status = "invalid_action" if c.finish_reason != "length" else "truncated"
-            message: tuple[str, str] | None = None  # (turn status, environment text) instead of a search
+            refusal: Refusal | None = None  # a message instead of a search
             if action == "search" and can_search:
-                message = search_refusal(cfg, s, content)
-            if message is not None:
-                status = "search_after_budget" if message[0] == "over_budget" else message[0]
+                refusal = cfg.budget.over_budget(s, cfg.max_turns)
+                if refusal is not None:
+                    status = "search_after_budget"
+                else:
+                    refusal = cfg.policy.refuse(s, content)
+                    if refusal is not None:
+                        status = refusal.status
             s.add_turn(
                 kind="generate",
                 latency_s=gen_latency,
@@ -224,59 +214,105 @@ def run_tag_rollouts(
             )
             if action == "answer":
                 s.done, s.ended_by = True, "answer"
-            elif message is not None:
-                n_env = append_env(ctx, s, message[1])
+            elif refusal is not None:
+                n_env = append_env(ctx, s, refusal.message)
                 s.add_turn(
                     kind="message",
-                    text=message[1],
+                    text=refusal.message,
                     query=content,
                     observation_tokens=n_env,
-                    status=message[0],
+                    status=refusal.status,
                 )
             elif action == "search" and can_search:
                 searching.append(s)
                 queries.append(content)
             elif not can_search:
                 s.done, s.ended_by = True, "max_turns"
-            elif cfg.on_invalid == "end":
+            elif (correction := cfg.policy.correction(cfg.dialect)) is None:
                 s.done, s.ended_by = True, "no_action"
-            elif cfg.dialect.invalid_message:
+            elif correction:
                 # stored as a turn: a reader of the trajectory sees what the model was told (the
                 # policy often copies it), and the store keeps it without reconstructing it
-                n_env = append_env(ctx, s, cfg.dialect.invalid_message)
+                n_env = append_env(ctx, s, correction)
                 s.add_turn(
                     kind="message",
-                    text=cfg.dialect.invalid_message,
+                    text=correction,
                     observation_tokens=n_env,
                     status="correction",
                 )
 
         if searching:
-            retriever = ctx.require_retriever(cfg.dialect.name)
-            t0 = time.perf_counter()
-            hits = retriever.search(queries, cfg.top_k)
-            ret_latency = (time.perf_counter() - t0) / len(searching)
-            if cfg.observation_fn is not None:
-                bodies = cfg.observation_fn(searching, queries, hits, ctx)
-            else:
-                bodies = [cfg.renderer(h) for h in hits]
-            for s, q, h, body in zip(searching, queries, hits, bodies, strict=True):
-                body, _, cut = truncate_tokens(ctx, body, cfg.max_obs_tokens)
-                n_obs = append_env(ctx, s, cfg.dialect.obs_prefix + body + cfg.dialect.obs_suffix)
-                s.add_turn(
-                    kind="retrieve",
-                    text=body,
-                    query=q,
-                    doc_ids=[x.doc_id for x in h],
-                    doc_scores=[x.score for x in h],
-                    observation_tokens=n_obs,
-                    latency_s=ret_latency,
-                    status="obs_truncated" if cut else "ok",
-                )
-            if cfg.after_observation_stop is not None:
-                after_observation(ctx, cfg, searching, cfg.after_observation_stop)
+            retrieve_step(
+                ctx,
+                searching,
+                queries,
+                dialect=cfg.dialect,
+                top_k=cfg.top_k,
+                max_obs_tokens=cfg.max_obs_tokens,
+                observe=observe,
+            )
+            cfg.policy.after_observation(ctx, cfg, searching)
 
     return [finish_trajectory(s, cfg.extract(s.model_text)) for s in states]
+
+
+def retrieve_step(
+    ctx: RunContext,
+    states: list[RolloutState],
+    queries: list[str],
+    *,
+    dialect: TagDialect,
+    top_k: int,
+    max_obs_tokens: int | None,
+    observe: ObservationFn,
+) -> list[int]:
+    """One batched retrieval for ``states`` (one non-empty query each): the retriever's top-k,
+    each observation from ``observe``, cut to ``max_obs_tokens`` and appended in the dialect's
+    observation tags, recorded as a ``retrieve`` turn followed by the observation's own turns.
+    Returns each state's observation token count."""
+    retriever = ctx.require_retriever(dialect.name)
+    t0 = time.perf_counter()
+    hits = retriever.search(queries, top_k)
+    latency = (time.perf_counter() - t0) / len(states)
+    observed = observe(states, queries, hits, ctx)
+    n_obs: list[int] = []
+    for s, q, h, (body, extra) in zip(states, queries, hits, observed, strict=True):
+        n_obs.append(
+            add_observation(ctx, s, dialect, body, max_obs_tokens, query=q, hits=h, latency_s=latency)
+        )
+        for t in extra:
+            s.turns.append(replace(t, index=len(s.turns)))
+    return n_obs
+
+
+def add_observation(
+    ctx: RunContext,
+    s: RolloutState,
+    dialect: TagDialect,
+    body: str,
+    max_obs_tokens: int | None,
+    *,
+    query: str,
+    hits: Sequence[Hit],
+    latency_s: float,
+    status: str = "ok",
+) -> int:
+    """Append ``body`` cut to ``max_obs_tokens`` tokens, in the dialect's observation tags, and
+    record it as a ``retrieve`` turn (status ``obs_truncated`` when cut, else ``status``).
+    Returns its token count."""
+    body, _, cut = truncate_tokens(ctx, body, max_obs_tokens)
+    n_obs = append_env(ctx, s, dialect.obs_prefix + body + dialect.obs_suffix)
+    s.add_turn(
+        kind="retrieve",
+        text=body,
+        query=query,
+        doc_ids=[x.doc_id for x in hits],
+        doc_scores=[x.score for x in hits],
+        observation_tokens=n_obs,
+        latency_s=latency_s,
+        status="obs_truncated" if cut else status,
+    )
+    return n_obs
 
 
 def append_generated(ctx: RunContext, s: RolloutState, c: Completion) -> None:
@@ -287,50 +323,6 @@ def append_generated(ctx: RunContext, s: RolloutState, c: Completion) -> None:
         s.response_ids.extend(ids)
         s.loss_mask.extend([1] * len(ids))
     s.last_finish = c.finish_reason
-
-
-def search_refusal(cfg: TagRolloutConfig, s: RolloutState, query: str) -> tuple[str, str] | None:
-    """Why a search is answered by a message instead of a retrieval, with that message: over the
-    search cap (budget "searches"; checked first, as Search-o1 does) or a query this trajectory
-    already retrieved (``repeat_query_message``). None: run the search."""
-    retrieved = [t.query for t in s.turns if t.kind == "retrieve"]
-    if cfg.budget == "searches" and len(retrieved) >= cfg.max_turns:
-        return "over_budget", cfg.over_budget_message
-    if cfg.repeat_query_message is not None and query in retrieved:
-        return "repeat_query", cfg.repeat_query_message
-    return None
-
-
-def after_observation(ctx: RunContext, cfg: TagRolloutConfig, states: list[RolloutState], stop: str) -> None:
-    """One generation per state right after its observation, stopped at ``stop`` or at the
-    dialect's stops (Eval-RAR's Algorithm 1 read strictly: ``</evaluate>``, with ``</search>`` /
-    ``</answer>`` as
-    safety). A complete answer in it ends the trajectory; a search in it is not executed (the next
-    turn starts after it). Turn status: ``ok`` (stopped at ``stop`` or answered), ``truncated``,
-    ``unexecuted_search``, or ``missing_stop`` (ended without ``stop``)."""
-    t0 = time.perf_counter()
-    comps = generate_turn(ctx, states, stop=[stop, *cfg.dialect.stops], max_new_tokens=cfg.max_new_tokens)
-    latency = (time.perf_counter() - t0) / len(states)
-    for s, c in zip(states, comps, strict=True):
-        append_generated(ctx, s, c)
-        action, _ = cfg.dialect.parse_action(c.text)
-        if action == "answer":
-            status = "ok"
-            s.done, s.ended_by = True, "answer"
-        elif c.finish_reason == "length":
-            status = "truncated"
-        elif action == "search":
-            status = "unexecuted_search"
-        elif c.finish_reason == "stop" and c.text.endswith(stop):
-            status = "ok"
-        else:
-            status = "missing_stop"
-        s.add_turn(
-            kind="generate",
-            latency_s=latency,
-            **c.turn_fields(),
-            status=status,
-        )
 
 
 def finish_trajectory(s: RolloutState, ex: Extraction, **meta: object) -> Trajectory:

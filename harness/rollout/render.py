@@ -43,7 +43,7 @@ def stripped_observations(renderer: str) -> ObservationFn:
 
     def observe(
         _states: Sequence[Any], _queries: list[str], hits: list[list[Hit]], _ctx: RunContext
-    ) -> list[str]:
-        return [render(h).strip() for h in hits]
+    ) -> list[tuple[str, tuple[()]]]:
+        return [(render(h).strip(), ()) for h in hits]
 
     return observe

@@ -5,8 +5,8 @@ only on an answer, and appends a correction message after a segment with no acti
 (probe2/TIRESRAG-R1@a457873 ``experience_maker.py``) and When-to-Search (its paper §3.2) instead
 continue after an answer (reflection),
 end on EOS, and count an empty query; this loop does that with the engine's public pieces
-(``generate_turn``, ``truncate_tokens``, ``append_env``, ``finish_trajectory``), so records, token
-ids and loss masks are the engine's.
+(``generate_turn``, ``retrieve_step``, ``add_observation``, ``finish_trajectory``), so records,
+token ids and loss masks are the engine's, and a search goes through the engine's retrieval step.
 """
 
 from __future__ import annotations
@@ -21,11 +21,12 @@ from harness.rollout.base import RolloutConfig
 from harness.rollout.dialect import TagDialect
 from harness.rollout.engine import (
     RolloutState,
-    append_env,
+    add_observation,
     append_generated,
     finish_trajectory,
     generate_turn,
-    truncate_tokens,
+    rendered,
+    retrieve_step,
 )
 from harness.rollout.extract import Extraction
 from harness.types import Completion, Hit, QAExample, Trajectory
@@ -134,32 +135,33 @@ def run_segment_rollouts(
         if not searching:
             continue
         asked = [(i, q) for i, q in zip(searching, queries, strict=True) if q]
-        hits_of: dict[int, list[Hit]] = {}
-        latency = 0.0
+        n_obs: dict[int, int] = {}
         if asked:
-            retriever = ctx.require_retriever(cfg.dialect.name)
-            t0 = time.perf_counter()
-            found = retriever.search([q for _, q in asked], cfg.top_k)
-            latency = (time.perf_counter() - t0) / len(asked)
-            hits_of = {i: h for (i, _), h in zip(asked, found, strict=True)}
-        for i, q in zip(searching, queries, strict=True):
-            s = states[i]
-            hits = hits_of.get(i, [])
-            body = cfg.observe(hits) if q else cfg.no_results
-            body, _, cut = truncate_tokens(ctx, body, cfg.max_obs_tokens)
-            n_obs = append_env(ctx, s, cfg.dialect.obs_prefix + body + cfg.dialect.obs_suffix)
-            used[i] += n_obs
-            searches[i] += 1
-            s.add_turn(
-                kind="retrieve",
-                text=body,
-                query=q,
-                doc_ids=[h.doc_id for h in hits],
-                doc_scores=[h.score for h in hits],
-                observation_tokens=n_obs,
-                latency_s=latency if q else 0.0,
-                status="obs_truncated" if cut else ("ok" if q else "empty_query"),
+            counts = retrieve_step(
+                ctx,
+                [states[i] for i, _ in asked],
+                [q for _, q in asked],
+                dialect=cfg.dialect,
+                top_k=cfg.top_k,
+                max_obs_tokens=cfg.max_obs_tokens,
+                observe=rendered(cfg.observe),
             )
+            n_obs = {i: n for (i, _), n in zip(asked, counts, strict=True)}
+        for i, q in zip(searching, queries, strict=True):
+            if not q:  # no_results: answered without a retrieval, counted as one
+                n_obs[i] = add_observation(
+                    ctx,
+                    states[i],
+                    cfg.dialect,
+                    cfg.no_results,
+                    cfg.max_obs_tokens,
+                    query=q,
+                    hits=[],
+                    latency_s=0.0,
+                    status="empty_query",
+                )
+            used[i] += n_obs[i]
+            searches[i] += 1
     return [finish_trajectory(s, cfg.extract(s.model_text), ended_by=s.ended_by) for s in states]
 
 

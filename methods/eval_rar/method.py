@@ -15,8 +15,8 @@ Engine mapping:
   default: :class:`EvalRAR`, method ``eval_rar``).
 - mode B (Algorithm 1 read strictly: :class:`EvalRARModeB`, method ``eval_rar_b``): after each
   search's ``<information>``, a separate generation stopped at ``</evaluate>`` (``</search>`` /
-  ``</answer>`` as safety stops) is appended as part of the same step (the engine's
-  ``after_observation_stop``), then the next step. It follows the last step's search too. A
+  ``</answer>`` as safety stops) is appended as part of the same step (the loop hook
+  :class:`EvaluateAfterObservation`), then the next step. It follows the last step's search too. A
   complete answer in it ends the trajectory; a search in it is not executed (turn status
   ``unexecuted_search``; the next step starts after it); other statuses: ``ok``, ``truncated``,
   ``missing_stop`` (no ``</evaluate>``; the paper defines no penalty). Both modes give the same token
@@ -29,7 +29,8 @@ Engine mapping:
 from __future__ import annotations
 
 import re
-from dataclasses import asdict
+import time
+from dataclasses import asdict, dataclass
 from typing import Any, ClassVar, Literal
 
 from harness.method import (
@@ -45,8 +46,15 @@ from harness.metrics.answer import exact_match
 from harness.metrics.normalize import normalize_answer
 from harness.protocol import Protocol
 from harness.rollout.dialect import TagDialect
-from harness.rollout.engine import TagRolloutConfig, run_tag_rollouts
+from harness.rollout.engine import (
+    RolloutState,
+    TagRolloutConfig,
+    append_generated,
+    generate_turn,
+    run_tag_rollouts,
+)
 from harness.rollout.extract import extract_tagged
+from harness.rollout.hooks import TurnBudget, TurnPolicy
 from harness.rollout.render import RENDERERS, stripped_observations
 from harness.types import QAExample, Trajectory
 from methods.eval_rar.protocol import eval_protocol as eval_protocol  # re-exported
@@ -143,6 +151,40 @@ def eval_rar_reward(
     )
 
 
+@dataclass(frozen=True)
+class EvaluateAfterObservation(TurnPolicy):
+    """Mode B's evaluation step (Algorithm 1 read strictly): one generation per state right after
+    its observation, stopped at ``stop`` (``</evaluate>``) or at the dialect's stops
+    (``</search>`` / ``</answer>`` as safety). A complete answer in it ends the trajectory; a
+    search in it is not executed (the next turn starts after it). Turn status: ``ok`` (stopped at
+    ``stop`` or answered), ``truncated``, ``unexecuted_search``, or ``missing_stop`` (ended
+    without ``stop``)."""
+
+    stop: str
+
+    def after_observation(self, ctx: RunContext, cfg: TagRolloutConfig, states: list[RolloutState]) -> None:
+        t0 = time.perf_counter()
+        comps = generate_turn(
+            ctx, states, stop=[self.stop, *cfg.dialect.stops], max_new_tokens=cfg.max_new_tokens
+        )
+        latency = (time.perf_counter() - t0) / len(states)
+        for s, c in zip(states, comps, strict=True):
+            append_generated(ctx, s, c)
+            action, _ = cfg.dialect.parse_action(c.text)
+            if action == "answer":
+                status = "ok"
+                s.done, s.ended_by = True, "answer"
+            elif c.finish_reason == "length":
+                status = "truncated"
+            elif action == "search":
+                status = "unexecuted_search"
+            elif c.finish_reason == "stop" and c.text.endswith(self.stop):
+                status = "ok"
+            else:
+                status = "missing_stop"
+            s.add_turn(kind="generate", latency_s=latency, **c.turn_fields(), status=status)
+
+
 class EvalRAR(TrainableMethod):
     name = "eval_rar"
     description = (
@@ -180,8 +222,8 @@ class EvalRAR(TrainableMethod):
             EVAL_RAR_DIALECT,
             RENDERERS.get(RENDERER),
             observation_fn=stripped_observations(RENDERER),
-            final_turn=False,
-            after_observation_stop=EVALUATE_CLOSE if self.evaluate_mode == "B" else None,
+            budget=TurnBudget(final_turn=False),
+            policy=EvaluateAfterObservation(EVALUATE_CLOSE) if self.evaluate_mode == "B" else TurnPolicy(),
         )
 
     def solve(self, examples: list[QAExample], ctx: RunContext) -> list[Trajectory]:

@@ -15,7 +15,7 @@ settings come from the protocol (``r_search-eval``) or the recipe.
 
 Evaluation under R-Search's own protocol (``r_search-eval``) follows the released evaluation loop
 (:func:`authors_evaluation`): a turn that neither searches nor answers is the final turn (the
-engine's ``on_invalid="end"``) and a trajectory without an ``<answer>`` is scored on its whole
+loop hook :class:`EndOnInvalid`) and a trajectory without an ``<answer>`` is scored on its whole
 final turn (status ``final_turn_fallback``, counted as not answered). Under shared protocols R-Search
 runs the canonical way (correction message, strict extraction), like every other method. One gap
 remains: the released evaluation wraps observations as ``\\n\\n{turn}<observation>…`` (we use the
@@ -40,6 +40,7 @@ from harness.metrics.answer import f1_squad
 from harness.protocol import Protocol
 from harness.rollout.dialect import DEFAULT_INVALID_MESSAGE, TagDialect
 from harness.rollout.engine import TagRolloutConfig, run_tag_rollouts
+from harness.rollout.hooks import TurnPolicy
 from harness.rollout.render import RENDERERS, stripped_observations
 from harness.types import QAExample, SamplingParams, Trajectory
 from methods.r_search.protocol import EVAL_PROTOCOL_NAME
@@ -208,6 +209,16 @@ def authors_evaluation(ctx: RunContext) -> bool:
     return not ctx.training and ctx.protocol.name == EVAL_PROTOCOL_NAME
 
 
+@dataclass(frozen=True)
+class EndOnInvalid(TurnPolicy):
+    """The released evaluation loop's turn rule [C] (QingFei1/R-Search@ecba08d
+    ``src/eval/main.py``): a turn with neither a search nor an answer is the final turn; no
+    correction message is appended."""
+
+    def correction(self, dialect: TagDialect) -> str | None:
+        return None
+
+
 def final_turn_fallback(t: Trajectory) -> Trajectory:
     """The released evaluation's answer fallback: no complete ``<answer>`` -> the whole final
     generated turn, stripped. Its status ``final_turn_fallback`` keeps it out of the answered rate
@@ -258,7 +269,6 @@ class RSearch(TrainableMethod):
             R_SEARCH_DIALECT,
             RENDERERS.get(RENDERER),
             observation_fn=stripped_observations(RENDERER),
-            final_turn=True,
         )
 
     def solve(self, examples: list[QAExample], ctx: RunContext) -> list[Trajectory]:
@@ -266,7 +276,7 @@ class RSearch(TrainableMethod):
         cfg = self.rollout_config(ctx.protocol)
         authors_eval = authors_evaluation(ctx)
         if authors_eval:
-            cfg = replace(cfg, on_invalid="end")
+            cfg = replace(cfg, policy=EndOnInvalid())
         trajectories = run_tag_rollouts(prompts, examples, ctx, cfg)
         return [final_turn_fallback(t) for t in trajectories] if authors_eval else trajectories
 

@@ -22,6 +22,7 @@ from harness.types import Evidence, QAExample, Trajectory
 from harness.verl.job import write_verl_job
 from harness.verl.reward import response_parts, trajectory_from_text, verl_compute_score
 from harness.verl.rows import split_prefill
+from methods.eval_rar.method import EvaluateAfterObservation
 from tests.methods.helpers import PROTO, ScriptedEmbedder, ScriptedJudge, ScriptedReader, context, reward_ctx
 
 TRAINABLE = sorted(n for n in METHODS.names() if METHODS.get(n).trained)
@@ -278,7 +279,9 @@ def test_rebuilt_trajectory_is_what_the_engine_recorded(name):
         assert got.prediction == t.prediction
         # back-to-back generations with nothing between them (Eval-RAR mode B's evaluate step) read
         # as one segment of model text; a correction message between generations separates them
-        back_to_back = getattr(method.rollout_config(PROTO), "after_observation_stop", None) is not None
+        back_to_back = isinstance(
+            getattr(method.rollout_config(PROTO), "policy", None), EvaluateAfterObservation
+        )
         recorded: list[tuple[str, str]] = []
         for x in t.turns:
             if back_to_back and x.kind == "generate" and recorded and recorded[-1][0] == "generate":

@@ -6,12 +6,14 @@ from __future__ import annotations
 import pytest
 
 from harness.method import RewardContext
+from harness.rollout.hooks import TurnPolicy
 from methods.eval_rar.method import (
     INVALID_MESSAGE,
     PROMPT,
     R_EVAL,
     EvalRAR,
     EvalRARModeB,
+    EvaluateAfterObservation,
     eval_protocol,
     eval_rar_reward,
     evaluation_text,
@@ -218,8 +220,8 @@ def test_mode_b_missing_evaluation_is_not_penalised_and_training_mask():
 def test_mode_b_is_a_separate_method_with_the_same_recipes():
     b = EvalRARModeB()
     assert (b.name, M.evaluate_mode, b.evaluate_mode) == ("eval_rar_b", "A", "B")
-    assert b.rollout_config(PROTO).after_observation_stop == "</evaluate>"
-    assert M.rollout_config(PROTO).after_observation_stop is None
+    assert b.rollout_config(PROTO).policy == EvaluateAfterObservation("</evaluate>")
+    assert M.rollout_config(PROTO).policy == TurnPolicy()  # no step after the observation
     assert b.spec(PROTO).params["evaluate_step"].startswith("mode B")
     assert M.spec(PROTO).params["evaluate_step"].startswith("mode A")
     assert set(b.recipes()) == set(M.recipes()) and b.recipes()["paper"].method == "eval_rar_b"

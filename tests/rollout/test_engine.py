@@ -10,6 +10,7 @@ from harness.rollout.engine import TagRolloutConfig, run_tag_rollouts
 from harness.rollout.extract import extract_boxed, extract_tagged
 from harness.rollout.render import RENDERERS
 from harness.types import QAExample
+from methods.r_search.method import EndOnInvalid
 from methods.search_r1.render import SEARCH_R1_DIALECT, SEARCH_R1_INVALID_MESSAGE
 from tests.support.scripted import RecordingRetriever, ScriptedBackend
 
@@ -123,7 +124,7 @@ def test_max_turns_and_final_turn_without_search():
 
 def test_on_invalid_end_makes_a_turn_without_action_final():
     script = {"qq": ["<search>a</search>", "I think it is Paris.", "<answer>Paris</answer>"]}
-    (t,), be, ret = run(script, [ex(1, "qq")], on_invalid="end")
+    (t,), be, ret = run(script, [ex(1, "qq")], policy=EndOnInvalid())
     assert ret.n_queries == 1 and len(be.calls) == 2  # no third generation, no correction message
     assert SEARCH_R1_INVALID_MESSAGE not in t.response
     assert t.turns[-1].status == "invalid_action" and t.extraction_status == "no_answer"

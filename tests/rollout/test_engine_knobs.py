@@ -6,12 +6,15 @@ from __future__ import annotations
 
 import pytest
 
+from baselines.search_o1 import RepeatedQuery, SearchBudget
 from harness.errors import ConfigError
 from harness.method import RunContext
 from harness.protocol import CorpusRef, Protocol
 from harness.rollout.engine import TagRolloutConfig, run_tag_rollouts
+from harness.rollout.hooks import TurnBudget
 from harness.rollout.render import RENDERERS
 from harness.types import QAExample
+from methods.eval_rar.method import EvaluateAfterObservation
 from methods.search_r1.render import SEARCH_R1_DIALECT
 from tests.support.scripted import RecordingRetriever, ScriptedBackend
 
@@ -52,7 +55,9 @@ def kept(t) -> str:
     return "".join(chr(i) for i, m in zip(t.response_ids, t.loss_mask, strict=True) if m)
 
 
-SEARCHES = dict(budget="searches", max_generations=6, over_budget_message=OVER)
+SEARCHES = dict(budget=SearchBudget(max_generations=6, message=OVER))
+REPEATS = dict(policy=RepeatedQuery(REPEAT))
+EVALUATES = dict(policy=EvaluateAfterObservation(EVAL_STOP))
 
 
 def test_search_budget_counts_searches_and_the_model_continues_after_the_over_budget_message():
@@ -73,7 +78,7 @@ def test_search_budget_counts_searches_and_the_model_continues_after_the_over_bu
 
 def test_search_budget_stops_after_max_generations_and_runs_the_last_search():
     t, be, ret = run(["<search>a</search>", "<search>b</search>", "<search>c</search>"], max_turns=5,
-                     budget="searches", max_generations=2)  # fmt: skip
+                     budget=SearchBudget(max_generations=2, message=""))  # fmt: skip
     assert len(be.calls) == 2 and ret.n_queries == 2  # the second round's search is executed
     assert [x.kind for x in t.turns] == ["generate", "retrieve", "generate", "retrieve"]
     assert t.extraction_status == "max_turns" and t.prediction == ""
@@ -82,7 +87,7 @@ def test_search_budget_stops_after_max_generations_and_runs_the_last_search():
 def test_over_budget_is_checked_before_repeat_and_neither_counts_as_a_retrieval():
     outs = ["<search>a</search>", "<search>a</search>", "<search>b</search>", "<search>a</search>",
             "<search>c</search>", "<answer>x</answer>"]  # fmt: skip
-    t, _be, ret = run(outs, repeat_query_message=REPEAT, **SEARCHES)
+    t, _be, ret = run(outs, **REPEATS, **SEARCHES)
     assert [q for qs, _ in ret.calls for q in qs] == ["a", "b"]  # the repeat did not use the budget
     assert [(x.status, x.query) for x in t.turns if x.kind == "message"] == [
         ("repeat_query", "a"),
@@ -97,7 +102,7 @@ def test_over_budget_is_checked_before_repeat_and_neither_counts_as_a_retrieval(
 
 def test_repeat_message_under_the_turn_budget_uses_a_turn_but_no_retrieval():
     t, be, ret = run(["<search>a</search>", "<search>a</search>", "<search>b</search>"],
-                     repeat_query_message=REPEAT)  # fmt: skip
+                     **REPEATS)  # fmt: skip
     # turns budget (2) + final turn: the repeat costs a turn, the final turn's search ends it
     assert ret.n_queries == 1 and len(be.calls) == 3
     assert [(x.kind, x.status) for x in t.turns] == [
@@ -114,7 +119,7 @@ def test_repeat_message_under_the_turn_budget_uses_a_turn_but_no_retrieval():
 def test_messages_are_masked_in_training():
     outs = ["<search>a</search>", "<search>a</search>", "<search>b</search>", "<search>c</search>",
             "<answer>x</answer>"]  # fmt: skip
-    t, _be, _ret = run(outs, training=True, repeat_query_message=REPEAT, **SEARCHES)
+    t, _be, _ret = run(outs, training=True, **REPEATS, **SEARCHES)
     assert "".join(map(chr, t.response_ids)) == t.response
     expected = [1] * len(outs[0]) + [0] * len(obs("a")) + [1] * len(outs[1]) + [0] * len(REPEAT)
     expected += [1] * len(outs[2]) + [0] * len(obs("b")) + [1] * len(outs[3]) + [0] * len(OVER)
@@ -123,18 +128,17 @@ def test_messages_are_masked_in_training():
     assert kept(t) == "".join(outs)
 
 
-@pytest.mark.parametrize(
-    "kw",
-    [
-        dict(budget="searches"),
-        dict(budget="searches", max_generations=0),
-        dict(max_generations=3),
-        dict(over_budget_message=OVER),
-    ],
-)
-def test_budget_settings_that_contradict_each_other_are_refused(kw):
-    with pytest.raises(ConfigError, match="budget='searches'"):
-        cfg(**kw)
+def test_budget_settings_that_contradict_each_other_are_refused():
+    # a search budget needs at least one generation round (and states its rounds and message)
+    with pytest.raises(ConfigError, match="SearchBudget: max_generations must be >= 1, got 0"):
+        SearchBudget(max_generations=0, message=OVER)
+    with pytest.raises(TypeError, match="max_generations"):
+        SearchBudget(message=OVER)  # type: ignore[call-arg]
+    # generation rounds and an over-budget message belong to the search budget, not the turn budget
+    with pytest.raises(TypeError, match="max_generations"):
+        TurnBudget(max_generations=3)  # type: ignore[call-arg]
+    with pytest.raises(TypeError, match="message"):
+        TurnBudget(message=OVER)  # type: ignore[call-arg]
 
 
 # -- one extra generation after every observation (Eval-RAR mode B) ---------------------------------
@@ -148,7 +152,7 @@ def test_after_observation_step_is_generated_right_after_each_observation():
         "<evaluate>enough</evaluate>",
         "<answer>Paris</answer>",
     ]
-    t, be, ret = run(outs, max_turns=3, after_observation_stop=EVAL_STOP)
+    t, be, ret = run(outs, max_turns=3, **EVALUATES)
     assert len(be.calls) == 5 and ret.n_queries == 2
     ev1, ev2 = "<evaluate>not yet</evaluate>", "<evaluate>enough</evaluate>"
     assert t.response == outs[0] + obs("a") + ev1 + outs[2] + obs("b") + ev2 + outs[4]
@@ -164,8 +168,8 @@ def test_after_observation_step_is_generated_right_after_each_observation():
 
 def test_after_observation_step_follows_the_last_turn_search_too():
     # no final turn: the last turn's search is executed, then its evaluation step, then the end
-    t, be, ret = run(["<search>a</search>", "<evaluate>e</evaluate>"], max_turns=1, final_turn=False,
-                     after_observation_stop=EVAL_STOP)  # fmt: skip
+    t, be, ret = run(["<search>a</search>", "<evaluate>e</evaluate>"], max_turns=1, budget=TurnBudget(final_turn=False),
+                     **EVALUATES)  # fmt: skip
     assert len(be.calls) == 2 and ret.n_queries == 1
     assert [x.kind for x in t.turns] == ["generate", "retrieve", "generate"]
     assert t.extraction_status == "max_turns"
@@ -182,7 +186,7 @@ def test_after_observation_step_follows_the_last_turn_search_too():
     ],
 )
 def test_after_observation_step_statuses(step, status, done):
-    t, be, ret = run(["<search>a</search>", step, "<answer>Rome</answer>"], after_observation_stop=EVAL_STOP)
+    t, be, ret = run(["<search>a</search>", step, "<answer>Rome</answer>"], **EVALUATES)
     assert ret.n_queries == 1
     assert t.turns[2].kind == "generate" and t.turns[2].status == status
     assert len(be.calls) == (2 if done else 3)
@@ -191,7 +195,7 @@ def test_after_observation_step_statuses(step, status, done):
 
 def test_after_observation_step_is_model_text_in_training():
     outs = ["<search>a</search>", "<evaluate>e</evaluate>", "<answer>x</answer>"]
-    t, _be, _ret = run(outs, training=True, after_observation_stop=EVAL_STOP)
+    t, _be, _ret = run(outs, training=True, **EVALUATES)
     assert "".join(map(chr, t.response_ids)) == t.response
     assert t.loss_mask == [1] * len(outs[0]) + [0] * len(obs("a")) + [1] * len(outs[1] + outs[2])
     assert kept(t) == "".join(outs)
