@@ -98,11 +98,14 @@ def sample_error(t: Trajectory) -> str | None:
 
 
 def score_trajectory(t: Trajectory, gold_ids: Sequence[str], top_k: int) -> dict[str, float]:
-    """Answer metrics on the prediction; retrieval metrics where gold passages are known."""
+    """Answer metrics on the prediction and on each alternative prediction (``em[first_answer]``,
+    :func:`harness.scoring.score_alternatives`); retrieval metrics where gold passages are known."""
     from harness.metrics.registry import score_answer
     from harness.metrics.retrieval import evidence_recall, retrieval_recall_at_k
+    from harness.scoring import score_alternatives
 
     m = score_answer(t.prediction, t.answers, names=ANSWER_METRICS)
+    m.update(score_alternatives(t.alt_predictions, t.answers, ANSWER_METRICS))
     if gold_ids:
         first = next((turn for turn in t.turns if turn.kind == "retrieve"), None)
         first_ids = first.doc_ids if first is not None else []

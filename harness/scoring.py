@@ -17,14 +17,19 @@ Retrieval metrics need more fields, read only when such a metric is requested:
 Every row is validated before anything is computed or written; a bad row raises ``DataError``
 naming the file and line (or item). ``--per-sample`` output goes to a temporary file in the target
 directory and is renamed into place only when complete.
+
+Alternative predictions (:attr:`harness.types.Trajectory.alt_predictions`): ``harness run`` scores
+each named alternative with the same answer metrics as the prediction, stored as
+``metric[name]`` (``em[first_answer]``) beside the prediction's own (:func:`score_alternatives`).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import tempfile
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -32,7 +37,7 @@ from typing import Any
 from harness.errors import ConfigError, DataError
 from harness.metrics.answer import AnswerPair
 from harness.metrics.bootstrap import Aggregate, bootstrap_columns
-from harness.metrics.registry import DEFAULT_METRICS, Metric, resolve_metrics
+from harness.metrics.registry import DEFAULT_METRICS, Metric, resolve_metrics, score_answer
 
 PREDICTION_KEYS = ("prediction", "pred", "output.pred")
 GOLD_KEYS = ("golden_answers", "answers")
@@ -359,3 +364,37 @@ def score_file(
     if per_sample is not None:
         write_per_sample(report, per_sample)
     return report
+
+
+# --------------------------------------------------------------------------- alternative predictions
+
+ALT_NAME = re.compile(r"^[a-z][a-z0-9_]*$")
+
+
+def alt_metric_name(metric: str, alt: str) -> str:
+    """The stored name of ``metric`` scored on the alternative prediction ``alt``: ``em[first_answer]``.
+    Brackets, not ``@``: ``@`` already marks metric families (``retrieval_recall@5``, ``judge@...``)."""
+    return f"{metric}[{alt}]"
+
+
+def score_alternatives(
+    alts: Mapping[str, str], golds: Sequence[str], names: Sequence[str] = DEFAULT_METRICS
+) -> dict[str, float]:
+    """The answer metrics ``names`` of each named alternative prediction against ``golds``, keyed
+    :func:`alt_metric_name` (``{"first_answer": "Lyon"}`` -> ``em[first_answer]``, ...). A name
+    that is not lower-case ``[a-z][a-z0-9_]*`` or a prediction that is not a string is a ConfigError
+    (write "" for no answer: it scores 0, so every sample carries every alternative's metrics)."""
+    out: dict[str, float] = {}
+    for alt, pred in alts.items():
+        if not ALT_NAME.match(alt):
+            raise ConfigError(
+                f"alternative prediction name {alt!r}: use lower-case letters, digits and '_' (e.g. first_answer)"
+            )
+        if not isinstance(pred, str):
+            raise ConfigError(
+                f"alternative prediction {alt!r} must be a string, got {type(pred).__name__} "
+                '(write "" for no answer)'
+            )
+        for metric, value in score_answer(pred, golds, names).items():
+            out[alt_metric_name(metric, alt)] = value
+    return out

@@ -516,7 +516,12 @@ class Store:
                     "retrieved_ids": t.retrieved_doc_ids,
                     "gold_ids": list(s.gold_ids),
                     "latency_s": s.latency_s,
-                    "meta_json": json.dumps(t.meta, sort_keys=True, default=str),
+                    # the texts of the alternative predictions scored as metric[name] go with the meta
+                    "meta_json": json.dumps(
+                        {**t.meta, "alt_predictions": t.alt_predictions} if t.alt_predictions else t.meta,
+                        sort_keys=True,
+                        default=str,
+                    ),
                     "created_at": now,
                 }
             )

@@ -230,6 +230,11 @@ class Trajectory:
     response_ids: list[int] | None = None
     loss_mask: list[int] | None = None
     meta: dict[str, Any] = field(default_factory=dict)
+    # named alternative predictions, e.g. {"first_answer": "..."} when a paper's released evaluation
+    # reads another answer than ``prediction``: each is scored with the answer metrics under
+    # ``metric[name]`` (harness.scoring.alt_metric_name) and stored in the sample's meta_json
+    # under "alt_predictions"; ``prediction`` and its metrics are unchanged
+    alt_predictions: dict[str, str] = field(default_factory=dict)
 
     @property
     def model_text(self) -> str:

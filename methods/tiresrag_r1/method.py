@@ -10,6 +10,8 @@ Think–retrieve–reflect: a Search-R1-style agent (``<think>``, ``<search>``, 
 ``<answer>``) that may reflect once after its first answer, search again and answer again; the
 **last** answer is the prediction. Generation stops only at ``</search>`` and EOS (never at
 ``</answer>``), at most 8 retrievals, 512 new tokens per segment (Code: experience_maker.py).
+The released evaluation stops at the first ``</answer>`` and so scores the **first** answer: it is
+the alternative prediction ``first_answer``, scored as ``em[first_answer]``, ``f1[first_answer]``, ...
 
 Reward (paper §4.3, Eqs. 1-5): answer F1 + a_t·(w_t·thinking + w_s·sufficiency + w_r·reflection), the
 thinking and
@@ -430,6 +432,10 @@ class TiresRAG(TrainableMethod):
             answers = all_answers(t.model_text)
             t.meta["n_answers"] = len(answers)
             t.meta["first_answer"] = answers[0] if answers else None  # the released eval's prediction
+            # Code: the released evaluation stops at "</answer>" (evaluation/src/eval_config.yaml:35)
+            # and predicts that segment's answer (FlashRAG/flashrag/pipeline/active_pipeline.py:297-298
+            # in evaluation/), i.e. the first one: scored as em[first_answer], ... ("" without one)
+            t.alt_predictions["first_answer"] = answers[0] if answers else ""
         return trajs
 
     # -- training ---------------------------------------------------------------------------------

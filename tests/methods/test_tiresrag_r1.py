@@ -335,3 +335,80 @@ def test_renderer_and_prompts():
     assert base_prompt("Q?").endswith("\n\nQuestion:Q?\n<think>")
     p = eval_protocol()
     assert (p.top_k, p.max_turns, p.decoding.max_new_tokens, p.decoding.temperature) == (5, 8, 512, 0.0)
+
+
+# -- first and last answers scored separately ----------------------------------------------------------
+
+
+def test_first_answer_is_an_alternative_prediction():
+    ctx, _b, _r = context({Q: ["<answer>Lyon</answer><think>no</think><answer>Paris</answer>"]})
+    (t,) = M.solve([example(1, Q, "Paris")], ctx)
+    assert (t.prediction, t.alt_predictions) == ("Paris", {"first_answer": "Lyon"})
+    ctx, _b, _r = context({Q: ["I do not know"]})
+    (t,) = M.solve([example(1, Q, "Paris")], ctx)
+    assert (t.prediction, t.alt_predictions, t.meta["first_answer"]) == ("", {"first_answer": ""}, None)
+
+
+def test_run_scores_the_last_answer_as_em_and_the_first_as_em_first_answer(monkeypatch, tmp_path):
+    """A real ``Runner`` run on the first question of each mini dataset, the model scripted to
+    change its answer: ``em`` scores the last answer (ours), ``em[first_answer]`` the first (the
+    released evaluation's, which stops at ``</answer>``); both per sample in DuckDB."""
+    from harness.data.benches import Selection
+    from harness.protocol import preset
+    from harness.runner import RunConfig, Runner
+    from harness.store import Store
+    from tests.support.scripted import RecordingRetriever, ScriptedBackend
+
+    script = {
+        # first wrong, a search, last right
+        "George Rankin's occupation": [
+            "a</think><answer>farmer</answer><think>check</think><search>George Rankin</search>",
+            "<think>ok</think><answer>politician</answer>",
+        ],
+        # first right, last wrong
+        "Scott Derrickson and Ed Wood": [
+            "x</think><answer>yes</answer><think>hmm</think><answer>no</answer>"
+        ],
+        "Silas Hardy or Lee Mantle": ["x</think><answer>Lee Mantle</answer>"],  # one answer: both
+        "The Blackout All-Stars": ["x</think>no idea"],  # no answer: both ""
+    }
+    backend = ScriptedBackend(script)
+    monkeypatch.setattr(Runner, "backend", lambda self: backend)
+    monkeypatch.setattr(Runner, "retriever", lambda self, protocol=None: RecordingRetriever())
+    proto = preset("mini").with_(selection=Selection(mode="first", n=1))
+    db = tmp_path / "r.duckdb"
+    (run,) = Runner(RunConfig(methods=["tiresrag_r1"], bench="mini", protocol=proto, db=db)).run([M])
+    assert (run.n_total, run.n_errors) == (4, 0)
+    df = Store(db).query(
+        """SELECT s.dataset, s.prediction, json_extract_string(s.meta_json, '$.alt_predictions.first_answer')
+                  AS first, m.metric, m.value
+           FROM samples s JOIN sample_metrics m USING (run_id, dataset, sample_id)
+           WHERE run_id = $r AND m.metric IN ('em', 'em[first_answer]', 'f1', 'f1[first_answer]')""",
+        {"r": run.run_id},
+    )
+    got = {(r.dataset, r.metric): r.value for r in df.itertuples()}
+    assert got == {
+        ("popqa", "em"): 1.0,
+        ("popqa", "em[first_answer]"): 0.0,
+        ("popqa", "f1"): 1.0,
+        ("popqa", "f1[first_answer]"): 0.0,
+        ("hotpotqa", "em"): 0.0,
+        ("hotpotqa", "em[first_answer]"): 1.0,
+        ("hotpotqa", "f1"): 0.0,
+        ("hotpotqa", "f1[first_answer]"): 1.0,
+        ("2wikimultihopqa", "em"): 1.0,
+        ("2wikimultihopqa", "em[first_answer]"): 1.0,
+        ("2wikimultihopqa", "f1"): 1.0,
+        ("2wikimultihopqa", "f1[first_answer]"): 1.0,
+        ("musique", "em"): 0.0,
+        ("musique", "em[first_answer]"): 0.0,
+        ("musique", "f1"): 0.0,
+        ("musique", "f1[first_answer]"): 0.0,
+    }
+    texts = {r.dataset: (r.prediction, r.first) for r in df.drop_duplicates("dataset").itertuples()}
+    assert texts == {
+        "popqa": ("politician", "farmer"),
+        "hotpotqa": ("no", "yes"),
+        "2wikimultihopqa": ("Lee Mantle", "Lee Mantle"),
+        "musique": ("", ""),
+    }
