@@ -30,6 +30,7 @@ from harness.data.benches import Selection
 from harness.errors import ConfigError
 from harness.registry import Registry
 from harness.retrieval.spec import Bm25sSpec, RetrieverSpec
+from harness.types import SamplingParams
 
 
 class _Frozen(BaseModel):
@@ -46,10 +47,31 @@ class CorpusRef(_Frozen):
 
 
 class Decoding(_Frozen):
+    """The run's :class:`~harness.types.SamplingParams` (see there for ``top_k`` and
+    ``repetition_penalty``) and the token budget per turn. ``top_k`` and ``repetition_penalty``
+    enter the protocol id only when set (not 0 / 1.0), so the ids from before they existed hold."""
+
     temperature: float = 0.0  # greedy, as Search-R1's validation (`do_sample: False`)
     top_p: float = 1.0
     max_new_tokens: int = 500  # per turn; Search-R1 data.max_response_length=500 (its evaluate.sh)
     seed: int = 0
+    top_k: int = Field(default=0, ge=0)  # 0: off
+    repetition_penalty: float = Field(default=1.0, gt=0)  # 1.0: off
+
+    def sampling(self) -> SamplingParams:
+        """The sampling parameters a run under this decoding generates with."""
+        return SamplingParams(
+            temperature=self.temperature,
+            top_p=self.top_p,
+            top_k=self.top_k,
+            seed=self.seed,
+            repetition_penalty=self.repetition_penalty,
+        )
+
+
+# Decoding fields added after protocol ids were published, with the value that leaves them out of
+# the canonical JSON (and so leaves every earlier id unchanged).
+_DECODING_OMITTED_AT = {"top_k": 0, "repetition_penalty": 1.0}
 
 
 class JudgeRef(_Frozen):
@@ -103,6 +125,9 @@ class Protocol(_Frozen):
         data = self.model_dump(mode="json", exclude={"name", "description"})
         if data["remote"] is None:  # in-process retrieval: ids stay what they were before the field
             del data["remote"]
+        for key, off in _DECODING_OMITTED_AT.items():
+            if data["decoding"][key] == off:
+                del data["decoding"][key]
         return json.dumps(data, sort_keys=True, separators=(",", ":"))
 
     @property

@@ -38,7 +38,7 @@ from harness.llm.model_files import DEFAULT_MODEL
 from harness.method import Method, RunContext
 from harness.protocol import Protocol
 from harness.store import ERROR_STATUS, ScoredSample, Store
-from harness.types import QAExample, SamplingParams, Trajectory
+from harness.types import QAExample, Trajectory
 
 ANSWER_METRICS = ("em", "f1", "cover_em", "cover_em_tokens")
 
@@ -334,9 +334,7 @@ class Runner:
             backend=self.backend() if todo else None,  # type: ignore[arg-type]
             protocol=proto,
             retriever=self.retriever(proto) if (todo and method.uses_retrieval) else None,
-            sampling=SamplingParams(
-                temperature=proto.decoding.temperature, top_p=proto.decoding.top_p, seed=proto.decoding.seed
-            ),
+            sampling=proto.decoding.sampling(),
         )
 
     def _run_method(self, method: Method, examples, on_batch, proto: Protocol) -> MethodRun:

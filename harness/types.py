@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
+from harness.errors import ConfigError
+
 
 @dataclass(frozen=True)
 class Evidence:
@@ -121,12 +123,29 @@ FinishReason = Literal["stop", "length", "eos", "error"]
 
 @dataclass(frozen=True)
 class SamplingParams:
-    """Decoding settings. ``temperature == 0`` means greedy."""
+    """Decoding settings. ``temperature == 0`` means greedy.
+
+    ``top_k``: sample among the k most likely tokens; 0 = off (all tokens), the value that means
+    "off" in transformers, vLLM and llama.cpp alike. ``repetition_penalty``: CTRL's penalty
+    (arXiv 1909.05858, section 4.1), as transformers' ``RepetitionPenaltyLogitsProcessor`` and
+    vLLM apply it: the logit of every token already in the prompt or the generated text is divided
+    by it when positive and multiplied by it when negative, before temperature, top-k and top-p
+    (also under greedy decoding); 1.0 = off. docs/decoding.md says what each backend sends.
+    """
 
     temperature: float = 0.0
     top_p: float = 1.0
     top_k: int = 0
     seed: int | None = None
+    repetition_penalty: float = 1.0
+
+    def __post_init__(self) -> None:
+        if self.top_k < 0:
+            raise ConfigError(f"SamplingParams.top_k must be 0 (off) or positive, got {self.top_k}")
+        if not self.repetition_penalty > 0:
+            raise ConfigError(
+                f"SamplingParams.repetition_penalty must be positive (1.0 = off), got {self.repetition_penalty}"
+            )
 
     @property
     def greedy(self) -> bool:

@@ -17,8 +17,10 @@ included when the model stopped by itself). Stop strings are sent to the server 
 early; the text, the stop string, the finish reason and ids that decode to the text are then
 derived from the generated ids by :mod:`harness.llm.decoding`, exactly as in the transformers
 backend. Sampling is neutral unless :class:`~harness.types.SamplingParams` says otherwise: no
-repeat/presence/frequency penalty, no min-p, DRY or XTC, ``top_k`` off; ``temperature == 0`` is
-greedy. Prompt ``i`` of a call is sampled with seed ``seed + i``.
+presence/frequency penalty, no min-p, DRY or XTC; ``top_k`` and ``repetition_penalty`` are sent as
+``top_k`` (0 = off) and ``repeat_penalty`` (1.0 = off; with a penalty, over the whole context, see
+:func:`llamacpp_penalty_window`); ``temperature == 0`` is greedy. Prompt ``i`` of a call is
+sampled with seed ``seed + i``.
 
 Reproducibility: llama.cpp's CPU kernels take different paths for decode calls of different sizes,
 and which requests share a call depends on when they reach the server, so a greedy continuation can
@@ -51,6 +53,15 @@ from harness.llm.base import BackendSpec, GenerateArgs, TokenBackend
 from harness.llm.model_files import PRESETS, canonical_name, sha256_file
 from harness.llm.server import llama_threads, resolve_gguf, server_params
 from harness.types import Completion, SamplingParams
+
+
+def llamacpp_penalty_window(n_ctx: int) -> dict[str, int]:
+    """The request field that makes llama.cpp's ``repeat_penalty`` cover the whole context of
+    ``n_ctx`` tokens (its default window is the last 64; the xllamacpp server refuses ``-1``). The
+    server replays the prompt into the sampler, so the penalty then covers the prompt and the
+    generated tokens, as in transformers and vLLM. Sent only with a penalty, so requests without
+    one stay what they were."""
+    return {"repeat_last_n": n_ctx}
 
 
 class LlamaCppBackend(TokenBackend):
@@ -192,7 +203,7 @@ class LlamaCppBackend(TokenBackend):
             "top_k": sampling.top_k,  # 0: off
             "min_p": 0.0,
             "typical_p": 1.0,
-            "repeat_penalty": 1.0,
+            "repeat_penalty": sampling.repetition_penalty,
             "presence_penalty": 0.0,
             "frequency_penalty": 0.0,
             "dry_multiplier": 0.0,
@@ -203,6 +214,8 @@ class LlamaCppBackend(TokenBackend):
             "return_tokens": True,
             "stream": False,
         }
+        if sampling.repetition_penalty != 1.0:
+            body.update(llamacpp_penalty_window(self.spec.n_ctx))
         t0 = time.perf_counter()
         r = self._call("POST", "/completion", body)
         return r, time.perf_counter() - t0

@@ -55,6 +55,7 @@ import httpx
 from harness.errors import ConfigError, ServerError
 from harness.llm.base import GREEDY, Backend, BackendSpec, GenerateArgs, hf_encode
 from harness.llm.decoding import StopMatch, find_stop
+from harness.llm.llamacpp_backend import llamacpp_penalty_window
 from harness.secrets import redact
 from harness.types import Completion, FinishReason, SamplingParams
 
@@ -96,6 +97,7 @@ class OpenAIBackend(Backend):
         self.stats: Counter[str] = Counter()
         self._tokenizer: Any = None
         self._model_name = spec.model if spec.model != "auto" else None
+        self._llamacpp_n_ctx: int | None = None
         self.last_error: str | None = None
         mode = spec.stop_mode
         self.client_stops = mode == "client" or (mode == "auto" and spec.server == "llamacpp")
@@ -113,6 +115,24 @@ class OpenAIBackend(Backend):
         if len(ids) != 1:
             raise ConfigError(f"{url}/models lists {ids or 'no models'}; name the model to use (--model)")
         return ids[0]
+
+    def _llamacpp_context(self) -> int:
+        """The largest context size of the llama.cpp servers (their ``/v1/models`` ``meta.n_ctx``):
+        the ``repeat_last_n`` that makes a repetition penalty cover the whole context, since the
+        xllamacpp server refuses llama.cpp's ``-1``."""
+        if self._llamacpp_n_ctx is None:
+            sizes = []
+            for i, url in enumerate(self.spec.base_urls):
+                for m in self._call(lambda c: c.models.list(), fixed=i).data:
+                    n = ((m.model_extra or {}).get("meta") or {}).get("n_ctx")
+                    if not isinstance(n, int) or n < 1:
+                        raise ServerError(
+                            f"{redact(url)}/models gives no meta.n_ctx for {m.id!r}: is it llama.cpp's "
+                            "server? A repetition penalty with server='llamacpp' needs it"
+                        )
+                    sizes.append(n)
+            self._llamacpp_n_ctx = max(sizes)
+        return self._llamacpp_n_ctx
 
     def _next_client(self) -> int:
         with self._lock:
@@ -199,17 +219,27 @@ class OpenAIBackend(Backend):
         if sampling.seed is not None:
             kw["seed"] = sampling.seed
         extra: dict[str, Any] = {}
+        penalty = sampling.repetition_penalty
         if self.spec.server == "llamacpp":
             # llama.cpp's own defaults (top_k 40, min_p 0.05, repeat_penalty 1.1) would change
             # even greedy decoding; send neutral values
-            extra = {"top_k": sampling.top_k, "min_p": 0.0, "repeat_penalty": 1.0}
+            extra = {"top_k": sampling.top_k, "min_p": 0.0, "repeat_penalty": penalty}
+            if penalty != 1.0:
+                extra.update(llamacpp_penalty_window(self._llamacpp_context()))
         elif self.spec.server == "vllm":
             if sampling.top_k > 0:
                 extra["top_k"] = sampling.top_k
+            if penalty != 1.0:
+                extra["repetition_penalty"] = penalty
             extra["skip_special_tokens"] = False
         elif sampling.top_k > 0:
             raise ConfigError(
                 "top_k is not part of the OpenAI API; set server='vllm' or 'llamacpp' to send it"
+            )
+        elif penalty != 1.0:
+            raise ConfigError(
+                "repetition_penalty is not part of the OpenAI API (its frequency/presence penalties "
+                "are other formulas); set server='vllm' or 'llamacpp' to send it"
             )
         if extra:
             kw["extra_body"] = extra

