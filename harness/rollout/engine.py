@@ -53,7 +53,9 @@ ObservationFn = Callable[[list["RolloutState"], list[str], list[list[Hit]], RunC
 def rendered(renderer: Renderer) -> ObservationFn:
     """The observation function that renders each search's hits with ``renderer``."""
 
-    def observe(_states: list[RolloutState], _queries: list[str], hits: list[list[Hit]], _ctx: RunContext):
+    def observe(
+        _states: list[RolloutState], _queries: list[str], hits: list[list[Hit]], _ctx: RunContext
+    ) -> list[Observation]:
         return [(renderer(h), ()) for h in hits]
 
     return observe

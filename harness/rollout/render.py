@@ -14,7 +14,7 @@ from harness.types import Hit
 
 if TYPE_CHECKING:
     from harness.method import RunContext
-    from harness.rollout.engine import ObservationFn
+    from harness.rollout.engine import Observation, ObservationFn
 
 Renderer = Callable[[Sequence[Hit]], str]
 # The harness' own renderers are registered below; a paper's own are registered from its folder
@@ -43,7 +43,7 @@ def stripped_observations(renderer: str) -> ObservationFn:
 
     def observe(
         _states: Sequence[Any], _queries: list[str], hits: list[list[Hit]], _ctx: RunContext
-    ) -> list[tuple[str, tuple[()]]]:
+    ) -> list[Observation]:
         return [(render(h).strip(), ()) for h in hits]
 
     return observe
