@@ -51,8 +51,9 @@ class BackendSpec(BaseModel):
       spread round-robin (a comma-separated string is accepted).
     * ``server``: ``openai`` only; which non-standard sampling fields the server accepts. llama.cpp's
       server applies ``repeat_penalty=1.1``, ``top_k=40`` and ``min_p=0.05`` unless told otherwise,
-      so ``"llamacpp"`` sends neutral values; ``"vllm"`` sends ``top_k``; ``"generic"`` sends only
-      OpenAI fields (``top_k > 0`` is then refused).
+      so ``"llamacpp"`` sends neutral values; ``"vllm"`` sends ``top_k`` and
+      ``repetition_penalty`` when set; ``"generic"`` sends only OpenAI fields (``top_k > 0`` or
+      ``repetition_penalty != 1`` is then refused). docs/decoding.md has the mapping.
     * ``tokenizer``: ``openai`` only; a local HF directory (or ``"default"``) used to apply the chat
       template to raw prompts and to count tokens when the server returns no usage.
     * ``stop_mode``: ``openai`` only; how the matched stop string is found (see

@@ -233,12 +233,23 @@ class TransformersBackend(HFTokenizerMixin, TokenBackend):
         cache = out.past_key_values
         logits = out.logits[:, -1, :]
         last_pos = pos[:, -1]
+        penalty, seen = None, input_ids
+        if sampling.repetition_penalty != 1.0:
+            from transformers import RepetitionPenaltyLogitsProcessor
+
+            # transformers' own processor, the one generate(repetition_penalty=) applies, over each
+            # row's prompt and generated ids (`seen`, grown by a column per step). Rows are padded
+            # with the id vocab_size, which the processor maps past the vocabulary and drops.
+            penalty = RepetitionPenaltyLogitsProcessor(float(sampling.repetition_penalty))
+            vocab = logits.shape[-1]
+            seen = torch.full((n, max(len(p) for p in prompts)), vocab, dtype=torch.long)
+            for r, p in enumerate(prompts):
+                seen[r, : len(p)] = torch.tensor(p, dtype=torch.long)
+            seen = seen.to(device)
         entries: list[_Entry] = []
         for step in range(max_new_tokens):
-            if sampling.repetition_penalty != 1.0:
-                logits = _penalize(
-                    logits, [prompts[r] + generated[r] for r in active], sampling.repetition_penalty
-                )
+            if penalty is not None:
+                logits = penalty(seen, logits.float())  # float32, as generate() has its logits
             next_ids = _pick(logits, sampling, [gens[r] for r in active] if gens else None)
             keep: list[int] = []
             for j, r in enumerate(active):
@@ -259,7 +270,10 @@ class TransformersBackend(HFTokenizerMixin, TokenBackend):
                 sel = torch.tensor(keep, dtype=torch.long, device=device)
                 _select_rows(cache, sel)
                 attn, last_pos, next_ids = attn[sel], last_pos[sel], next_ids[sel]
+                seen = seen[sel] if penalty is not None else seen
                 active = [active[j] for j in keep]
+            if penalty is not None:
+                seen = torch.cat([seen, next_ids.view(-1, 1).to(seen.device)], dim=1)
             attn = torch.cat([attn, attn.new_ones((len(active), 1))], dim=1)
             last_pos = last_pos + 1
             out = self.model(
@@ -410,20 +424,6 @@ def _select_rows(cache: Any, sel: torch.Tensor) -> None:
         return
     for layer in cache.layers:
         layer.batch_select_indices(sel)
-
-
-def _penalize(logits: torch.Tensor, seen: list[list[int]], penalty: float) -> torch.Tensor:
-    """transformers' ``RepetitionPenaltyLogitsProcessor`` (what ``generate(repetition_penalty=)``
-    applies) over each row's prompt and generated ids, on float32 logits as ``generate`` has them.
-    Rows are padded with the id ``vocab_size``, which the processor maps past the vocabulary and
-    drops, so a row's padding penalises nothing."""
-    import torch
-    from transformers import RepetitionPenaltyLogitsProcessor
-
-    vocab = logits.shape[-1]
-    width = max(len(ids) for ids in seen)
-    ids = torch.tensor([ids + [vocab] * (width - len(ids)) for ids in seen], dtype=torch.long)
-    return RepetitionPenaltyLogitsProcessor(float(penalty))(ids.to(logits.device), logits.float())
 
 
 def _pick(logits: torch.Tensor, sampling: SamplingParams, gens: list[torch.Generator] | None) -> torch.Tensor:
