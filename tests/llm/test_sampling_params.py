@@ -109,6 +109,18 @@ def _hf_greedy(backend, prompt: str, n: int, penalty: float) -> list[int]:
     return out[0, ids.shape[1] :].tolist()
 
 
+def _unique_token(b, out) -> tuple[int, int, str]:
+    """A row, a position >= 2 and the text of that row's token there, found nowhere else."""
+    for row, c in enumerate(out):
+        for at in range(2, len(c.token_ids)):
+            piece = b.detokenize(c.token_ids[at : at + 1])
+            before = b.detokenize(c.token_ids[:at])
+            others = [o.text for i, o in enumerate(out) if i != row]
+            if len(piece.strip()) >= 3 and piece not in before and all(piece not in t for t in others):
+                return row, at, piece
+    raise AssertionError("no token of the outputs is unique")
+
+
 def test_transformers_penalty_is_generates_token_by_token(repeating_backend):
     b, n = repeating_backend, 12
     plain = b.generate(PROMPTS, max_new_tokens=n)
@@ -121,6 +133,13 @@ def test_transformers_penalty_is_generates_token_by_token(repeating_backend):
             assert c.token_ids == _hf_greedy(b, p, n, penalty)
         # 1.3 breaks the loop on two prompts, 3.0 on all
         assert [c.token_ids != c0.token_ids for c, c0 in zip(out, plain, strict=True)] == breaks
+    # a row that stops early leaves the batch; the others keep their penalty history
+    row, at, stop = _unique_token(b, out)
+    cut = b.generate(PROMPTS, stop=[stop], max_new_tokens=n, sampling=pen)
+    assert (cut[row].finish_reason, cut[row].token_ids) == ("stop", out[row].token_ids[:at])
+    assert [c.token_ids for i, c in enumerate(cut) if i != row] == [
+        c.token_ids for i, c in enumerate(out) if i != row
+    ]
     # the penalty comes before sampling: top-1 sampling is greedy decoding on the penalised logits
     top1 = SamplingParams(temperature=1.0, top_k=1, seed=5, repetition_penalty=3.0)
     assert [c.token_ids for c in b.generate(PROMPTS, max_new_tokens=n, sampling=top1)] == [

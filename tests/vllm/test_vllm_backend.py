@@ -175,3 +175,17 @@ def test_greedy_agrees_with_transformers_token_by_token(vllm_backend, record_pro
         assert (g.prompt_tokens, g.completion_tokens) == (r.prompt_tokens, r.completion_tokens)
     assert stats["no_stops"]["first_token"] == 1.0
     assert stats["no_stops"]["identical"] >= 7 / 9
+
+
+def test_repetition_penalty_matches_transformers(vllm_backend):
+    """vLLM's ``repetition_penalty`` covers the prompt and the output as transformers' processor
+    does: the same greedy tokens (both float32), and the penalty breaks a loop."""
+    b = vllm_backend
+    prompts = [b.chat_prompt(COLORS), "1, 1, 1, 1, 1, 1, 1, 1,"]
+    pen = SamplingParams(repetition_penalty=1.3)
+    got = b.generate(prompts, max_new_tokens=24, sampling=pen)
+    with make_backend(BackendSpec(model="default", dtype="float32", max_batch_size=8)) as tf:
+        ref = tf.generate(prompts, max_new_tokens=24, sampling=pen)
+    assert [c.token_ids for c in got] == [c.token_ids for c in ref]
+    assert b.generate(prompts[1:], max_new_tokens=6)[0].text == " 1, 1,"
+    assert got[1].text == " 2\n```"
