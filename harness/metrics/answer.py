@@ -15,6 +15,10 @@ Every function takes the prediction and the list of gold aliases and returns a f
   golds with no token overlap; we do not copy that gate.
 - ``cover_em_tokens``: R1-Searcher's reported "Cover-EM" (``cover_exact_match_score_1``): every
   token of the gold (R1-Searcher normalisation) is among the prediction's tokens, any order.
+- ``acc_substring_lower``: R-Search's reported "Acc" (QingFei1/R-Search@ecba08d
+  ``src/eval/utils.py:18-30`` ``acc_score``): the gold, only lower-cased, is a substring of the
+  prediction, only lower-cased; no punctuation, article or whitespace normalisation, so gold
+  "U.S." is not covered by "us" (``cover_em`` covers it).
 
 Edge cases, decided once here:
 
@@ -149,6 +153,16 @@ def cover_em_tokens_pair(pair: AnswerPair) -> float:
     return 0.0
 
 
+def acc_substring_lower_pair(pair: AnswerPair) -> float:
+    """Upstream ``any(ans.lower() in pred.lower() for ans in answer)``. An empty prediction scores
+    0 (the rule above), so an empty or whitespace-only gold alias never counts (upstream ``"" in
+    pred`` covers every prediction)."""
+    if pair.empty:
+        return 0.0
+    p = pair.prediction.lower()
+    return 1.0 if any(g.strip() and g.lower() in p for g in pair.golds) else 0.0
+
+
 def exact_match(pred: str, golds: Sequence[str]) -> float:
     """1.0 if the SQuAD-normalised prediction equals a normalised gold alias, else 0.0."""
     return em_pair(AnswerPair(pred, golds))
@@ -175,3 +189,9 @@ def cover_em(pred: str, golds: Sequence[str]) -> float:
 def cover_em_tokens(pred: str, golds: Sequence[str]) -> float:
     """1.0 if every token of a gold (R1-Searcher normalisation) is among the prediction's tokens."""
     return cover_em_tokens_pair(AnswerPair(pred, golds))
+
+
+def acc_substring_lower(pred: str, golds: Sequence[str]) -> float:
+    """1.0 if a gold alias, lower-cased, is a substring of the lower-cased prediction (R-Search's
+    "Acc"; no other normalisation): ``acc_substring_lower("The U.S. Army", ["u.s."]) == 1.0``."""
+    return acc_substring_lower_pair(AnswerPair(pred, golds))

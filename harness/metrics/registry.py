@@ -4,6 +4,11 @@ Bump a metric's ``version`` whenever its semantics change (normalisation, edge c
 over aliases); scores under different versions are then never compared.
 
 Metrics whose name ends in ``@k`` are families: ``get_metric("retrieval_recall@5")`` binds k=5.
+
+A metric registered with ``in_default_protocols=False`` (a paper's own variant, e.g. R-Search's
+"Acc") is scored only under a protocol whose ``metrics`` name it: the default metric set
+(``metric_versions()``, which the harness' protocols carry) leaves it out, so registering it changes
+no existing protocol id.
 """
 
 from __future__ import annotations
@@ -46,6 +51,7 @@ class Metric:
     higher_is_better: bool = True
     inputs: tuple[str, str] = ANSWER_INPUTS
     pair_fn: Callable[[answer.AnswerPair], float] | None = None
+    in_default_protocols: bool = True  # False: only protocols that name it score it
 
 
 METRICS: Registry[Metric] = Registry("metric")
@@ -108,6 +114,18 @@ _add(
         kind="answer",
         description="every gold token is among the prediction tokens, any order (R1-Searcher normaliser)",
         source="R1-Searcher evaluation/metric_calc_rule.py cover_exact_match_score_1 (its Cover-EM)",
+    )
+)
+_add(
+    Metric(
+        name="acc_substring_lower",
+        version="1",
+        fn=answer.acc_substring_lower,
+        pair_fn=answer.acc_substring_lower_pair,
+        kind="answer",
+        description="lower-cased gold is a substring of the lower-cased prediction, no other normalisation (R-Search's Acc)",
+        source="QingFei1/R-Search@ecba08d src/eval/utils.py:18-30 acc_score",
+        in_default_protocols=False,
     )
 )
 _add(
@@ -187,9 +205,10 @@ def parse_metric_list(text: str) -> tuple[str, ...]:
 
 
 def metric_versions(names: Sequence[str] | None = None) -> dict[str, str]:
-    """``{name: version}`` for the given metrics (default: every registered one), for the protocol."""
+    """``{name: version}`` for the given metrics, for the protocol (default: every registered one
+    that is ``in_default_protocols``)."""
     if names is None:
-        return {n: METRICS.get(n).version for n in METRICS.names()}
+        return {n: m.version for n in METRICS.names() if (m := METRICS.get(n)).in_default_protocols}
     return {m.name: m.version for m in resolve_metrics(names)}
 
 

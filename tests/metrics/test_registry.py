@@ -29,6 +29,8 @@ ALL = {
     "evidence_recall",
     "answer_recall@k",
 }
+# registered, but scored only under a protocol that names it (R-Search's "Acc")
+PAPER_ONLY = {"acc_substring_lower"}
 
 
 def test_registered_names_and_versions() -> None:
@@ -36,11 +38,14 @@ def test_registered_names_and_versions() -> None:
     assert set(versions) == ALL
     assert all(v == "1" for v in versions.values())
     assert metric_versions(["em", "retrieval_recall@3"]) == {"em": "1", "retrieval_recall@3": "1"}
+    # a paper-only metric is registered and resolvable, but not in the default protocol set
+    assert metric_versions(["acc_substring_lower"]) == {"acc_substring_lower": "1"}
+    assert not PAPER_ONLY & set(versions)
 
 
 def test_describe_rows() -> None:
     rows = describe_metrics()
-    assert [r[0] for r in rows] == sorted(ALL)
+    assert [r[0] for r in rows] == sorted(ALL | PAPER_ONLY)
     by_name = {r[0]: r for r in rows}
     assert by_name["cover_em"][1:3] == ("1", "answer")
     assert "party" in by_name["cover_em"][3]
@@ -66,7 +71,7 @@ def test_families_bind_k() -> None:
 @pytest.mark.parametrize(
     ("name", "message"),
     [
-        ("exact", "unknown metric 'exact'; known: answer_recall@k, cover_em"),
+        ("exact", "unknown metric 'exact'; known: acc_substring_lower, answer_recall@k, cover_em"),
         ("em@3", "unknown metric 'em@3'"),
         ("retrieval_recall@k", "needs a cut-off: write e.g. retrieval_recall@5"),
         ("retrieval_recall@0", "k must be at least 1"),
