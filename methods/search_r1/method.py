@@ -136,10 +136,13 @@ def format_reward(trajectory: Trajectory) -> tuple[float, dict[str, float]]:
     with an invalid format 0.1; no answer and an invalid format 0.
 
     The format is checked on the full response (observations and correction messages included, as
-    the original decodes them). The answer is read from the model's own text, like :func:`em_reward`:
-    the original reads the last ``<answer>`` of prompt + response, where the correction message's
-    "between <answer> and </answer>" counts as an answer (``"and"``), so every trajectory with an
-    invalid action earned 0.1 there. That rewards invalid actions; we do not reproduce it."""
+    the original decodes them). The answer is read from the model's own text, like :func:`em_reward`.
+    The original (``qa_em_format.extract_solution``, lines 124-136 at a14dc3a) reads the last
+    ``<answer>`` of prompt + response (``main_ppo_format.py`` lines 69-73 decode both) and only when
+    there are at least two matches; the prompt itself supplies two, its "inside <answer> and
+    </answer>" and its example "<answer> Beijing </answer>", so a trajectory without an answer is
+    scored on "Beijing": 0.1 (invalid format, wrong answer), 0.8 when a gold answer is "Beijing".
+    We give it 0; upstream's rule is the reward ``em_format_upstream`` (:func:`format_reward_upstream`)."""
     from harness.metrics.answer import exact_match
 
     valid = valid_format(trajectory.response)
@@ -155,6 +158,31 @@ def format_reward(trajectory: Trajectory) -> tuple[float, dict[str, float]]:
     else:
         total = FINAL_FORMAT_SCORE if answered else 0.0
     return total, {"outcome": em, "valid_format": float(valid), "answered": float(answered)}
+
+
+def format_reward_upstream(trajectory: Trajectory) -> tuple[float, dict[str, float]]:
+    """:func:`format_reward` with the released answer rule (``qa_em_format.extract_solution`` over
+    prompt + response, PeterGriffinJin/Search-R1@a14dc3a ``verl/utils/reward_score/qa_em_format.py``
+    lines 124-136, ``verl/trainer/main_ppo_format.py`` lines 69-73): the last ``<answer>`` span of
+    the prompt's user text followed by the response, read only when there are at least two. The
+    prompt supplies two, so a trajectory without an answer of its own is scored on the example's
+    "Beijing" (0.1 with an invalid format). ``answered`` is 1 for every trajectory, as upstream."""
+    from harness.metrics.answer import exact_match
+
+    valid = valid_format(trajectory.response)
+    text = PROMPT.format(question=format_question(trajectory.question)) + trajectory.response
+    spans = re.findall(r"<answer>(.*?)</answer>", text, re.DOTALL)
+    answer = spans[-1].strip() if len(spans) >= 2 else None
+    em = exact_match(answer, trajectory.answers) if answer is not None else 0.0
+    if em:
+        total = 1.0 if valid else 1.0 - STRUCTURE_FORMAT_SCORE
+    elif valid:
+        total = STRUCTURE_FORMAT_SCORE
+        if RETRIEVAL_SCORE and retrieval_correct(trajectory.response, trajectory.answers):
+            total += RETRIEVAL_SCORE
+    else:
+        total = FINAL_FORMAT_SCORE if answer is not None else 0.0
+    return total, {"outcome": em, "valid_format": float(valid), "answered": float(answer is not None)}
 
 
 class SearchR1(TrainableMethod):
@@ -205,4 +233,11 @@ class SearchR1(TrainableMethod):
     @reward_fn("em_format")
     def reward_em_format(self, trajectory: Trajectory, ctx: RewardContext) -> RewardBreakdown:
         total, parts = format_reward(trajectory)
+        return RewardBreakdown(total=total, components=parts)
+
+    @reward_fn("em_format_upstream")
+    def reward_em_format_upstream(self, trajectory: Trajectory, ctx: RewardContext) -> RewardBreakdown:
+        """``em_format`` as released: a trajectory without an answer earns 0.1 (see
+        :func:`format_reward_upstream`)."""
+        total, parts = format_reward_upstream(trajectory)
         return RewardBreakdown(total=total, components=parts)

@@ -184,3 +184,35 @@ def test_cpu_learn_recipe_uses_the_format_reward_on_closed_corpus_questions():
     ds = r.algo.dynamic_sampling  # only groups with a spread of rewards are trained on
     assert ds.enabled and [(f.kind, f.metric) for f in ds.filters] == [("zero_variance", "total")]
     assert "train_grpo_format.sh" in r.sources["reward_stages"]
+
+
+# -- em_format_upstream: the released answer rule (qa_em_format.extract_solution over prompt + response)
+
+
+@pytest.mark.parametrize(
+    "parts,answers,ours,upstream",
+    [
+        # no answer at all: upstream reads the prompt's example "<answer> Beijing </answer>"
+        (INVALID_NONE, ["Paris"], 0.0, 0.1),
+        (CORRECTED, ["Paris"], 0.0, 0.1),  # the correction message changes nothing upstream
+        (INVALID_NONE, ["Beijing"], 0.0, 0.8),  # ... and pays EM when the gold is the example's
+        # with an answer of its own, both read the model's last answer: identical
+        (VALID_RIGHT, ["Paris"], 1.0, 1.0),
+        (INVALID_WRONG, ["Paris"], 0.1, 0.1),
+        (VALID_SEARCH_WRONG, ["Paris"], 0.2, 0.2),
+    ],
+)
+def test_upstream_format_reward_pays_0_1_without_an_answer(parts, answers, ours, upstream):
+    """Search-R1@a14dc3a verl/utils/reward_score/qa_em_format.py:124-136 (last of >= 2 <answer>
+    matches) over prompt + response (verl/trainer/main_ppo_format.py:69-73): the prompt holds two."""
+    t = trajectory(parts, answers)
+    assert PROMPT.count("<answer>") == 2 and "<answer> Beijing </answer>" in PROMPT
+    assert M.reward(t, name="em_format", ctx=RCTX).total == pytest.approx(ours)
+    up = M.reward(t, name="em_format_upstream", ctx=RCTX)
+    assert up.total == pytest.approx(upstream)
+    assert up.components["answered"] == 1.0
+
+
+def test_upstream_format_reward_is_a_named_variant_not_the_default():
+    names = M.reward_names()
+    assert names[0] == "em" and "em_format" in names and "em_format_upstream" in names
