@@ -17,9 +17,11 @@ Evaluation under R-Search's own protocol (``r_search-eval``) follows the release
 (:func:`authors_evaluation`): a turn that neither searches nor answers is the final turn (the
 loop hook :class:`EndOnInvalid`) and a trajectory without an ``<answer>`` is scored on its whole
 final turn (status ``final_turn_fallback``, counted as not answered). Under shared protocols R-Search
-runs the canonical way (correction message, strict extraction), like every other method. One gap
-remains: the released evaluation wraps observations as ``\\n\\n{turn}<observation>…`` (we use the
-training wrapper in both phases [D]).
+runs the canonical way (correction message, strict extraction), like every other method.
+``r_search-eval`` keeps the training observation wrapper [D]; ``r_search-released`` also uses the
+released evaluation wrapper ``\\n\\n{turn.strip()}<observation>{docs}</observation>\\n\\n``
+([C] src/eval/main.py:105-110, :139; :class:`ReleasedWrapper`). What still differs from the released
+code: ``methods/r_search/README.md``.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from __future__ import annotations
 import re
 from dataclasses import asdict, dataclass, replace
 
+from harness.errors import ConfigError
 from harness.method import (
     MethodSpec,
     RewardBreakdown,
@@ -39,12 +42,13 @@ from harness.method import (
 from harness.metrics.answer import f1_squad
 from harness.protocol import Protocol
 from harness.rollout.dialect import DEFAULT_INVALID_MESSAGE, TagDialect
-from harness.rollout.engine import TagRolloutConfig, run_tag_rollouts
+from harness.rollout.engine import RolloutState, TagRolloutConfig, run_tag_rollouts
 from harness.rollout.hooks import TurnPolicy
 from harness.rollout.render import RENDERERS, stripped_observations
 from harness.types import QAExample, SamplingParams, Trajectory
-from methods.r_search.protocol import EVAL_PROTOCOL_NAME
+from methods.r_search.protocol import EVAL_PROTOCOL_NAME, RELEASED_PROTOCOL_NAME
 from methods.r_search.protocol import eval_protocol as eval_protocol  # re-exported
+from methods.r_search.protocol import released_protocol as released_protocol  # re-exported
 
 # -- prompts (paper Table 1 and [C], verbatim) -------------------------------------------------
 
@@ -84,6 +88,10 @@ R_SEARCH_DIALECT = TagDialect(
     obs_suffix="</observation>\n\n",
     invalid_message=DEFAULT_INVALID_MESSAGE,
 )
+# The released evaluation's wrapper [C] src/eval/main.py:139 '\n\n{output_text}<observation>{search_results}
+# </observation>\n\n': the documents as rendered (not stripped), no newline before <observation>; the
+# "\n\n" before the stripped turn is put in by ReleasedWrapper.
+R_SEARCH_RELEASED_DIALECT = replace(R_SEARCH_DIALECT, obs_prefix="<observation>")
 RENDERER = "r_search"  # "(Title: {title}) {text}\n", no rank numbers ([C] src/eval/main.py)
 
 # -- reward constants (paper §3.2.2) -----------------------------------------------------------
@@ -206,7 +214,7 @@ def authors_evaluation(ctx: RunContext) -> bool:
     the final turn, and a trajectory without an ``<answer>`` is scored on its whole final turn.
     Under shared protocols every method is run the canonical way (correction message, strict
     extraction), so rows stay comparable."""
-    return not ctx.training and ctx.protocol.name == EVAL_PROTOCOL_NAME
+    return not ctx.training and ctx.protocol.name in (EVAL_PROTOCOL_NAME, RELEASED_PROTOCOL_NAME)
 
 
 @dataclass(frozen=True)
@@ -217,6 +225,28 @@ class EndOnInvalid(TurnPolicy):
 
     def correction(self, dialect: TagDialect) -> str | None:
         return None
+
+
+@dataclass(frozen=True)
+class ReleasedWrapper(EndOnInvalid):
+    """The released evaluation's context after a search [C] (src/eval/main.py:105-110, :139): the
+    turn is put back stripped, after "\\n\\n" (``prompt += "\\n\\n" + output_text.strip() +
+    "<observation>" …``). The engine has appended the sampled turn and the observation; this hook
+    rewrites that turn's text in the context (evaluation only: there are no token ids to keep).
+    The recorded ``generate`` turn keeps the sampled text."""
+
+    def after_observation(self, ctx: RunContext, cfg: TagRolloutConfig, states: list[RolloutState]) -> None:
+        if ctx.training:
+            raise ConfigError(
+                f"{RELEASED_PROTOCOL_NAME!r} is an evaluation protocol; R-Search trains with its recipe"
+            )
+        for s in states:
+            text, own = s.parts[-2]  # the search turn, then its observation (retrieve_step)
+            if not own:
+                raise AssertionError(
+                    "R-Search released wrapper: the part before an observation is not the model's turn"
+                )
+            s.parts[-2] = ("\n\n" + text.strip(), True)
 
 
 def final_turn_fallback(t: Trajectory) -> Trajectory:
@@ -235,10 +265,11 @@ class RSearch(TrainableMethod):
     source = "Zhao et al. 2025, R-Search (QingFei1/R-Search)"
 
     def spec(self, protocol: Protocol) -> MethodSpec:
+        released = protocol.name == RELEASED_PROTOCOL_NAME
         return MethodSpec(
             name=self.name,
             prompts={"system_train": SYSTEM_TRAIN, "system_eval": SYSTEM_EVAL, "reader": READER_PROMPT},
-            dialect=asdict(R_SEARCH_DIALECT),
+            dialect=asdict(R_SEARCH_RELEASED_DIALECT if released else R_SEARCH_DIALECT),
             renderer=RENDERER,
             extractor=(
                 "last <answer> of the model's own response; under r_search-eval, the whole final turn "
@@ -250,7 +281,11 @@ class RSearch(TrainableMethod):
                 "final_turn": True,
                 "max_obs_tokens": protocol.max_obs_tokens,
                 "max_new_tokens": protocol.decoding.max_new_tokens,
-                "observation": "rendered documents stripped",
+                "observation": (
+                    "released: '\\n\\n' + turn stripped + <observation> + rendered documents"
+                    if released
+                    else "rendered documents stripped"
+                ),
                 "question": "training: as stored; evaluation: stripped, '?' appended",
                 "gamma_e": GAMMA_E,
                 "gamma_a": GAMMA_A,
@@ -264,6 +299,11 @@ class RSearch(TrainableMethod):
         )
 
     def rollout_config(self, protocol: Protocol) -> TagRolloutConfig:
+        if protocol.name == RELEASED_PROTOCOL_NAME:
+            renderer = RENDERERS.get(RENDERER)
+            return TagRolloutConfig.from_protocol(
+                protocol, R_SEARCH_RELEASED_DIALECT, renderer, policy=ReleasedWrapper()
+            )
         return TagRolloutConfig.from_protocol(
             protocol,
             R_SEARCH_DIALECT,
@@ -275,7 +315,7 @@ class RSearch(TrainableMethod):
         prompts = [ctx.backend.chat_prompt(make_prompt(e.question, training=ctx.training)) for e in examples]
         cfg = self.rollout_config(ctx.protocol)
         authors_eval = authors_evaluation(ctx)
-        if authors_eval:
+        if authors_eval and not isinstance(cfg.policy, ReleasedWrapper):
             cfg = replace(cfg, policy=EndOnInvalid())
         trajectories = run_tag_rollouts(prompts, examples, ctx, cfg)
         return [final_turn_fallback(t) for t in trajectories] if authors_eval else trajectories

@@ -6,7 +6,10 @@ from harness.plugins import Plugin
 
 PLUGIN = Plugin(
     methods={"tiresrag_r1": ".method:TiresRAG"},
-    protocols={"tiresrag_r1-eval": ".protocol:eval_protocol"},
+    protocols={
+        "tiresrag_r1-eval": ".protocol:eval_protocol",
+        "tiresrag_r1-released": ".protocol:released_protocol",
+    },
     benches={"r1searcher-train": ".benches:TRAIN"},
     judge_prompts={
         "tiresrag_r1": ".judge:TIRESRAG_R1",

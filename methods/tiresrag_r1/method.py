@@ -70,8 +70,14 @@ from harness.rl.advantages import SeqAdjust
 from harness.rollout.dialect import TagDialect
 from harness.rollout.extract import extract_tagged
 from harness.rollout.segments import SegmentLoopConfig, run_segment_rollouts, stopped_at
-from harness.types import Completion, Hit, QAExample, SamplingParams, Trajectory
+from harness.types import Completion, ExtractionStatus, Hit, QAExample, SamplingParams, Trajectory
+from methods.tiresrag_r1.protocol import (
+    RELEASED_EMPTY_QUERY,
+    EvalMode,
+    eval_mode,
+)
 from methods.tiresrag_r1.protocol import eval_protocol as eval_protocol  # re-exported
+from methods.tiresrag_r1.protocol import released_protocol as released_protocol  # re-exported
 
 # -- protocol (paper §4.1) -----------------------------------------------------------------------------
 
@@ -129,6 +135,15 @@ TIRESRAG_DIALECT = TagDialect(
     invalid_message="",
 )
 STOPS = ("</search>",)  # Code (experience_maker.py): only </search> (and EOS); never </answer>
+# The released evaluation's observation (probe2/TIRESRAG-R1@a457873
+# evaluation/FlashRAG/flashrag/pipeline/active_pipeline.py:405-406): the stripped segment, "\n",
+# "<information>\n", the documents, "</information>\n\n" (the segment's leading whitespace is kept here).
+RELEASED_DIALECT = TagDialect(
+    name="tiresrag_r1",
+    obs_prefix="\n<information>\n",
+    obs_suffix="</information>\n\n",
+    invalid_message="",
+)
 PROMPT_MAX_TOKENS = 1024  # Code: prompt_max_len (not enforced here; our prompts are far shorter)
 
 _NUM_PREFIX = re.compile(r"^\d+\s+")
@@ -156,6 +171,31 @@ def search_query(c: Completion) -> str | None:
     q = c.text.split("<search>")[-1]
     q = q.removesuffix("</search>")
     return " ".join(q.replace('"', "").split())
+
+
+def released_query(c: Completion) -> str | None:
+    """The released evaluation's query (active_pipeline.py:88-104 ``extract_search_content``, :325): a
+    segment that stopped at ``</search>`` and holds ``<search>`` is a search; the query is the text
+    between the last ``<search>`` and the final ``</search>``, stripped (quotes and inner whitespace
+    kept; "" is an empty query)."""
+    if not stopped_at(c, "</search>") or "<search>" not in c.text:
+        return None
+    return c.text.split("<search>")[-1].removesuffix("</search>").strip()
+
+
+def released_prediction(t: Trajectory) -> tuple[str, ExtractionStatus]:
+    """The released evaluation's prediction from the final segment (active_pipeline.py:297-372):
+    an empty query -> "I don't know." (:340-348); a segment holding ``<answer>`` -> the text after
+    its last ``<answer>`` up to ``</answer>`` (not stripped; :298, :363); otherwise the segment
+    lower-cased, after its last "." (:365). Status ``ok`` for a closed answer, else
+    ``final_turn_fallback`` (scored, counted as not answered)."""
+    final = next((x.text for x in reversed(t.turns) if x.kind == "generate"), "")
+    if t.meta.get("ended_by") == "empty_query":
+        return RELEASED_EMPTY_QUERY, "final_turn_fallback"
+    if "<answer>" in final:
+        tail = final.split("<answer>")[-1]
+        return tail.split("</answer>")[0], "ok" if "</answer>" in tail else "final_turn_fallback"
+    return final.lower().split(".")[-1], "final_turn_fallback"
 
 
 def make_prompt(question: str) -> list[dict[str, str]]:
@@ -388,19 +428,33 @@ class TiresRAG(TrainableMethod):
     def spec(self, protocol: Protocol) -> MethodSpec:
         from methods.tiresrag_r1.judge import TIRESRAG_R1_SUFFICIENCY, TIRESRAG_R1_THINKING
 
+        mode = eval_mode(protocol)
+        released = mode.name == "released"
+        # the released mode adds keys; the harness mode's spec (and its pinned hash) is unchanged
+        extra = {"eval_mode": mode.name, "query": "text of the last <search>, stripped"} if released else {}
         return MethodSpec(
             name=self.name,
             prompts={"system": SYSTEM_INSTRUCT, "prefill": THINK_PREFILL, "base": PROMPT_BASE},
-            dialect=asdict(TIRESRAG_DIALECT),
+            dialect=asdict(RELEASED_DIALECT if released else TIRESRAG_DIALECT),
             renderer="tiresrag_r1: '({j}){title}\\n{text}\\n', 'None' without documents",
-            extractor="last <answer> of the model's own text (first answer kept in meta)",
+            extractor=(
+                "released: the final segment's last <answer> (stop at the first </answer>: the first "
+                "answer), else its text after the last '.', lower-cased; empty query: \"I don't know.\""
+                if released
+                else "last <answer> of the model's own text (first answer kept in meta)"
+            ),
             params={
+                **extra,
                 "top_k": protocol.top_k,
                 "max_retrievals": protocol.max_turns,
                 "max_obs_tokens": protocol.max_obs_tokens,
                 "max_new_tokens_per_segment": protocol.decoding.max_new_tokens,
-                "stops": list(STOPS),
-                "empty_query": "ends the trajectory",
+                "stops": list(mode.stops),
+                "empty_query": (
+                    f"ends the trajectory, prediction {RELEASED_EMPTY_QUERY!r}"
+                    if released
+                    else "ends the trajectory"
+                ),
                 "judge_prompts": {
                     "sufficiency": TIRESRAG_R1_SUFFICIENCY.prompt_hash,
                     "thinking": TIRESRAG_R1_THINKING.prompt_hash,
@@ -412,23 +466,33 @@ class TiresRAG(TrainableMethod):
         )
 
     def rollout_config(self, protocol: Protocol) -> SegmentLoopConfig:
+        mode: EvalMode = eval_mode(protocol)
+        released = mode.name == "released"
         return SegmentLoopConfig(
-            dialect=TIRESRAG_DIALECT,
-            stops=STOPS,
+            dialect=RELEASED_DIALECT if released else TIRESRAG_DIALECT,
+            stops=mode.stops,
             max_new_tokens=protocol.decoding.max_new_tokens,
             max_searches=protocol.max_turns,
             top_k=protocol.top_k,
             max_obs_tokens=protocol.max_obs_tokens,
-            query_of=search_query,
+            query_of=released_query if released else search_query,
             observe=render_docs,
             extractor=lambda text: extract_tagged(text, "<answer>", "</answer>"),
             empty_query="end",
         )
 
     def solve(self, examples: list[QAExample], ctx: RunContext) -> list[Trajectory]:
+        released = eval_mode(ctx.protocol).name == "released"
+        if released and ctx.training:
+            raise ConfigError(
+                f"protocol {ctx.protocol.name!r} is TIRESRAG-R1's released evaluation; train under "
+                "tiresrag_r1-eval or a recipe"
+            )
         prompts = [ctx.backend.chat_prompt(make_prompt(e.question)) + THINK_PREFILL for e in examples]
         trajs = run_segment_rollouts(prompts, examples, ctx, self.rollout_config(ctx.protocol))
         for t in trajs:
+            if released:
+                t.prediction, t.extraction_status = released_prediction(t)
             answers = all_answers(t.model_text)
             t.meta["n_answers"] = len(answers)
             t.meta["first_answer"] = answers[0] if answers else None  # the released eval's prediction

@@ -224,3 +224,72 @@ def test_recipes():
     ) == (195, 120, 500, 4, 1800)
     assert paper.aux_models["reader"].model == "meta-llama/Llama-3.2-3B-Instruct"
     assert smoke.aux_models["reader"].kind == "transformers" and smoke.aux_models["reader"].model == "default"
+
+
+# -- the released evaluation: r_search-released ---------------------------------------------------------
+
+
+def test_released_protocol_pins_the_released_setting():
+    """QingFei1/R-Search@ecba08d ``src/eval/main.py``:
+
+    - :15 ``--retrieve_top_k`` default 5; :19-21 ``--temperature 0.1``, ``--max_tokens 1024``,
+      ``--top_p 0.9``; :120 ``SamplingParams(max_tokens=..., temperature=..., top_p=..., stop=...)``
+    - :92 ``while True`` (the cap at :114 is commented out): no search cap (ours: a guard of 50)
+    - :93 stops only at ``</search>`` variants; :95-102 the final turn's last ``<answer>``, else the
+      whole turn, stripped (the answer taken)
+    - :139 ``curr_search_template = '\\n\\n{output_text}<observation>{search_results}</observation>\\n\\n'``
+    - :195 Acc (``utils.py:18-30``), F1 (``utils.py:62-78``, no yes/no rule), EM
+    """
+    from harness.protocol import preset
+
+    p = preset("r_search-released")
+    d = p.decoding
+    assert (p.top_k, p.max_turns, p.max_obs_tokens) == (5, 50, 8192)
+    assert (d.temperature, d.top_p, d.max_new_tokens, d.seed, d.repetition_penalty) == (
+        0.1,
+        0.9,
+        1024,
+        44,
+        1.0,
+    )
+    assert p.metrics["acc_substring_lower"] == "1" and {"em", "f1_squad"} <= set(p.metrics)
+    assert "acc_substring_lower" not in preset("r_search-eval").metrics
+    assert M.spec(p).dialect["obs_prefix"] == "<observation>"
+    assert M.spec(eval_protocol()).dialect["obs_prefix"] == "\n\n<observation>"  # unchanged
+
+
+def test_released_wrapper_puts_the_stripped_turn_after_a_blank_line():
+    from harness.rollout.render import RENDERERS
+    from methods.r_search.method import released_protocol
+    from tests.support.scripted import RecordingRetriever
+
+    turn = "  Step 1. <search> FleetBoston Financial was bought by whom? </search>"
+    script = {"FleetBoston": [turn, "  It was Bank of America.  ", "<answer>x</answer>"]}
+    ctx, be, ret = context(script, released_protocol())
+    (t,) = M.solve([example(1, Q, *GOLD)], ctx)
+    docs = RENDERERS.get("r_search")(
+        RecordingRetriever().search(["FleetBoston Financial was bought by whom?"], 5)[0]
+    )
+    # prompt + "\n\n" + turn.strip() + "<observation>" + docs (not stripped) + "</observation>\n\n"
+    assert (
+        be.calls[1][0]
+        == be.calls[0][0] + "\n\n" + turn.strip() + "<observation>" + docs + "</observation>\n\n"
+    )
+    assert ret.calls == [(["FleetBoston Financial was bought by whom?"], 5)]
+    # the final turn (no search, no answer) is the prediction, as in r_search-eval
+    assert (t.prediction, t.extraction_status, len(be.calls)) == (
+        "It was Bank of America.",
+        "final_turn_fallback",
+        2,
+    )
+    assert t.turns[0].text == turn  # the recorded turn keeps the sampled text
+
+
+def test_released_protocol_is_for_evaluation_only():
+    from methods.r_search.method import released_protocol
+
+    ctx, _be, _ret = context(
+        {"FleetBoston": [SEARCH, "<answer>x</answer>"]}, released_protocol(), training=True
+    )
+    with pytest.raises(ConfigError, match="evaluation protocol"):
+        M.solve([example(1, Q, *GOLD)], ctx)

@@ -29,6 +29,7 @@ from methods.tiresrag_r1.method import (
     render_docs,
 )
 from tests.methods.helpers import ScriptedJudge, context, example, reward_ctx, trajectory
+from tests.support.scripted import RecordingRetriever
 
 M = TiresRAG()
 Q = "Who founded the company in Paris"
@@ -412,3 +413,97 @@ def test_run_scores_the_last_answer_as_em_and_the_first_as_em_first_answer(monke
         "2wikimultihopqa": ("Lee Mantle", "Lee Mantle"),
         "musique": ("", ""),
     }
+
+
+# -- the released evaluation: tiresrag_r1-released ------------------------------------------------------
+
+
+def test_released_protocol_pins_the_released_itsearchpipeline_setting():
+    """probe2/TIRESRAG-R1@a457873, run by evaluation/scripts/evaluation.sh (prompt_type "ours"):
+
+    - evaluation/FlashRAG/flashrag/pipeline/active_pipeline.py:114  ``topk = 7 #config.get("topk", 7)``
+    - evaluation/src/eval_config.yaml:27-35  ``do_sample: False``, ``max_tokens: 8192``,
+      ``temperature: 0``, ``repetition_penalty: 1.05``,
+      ``stop: [..., "</answer>", "</search>", ...]``; :7 ``seed: 2024``
+    - active_pipeline.py:110  ``max_iterarion = config.get("max_iterations", 100)`` (not in the yaml)
+    - active_pipeline.py:297-298  a segment that stopped at ``</answer>`` is the prediction: the first
+      answer (the loop ends there)
+    - active_pipeline.py:340-348  an empty query: ``"pred": "I don't know."``
+    """
+    from harness.protocol import preset
+    from methods.tiresrag_r1.protocol import RELEASED_EMPTY_QUERY, RELEASED_STOPS, eval_mode
+
+    p = preset("tiresrag_r1-released")
+    d = p.decoding
+    assert (p.top_k, p.max_turns) == (7, 99)
+    assert (d.temperature, d.max_new_tokens, d.repetition_penalty, d.seed) == (0.0, 8192, 1.05, 2024)
+    assert d.sampling().repetition_penalty == 1.05
+    assert "</answer>" in RELEASED_STOPS and "</search>" in RELEASED_STOPS
+    assert RELEASED_EMPTY_QUERY == "I don't know."
+    assert eval_mode(p).name == "released"
+    # the harness-standard protocol is unchanged: top-5, 512 tokens, greedy, no penalty, last answer
+    std = preset("tiresrag_r1-eval")
+    assert (std.top_k, std.max_turns, std.decoding.max_new_tokens) == (5, 8, 512)
+    assert std.decoding.repetition_penalty == 1.0 and eval_mode(std).name == "harness"
+    assert std.protocol_id != p.protocol_id
+    # the spec says which mode ran, so the two are never mixed on a leaderboard
+    same_budgets = p.with_(name="renamed-copy")  # same fields, not the released name: harness mode
+    assert M.spec(p).spec_hash != M.spec(same_budgets).spec_hash
+    assert M.spec(p).params["eval_mode"] == "released" and "eval_mode" not in M.spec(std).params
+
+
+def _released():
+    from methods.tiresrag_r1.protocol import released_protocol
+
+    return released_protocol()
+
+
+def test_released_run_stops_at_the_first_answer_and_predicts_it():
+    script = {
+        Q: [
+            '<search> "Who  founded" it </search>',
+            "ok</think><answer>Lyon</answer><think>let me verify</think><answer>Paris</answer>",
+        ]
+    }
+    script_copy = list(script[Q])
+    ctx, backend, retriever = context(script, _released())
+    (t,) = M.solve([example(1, Q, "Paris")], ctx)
+    # released query: stripped, quotes and inner spaces kept (active_pipeline.py:99-102)
+    assert retriever.calls == [(['"Who  founded" it'], 7)]
+    # released observation: segment, "\n<information>\n", documents, "</information>\n\n" (:405-406)
+    docs = render_docs(RecordingRetriever().search(['"Who  founded" it'], 7)[0])
+    assert backend.calls[1][0] == (
+        backend.calls[0][0] + script_copy[0] + "\n<information>\n" + docs + "</information>\n\n"
+    )
+    # generation stopped at the first </answer>: the prediction is the first answer
+    assert (t.prediction, t.extraction_status, t.meta["ended_by"]) == ("Lyon", "ok", "answer")
+    assert t.alt_predictions == {"first_answer": "Lyon"}
+    # the harness-standard protocol on the same script: the last answer
+    ctx, _b, _r = context({Q: script_copy[1:]}, eval_protocol())
+    (t,) = M.solve([example(1, Q, "Paris")], ctx)
+    assert (t.prediction, t.alt_predictions) == ("Paris", {"first_answer": "Lyon"})
+
+
+@pytest.mark.parametrize(
+    "segments,prediction,status",
+    [
+        (["x</think><search>   </search>", "never"], "I don't know.", "final_turn_fallback"),  # :340-348
+        (["x</think><answer> Paris"], " Paris", "final_turn_fallback"),  # no </answer>: after <answer>, :363
+        (
+            ["I think. It Is PARIS"],
+            " it is paris",
+            "final_turn_fallback",
+        ),  # no answer: after the last ".", :365
+    ],
+)
+def test_released_prediction_rules(segments, prediction, status):
+    ctx, _b, retriever = context({Q: segments}, _released())
+    (t,) = M.solve([example(1, Q, "Paris")], ctx)
+    assert (t.prediction, t.extraction_status) == (prediction, status)
+    assert retriever.calls == []
+
+
+def test_released_protocol_is_for_evaluation_only():
+    ctx, _b, _r = context({Q: ["<answer>x</answer>"]}, _released(), training=True)
+    with pytest.raises(ConfigError, match="released evaluation"):
+        M.solve([example(1, Q)], ctx)
