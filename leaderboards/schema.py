@@ -155,7 +155,11 @@ EXTRA_GLOSSARY: dict[str, tuple[str, str]] = {
     ),
     "em_f1_mean": (
         "the mean of EM and F1 (both fractions)",
-        "R-Search's 'Avg.' columns",
+        "an 'Avg.' over EM and F1 columns",
+    ),
+    "em_f1_squad_mean": (
+        "the mean of EM and f1_squad (both fractions)",
+        "R-Search's 'Avg.' columns (its F1 has no yes/no rule)",
     ),
     "n_retrievals": (
         "search calls per question (a count, not a fraction)",
@@ -207,10 +211,13 @@ def metric_label(metric: str) -> str:
     return metric
 
 
-def order_metrics(metrics: list[str]) -> list[str]:
-    """Answer metrics first (EM, F1, cover-EM, ...), then judge metrics, then the rest by name."""
+def order_metrics(metrics: list[str], primary: str | None = None) -> list[str]:
+    """The protocol's ``primary`` metric first (by its stored name), then answer metrics (EM, F1,
+    cover-EM, ...), then judge metrics, then the rest by name."""
 
     def rank(m: str) -> tuple[int, int, str]:
+        if m == primary:
+            return (-1, 0, m)
         if m in METRIC_ORDER:
             return (0, METRIC_ORDER.index(m), m)
         if m.startswith("judge@"):

@@ -441,6 +441,17 @@ PAPER_AVERAGES: dict[str, tuple[str, ...]] = {
 }
 """What a paper's average covers (``harness/reported.py``: ``avg`` is all seven sets)."""
 
+COMPOSITE_METRICS: dict[str, tuple[str, ...]] = {
+    "em_f1_mean": ("em", "f1"),
+    "em_f1_squad_mean": ("em", "f1_squad"),  # R-Search's "Avg." (its F1 has no yes/no rule)
+}
+"""A reported metric that is the mean of measured metrics -> those metrics."""
+
+
+def metric_parts(metric: str) -> tuple[str, ...]:
+    """The measured metrics a reported metric needs: its parts for a composite, else itself."""
+    return COMPOSITE_METRICS.get(metric, (metric,))
+
 
 def paper_protocol(paper: str) -> dict | None:
     """The registered evaluation protocol of ``paper`` (``<paper>-eval``, or the paper's name without
@@ -486,9 +497,16 @@ def build_reported(
     the same model, and for an average the same datasets (a seven-set average against our
     three-set one gets none); ``differs`` says what is not the same (model, coverage, corpus,
     retriever, top-k). Values keep the metric's unit: fractions for EM-like metrics, raw numbers
-    for counts (``unit``). ``em_f1_mean`` (R-Search) is the mean of the measured EM and F1.
+    for counts (``unit``). A composite metric (:data:`COMPOSITE_METRICS`, e.g. R-Search's
+    ``em_f1_squad_mean``) is the mean of its measured parts.
+
+    Like with like: a row is compared only with the metric variant it names (``f1`` is never
+    compared with ``f1_squad``). A row whose method ran under the protocol but whose metric our runs
+    did not compute gets no number and says so in ``differs`` ("metric f1_squad not computed by
+    our runs"), instead of silently showing nothing.
     """
     key_of = {g.reported_name: g.key for b in boards.values() for g, _ in b.averages}
+    ran = {me for b in boards.values() for (me, _m, _k) in b.cells}
     protos: dict[str, dict | None] = {}
     out = []
     for r in reported.itertuples(index=False):
@@ -497,10 +515,16 @@ def build_reported(
         key = key_of.get(r.dataset, r.dataset)
         matches = _measured(boards, r.method, r.model, key, r.metric, match_model)
         proto_diff = protocol_differences(protos[r.paper], protocol) if matches else []
+        missing = [p for p in metric_parts(r.metric) if p not in boards]
+        not_computed = (
+            [f"metric {r.metric} not computed by our runs (missing: {', '.join(missing)})"]
+            if missing and r.method in ran
+            else []
+        )
         if not matches:
             matches = [("", _nan_aggregate(), ())]
         for model, agg, members in matches:
-            differs = []
+            differs = [*not_computed]
             if model and _model_key(model) != _model_key(r.model):
                 differs.append(f"model {r.model} vs {model}")
             paper_cover = PAPER_AVERAGES.get(r.dataset)
@@ -535,7 +559,7 @@ def build_reported(
 def _measured(
     boards: dict[str, Leaderboard], method: str, model: str, key: str, metric: str, match_model: bool
 ) -> list[tuple[str, Aggregate, tuple[str, ...]]]:
-    parts = ("em", "f1") if metric == "em_f1_mean" else (metric,)
+    parts = metric_parts(metric)
     if any(p not in boards for p in parts):
         return []
     first = boards[parts[0]]
@@ -548,7 +572,7 @@ def _measured(
             continue
         if len(aggs) == 1:
             agg = aggs[0]
-        else:  # mean of EM and F1: no interval
+        else:  # mean of the parts (EM and F1): no interval
             agg = Aggregate(float(np.mean([a.mean for a in aggs])), math.nan, math.nan, aggs[0].n)  # type: ignore[union-attr]
         found.append((m, agg, first.members(key)))  # type: ignore[arg-type]
     return found
@@ -673,8 +697,7 @@ def reported_boards(store, protocol_id: str, reported: pd.DataFrame) -> dict[str
     ``n_retrievals`` (search calls per question, from the samples) when a paper reports it."""
     present = set(queries.metrics_present(store, protocol_id, complete_only=True))
     wanted = set(reported["metric"]) if len(reported) else set()
-    if "em_f1_mean" in wanted:
-        wanted |= {"em", "f1"}
+    wanted |= {p for m in wanted for p in metric_parts(m)}
     name = protocol_name(store, protocol_id)
     metrics = sorted(wanted & present)
     values = queries.latest_values(store, protocol_id, metrics, complete_only=True)
