@@ -6,8 +6,11 @@ Conventions for every paper:
 
 - ``dataset`` is one of our dataset names (nq, triviaqa, popqa, hotpotqa, 2wikimultihopqa, musique,
   bamboogle) or an average column: ``avg`` (all seven sets), ``avg_multihop``, ``avg_singlehop``.
-- ``metric`` is our metric name (``em``, ``f1``); an average over EM *and* F1 values (R-Search's
-  "Avg." columns) is ``em_f1_mean``.
+- ``metric`` is our name of the exact metric variant the paper used (``em``, ``f1`` with the yes/no
+  rule, ``f1_squad`` without it, ``cover_em``, a judge metric, ...); an average over EM *and* F1
+  values is a composite (``em_f1_mean``, ``em_f1_squad_mean``: R-Search's "Avg." columns;
+  ``leaderboards.views.COMPOSITE_METRICS``). The reported view compares a row only with the variant
+  it names.
 - ``value`` is a fraction in [0, 1] (papers printing percentages are scaled by 1/100).
 - ``setting`` names the table and the row's variant (it is part of the store's primary key, so
   the same method appearing in two tables gives two rows); ``source`` cites paper, version and table;
