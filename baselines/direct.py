@@ -2,7 +2,8 @@
 
 Prompt: FlashRAG's naive-generation prompt (``flashrag/prompt/base_prompt.py``, the prompt of the
 "Naive Generation" row of the benchmark in FlashRAG@1ee5249 ``README.md``), applied with the model's chat
-template; the answer is the first line of the reply (FlashRAG's short-answer post-processing).
+template; the answer is the first line of the reply. FlashRAG's benchmark scores the whole reply
+(``pred_process_fun=None``); that setting is the variant ``direct_flashrag`` (:mod:`baselines.flashrag`).
 """
 
 from __future__ import annotations
@@ -21,6 +22,16 @@ USER = "Question: {question}"
 MAX_NEW_TOKENS = 32
 
 
+def direct_prompt(example: QAExample, ctx: RunContext) -> str:
+    """The chat prompt of one question: FlashRAG's system prompt and ``Question: {question}``."""
+    return ctx.backend.chat_prompt(
+        [
+            {"role": "system", "content": SYSTEM},
+            {"role": "user", "content": USER.format(question=example.question)},
+        ]
+    )
+
+
 class Direct(Method):
     name = "direct"
     description = "answer from parametric knowledge, no retrieval"
@@ -36,15 +47,7 @@ class Direct(Method):
         )
 
     def solve(self, examples: list[QAExample], ctx: RunContext) -> list[Trajectory]:
-        prompts = [
-            ctx.backend.chat_prompt(
-                [
-                    {"role": "system", "content": SYSTEM},
-                    {"role": "user", "content": USER.format(question=e.question)},
-                ]
-            )
-            for e in examples
-        ]
+        prompts = [direct_prompt(e, ctx) for e in examples]
         return answer_once(
             prompts, examples, ctx, max_new_tokens=MAX_NEW_TOKENS, extractor=extract_first_line
         )

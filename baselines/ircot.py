@@ -32,14 +32,20 @@ Choices where FlashRAG and the settings it documents disagree, or where we diffe
   one-shot demonstration itself needs four thoughts ("... Pakistan." / "... Macedonia." / "Thus,
   ..." / "So the answer is: no."), so with 2 a chain in the demonstrated style can never reach its
   answer.
-* Each thought keeps its full stop. FlashRAG's vLLM call drops the matched stop string, so its
-  chain reads "A is B C is D"; we keep the "." so the chain is sentences as in the IRCoT paper
-  (the retrieval query is the sentence without its full stop, exactly FlashRAG's query).
+* Each thought keeps its full stop, as in FlashRAG (its vLLM generator sets
+  ``include_stop_str_in_output=True`` whenever stop strings are given,
+  ``flashrag/generator/generator.py``:237-240). We strip each thought and join the chain with one
+  space after "Thought:"; FlashRAG appends the thoughts as generated (leading space included)
+  right after "Thought:" (``flashrag/prompt/base_prompt.py``:155-163). Our retrieval query is the
+  sentence stripped and without its full stop; FlashRAG searches the thought as generated.
 * FlashRAG also retrieves for the thought generated in the last iteration, whose documents are
   never shown to the model; we skip that retrieval (it cannot change the answer and would inflate
   the retrieval count).
 * A chain that ends without "So the answer is:" has no answer (status ``max_turns``). FlashRAG's
   ``ircot_pred_parse`` then uses the whole chain as the prediction; we do not fall back silently.
+* FlashRAG middle-truncates every prompt to ``generator_max_input_len`` = 2048 tokens; we send it
+  whole. The variant ``ircot_flashrag`` (:mod:`baselines.flashrag`, protocol ``flashrag``) does
+  both as FlashRAG does, and takes its thoughts and queries as generated.
 * An empty thought (the model stops at once, or writes only ".") ends the chain without an answer
   (status ``no_answer``, ``meta["ended_by"] = "empty_thought"``). There is nothing to search, and
   under greedy decoding (FlashRAG's only mode) the next iteration would see the same prompt and
@@ -58,7 +64,7 @@ from typing import TYPE_CHECKING
 from harness.method import Method, MethodSpec, RunContext
 from harness.protocol import Protocol
 from harness.rollout.extract import extract_after
-from harness.types import Hit, QAExample, Trajectory, Turn
+from harness.types import Completion, Hit, QAExample, Trajectory, Turn
 
 if TYPE_CHECKING:
     from harness.retrieval.base import Retriever
@@ -155,6 +161,7 @@ class _Chain:
     done: bool = False
     ended_by: str = "max_iter"  # answer | empty_thought | max_iter
     prompt: str = ""
+    truncated_prompts: int = 0  # prompts a variant cut to fit its input length (FlashRAG's setting)
 
     def add_turn(self, **kw: object) -> None:
         self.turns.append(Turn(index=len(self.turns), **kw))  # type: ignore[arg-type]
@@ -214,7 +221,7 @@ class IRCoT(Method):
             active = [c for c in chains if not c.done]
             if not active:
                 break
-            prompts = [build_prompt(c.example.question, c.pool.shown, c.thoughts) for c in active]  # type: ignore[union-attr]
+            prompts = [self.prompt(c, ctx) for c in active]
             t0 = time.perf_counter()
             comps = ctx.backend.generate(
                 prompts, stop=STOP, max_new_tokens=MAX_NEW_TOKENS, sampling=ctx.sampling, include_stop=True
@@ -224,9 +231,7 @@ class IRCoT(Method):
             queries: list[str] = []
             for c, p, comp in zip(active, prompts, comps, strict=True):
                 c.prompt = p
-                thought = comp.text.strip()
-                # the retrieval query: the sentence without its stop string, as FlashRAG searches it
-                query = thought.removesuffix(".").strip() if comp.stop == "." else thought
+                thought, query = self.read_thought(comp)
                 if thought:
                     c.thoughts.append(thought)
                 c.add_turn(
@@ -247,8 +252,17 @@ class IRCoT(Method):
 
         return [self._finish(c) for c in chains]
 
-    @staticmethod
-    def _finish(c: _Chain) -> Trajectory:
+    def prompt(self, c: _Chain, ctx: RunContext) -> str:
+        """The prompt of ``c``'s next thought."""
+        return build_prompt(c.example.question, c.pool.shown, c.thoughts)  # type: ignore[union-attr]
+
+    def read_thought(self, comp: Completion) -> tuple[str, str]:
+        """(the thought kept in the chain, the retrieval query) of one generated thought: the
+        stripped text, and the sentence without its full stop (FlashRAG's query)."""
+        thought = comp.text.strip()
+        return thought, thought.removesuffix(".").strip() if comp.stop == "." else thought
+
+    def _finish(self, c: _Chain) -> Trajectory:
         chain = " ".join(c.thoughts)
         if c.ended_by == "answer":
             ex = extract_after(chain, ANSWER_MARKER)

@@ -4,18 +4,23 @@ Prompt: FlashRAG's standard RAG prompt ("Standard RAG" row of the benchmark in
 RUC-NLPIR/FlashRAG@1ee5249 ``README.md``),
 documents rendered as ``Doc {i}(Title: ...) ...`` (FlashRAG ``format_reference``); top-k from the
 protocol (Search-R1's RAG baseline uses the same top-3 as its methods, arXiv 2503.09516 v5 Table 2).
+The answer is the first line of the reply; FlashRAG's benchmark scores the whole reply
+(``pred_process_fun=None``), which is the variant ``naive_rag_flashrag`` (:mod:`baselines.flashrag`).
+Search-R1's own RAG prompt (think/answer tags) is the variant ``search_r1_rag``
+(:mod:`baselines.search_r1_rag`).
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 
 from harness.method import Method, MethodSpec, RunContext
 from harness.protocol import Protocol
 from harness.rollout.extract import extract_first_line
 from harness.rollout.render import RENDERERS
 from harness.rollout.single import answer_once
-from harness.types import QAExample, Trajectory, Turn
+from harness.types import Hit, QAExample, Trajectory, Turn
 
 SYSTEM = (
     "Answer the question based on the given document. Only give me the answer and do not output any other "
@@ -44,37 +49,49 @@ class NaiveRAG(Method):
         )
 
     def solve(self, examples: list[QAExample], ctx: RunContext) -> list[Trajectory]:
-        retriever = ctx.require_retriever(self.name)
-        render = RENDERERS.get(RENDERER)
-        t0 = time.perf_counter()
-        hits = retriever.search([e.question for e in examples], ctx.protocol.top_k)
-        latency = (time.perf_counter() - t0) / max(len(examples), 1)
-        prompts = []
-        for e, h in zip(examples, hits, strict=True):
-            system = SYSTEM.format(reference=render(h))
-            prompts.append(
-                ctx.backend.chat_prompt(
-                    [
-                        {"role": "system", "content": system},
-                        {"role": "user", "content": USER.format(question=e.question)},
-                    ]
-                )
-            )
+        hits, latency = retrieve(examples, ctx, self.name)
+        prompts = [rag_prompt(e, h, ctx) for e, h in zip(examples, hits, strict=True)]
         trajs = answer_once(
             prompts, examples, ctx, max_new_tokens=MAX_NEW_TOKENS, extractor=extract_first_line
         )
-        for t, e, h in zip(trajs, examples, hits, strict=True):
-            t.turns.insert(
-                0,
-                Turn(
-                    index=0,
-                    kind="retrieve",
-                    query=e.question,
-                    doc_ids=[x.doc_id for x in h],
-                    doc_scores=[x.score for x in h],
-                    latency_s=latency,
-                ),
-            )
-            for i, turn in enumerate(t.turns):
-                turn.index = i
+        add_retrieve_turns(trajs, examples, hits, latency)
         return trajs
+
+
+def retrieve(examples: list[QAExample], ctx: RunContext, method: str) -> tuple[list[list[Hit]], float]:
+    """Top-k for each question (one batched search) and the latency per question."""
+    retriever = ctx.require_retriever(method)
+    t0 = time.perf_counter()
+    hits = retriever.search([e.question for e in examples], ctx.protocol.top_k)
+    return hits, (time.perf_counter() - t0) / max(len(examples), 1)
+
+
+def rag_prompt(example: QAExample, hits: Sequence[Hit], ctx: RunContext) -> str:
+    """The chat prompt: FlashRAG's system prompt over the rendered documents, ``Question: ...``."""
+    system = SYSTEM.format(reference=RENDERERS.get(RENDERER)(hits))
+    return ctx.backend.chat_prompt(
+        [
+            {"role": "system", "content": system},
+            {"role": "user", "content": USER.format(question=example.question)},
+        ]
+    )
+
+
+def add_retrieve_turns(
+    trajs: list[Trajectory], examples: list[QAExample], hits: list[list[Hit]], latency: float
+) -> None:
+    """Put each question's retrieval before its generation, as turn 0."""
+    for t, e, h in zip(trajs, examples, hits, strict=True):
+        t.turns.insert(
+            0,
+            Turn(
+                index=0,
+                kind="retrieve",
+                query=e.question,
+                doc_ids=[x.doc_id for x in h],
+                doc_scores=[x.score for x in h],
+                latency_s=latency,
+            ),
+        )
+        for i, turn in enumerate(t.turns):
+            turn.index = i

@@ -44,7 +44,11 @@ Mapping onto the harness:
   turn status ``no_final_information``.
 * Decoding is the protocol's (greedy by default, as Search-R1 evaluates its baselines); Search-o1
   samples (temperature 0.7, top-p 0.8, top-k 20). Both calls use ``protocol.decoding.max_new_tokens``
-  (Search-o1 uses one ``max_tokens`` for both too).
+  (Search-o1 uses one ``max_tokens`` for both too). Search-o1's released evaluation is the variant
+  ``search_o1_released`` under the protocols ``search_o1-released-singlehop`` / ``-multihop``
+  (its Reason-in-Documents call decodes with T 0.7, top-p 0.8, top-k 20 and repetition penalty
+  1.05 whatever the reasoning's decoding, run_search_o1.py:304-312); docs/baselines.md lists what
+  still differs from the release.
 * Search-o1's ``evaluate.py --apply_backoff`` (replace an answer without ``\\boxed{}`` by a
   direct-generation answer) is not implemented: such a trajectory has no answer and its status says
   so.
@@ -70,7 +74,7 @@ from harness.rollout.engine import Observation, RolloutState, TagRolloutConfig, 
 from harness.rollout.extract import extract_boxed
 from harness.rollout.hooks import Budget, Refusal, TurnPolicy
 from harness.rollout.render import RENDERERS
-from harness.types import Hit, QAExample, Trajectory, Turn
+from harness.types import Hit, QAExample, SamplingParams, Trajectory, Turn
 
 BEGIN_SEARCH_QUERY = "<|begin_search_query|>"
 END_SEARCH_QUERY = "<|end_search_query|>"
@@ -157,7 +161,14 @@ REPEATED_QUERY_MESSAGE = f"\n{BEGIN_SEARCH_RESULT}\nYou have searched this query
 MAX_TURN = 15  # run_search_o1.py --max_turn default (and its value for the multi-hop sets): generation rounds
 NO_INFORMATION = "No helpful information found."  # evaluate.extract_answer(mode="infogen") default
 MAX_DOC_LEN = 3000  # run_search_o1.py: max_doc_len = 3000 characters per document for QA sets
+# the protocols of Search-o1's released evaluation (baselines/protocol.py), one per search cap
+RELEASED_PROTOCOLS = ("search_o1-released-singlehop", "search_o1-released-multihop")
 MULTIHOP_DATASETS = frozenset({"hotpotqa", "2wikimultihopqa", "musique", "bamboogle"})
+# run_search_o1.py:304-312: generate_webpage_to_reasonchain_batch's own SamplingParams
+RID_TEMPERATURE = 0.7
+RID_TOP_P = 0.8
+RID_TOP_K = 20
+RID_REPETITION_PENALTY = 1.05
 
 
 @dataclass(frozen=True)
@@ -284,8 +295,39 @@ def reason_in_documents(
     states: list[RolloutState], queries: list[str], hits: list[list[Hit]], ctx: RunContext
 ) -> list[Observation]:
     """The engine's ``observation_fn``: one batched Reason-in-Documents call for every executed
-    search (the loop hooks answer repeated and over-cap queries without one); each observation
-    carries its call as an ``llm_call`` turn, recorded after the ``retrieve`` turn."""
+    search (the loop hooks answer repeated and over-cap queries without one), decoded as the
+    reasoning is (``ctx.sampling``); each observation carries its call as an ``llm_call`` turn,
+    recorded after the ``retrieve`` turn."""
+    return _reason_in_documents(states, queries, hits, ctx, ctx.sampling)
+
+
+def released_rid_sampling(seed: int | None) -> SamplingParams:
+    """Search-o1's own decoding of the Reason-in-Documents call, whatever the reasoning's
+    (run_search_o1.py:304-312: temperature 0.7, top-p 0.8, top-k 20, repetition penalty 1.05)."""
+    return SamplingParams(
+        temperature=RID_TEMPERATURE,
+        top_p=RID_TOP_P,
+        top_k=RID_TOP_K,
+        repetition_penalty=RID_REPETITION_PENALTY,
+        seed=seed,
+    )
+
+
+def reason_in_documents_released(
+    states: list[RolloutState], queries: list[str], hits: list[list[Hit]], ctx: RunContext
+) -> list[Observation]:
+    """:func:`reason_in_documents` with Search-o1's fixed Reason-in-Documents decoding
+    (:func:`released_rid_sampling`, seeded with the run's seed)."""
+    return _reason_in_documents(states, queries, hits, ctx, released_rid_sampling(ctx.sampling.seed))
+
+
+def _reason_in_documents(
+    states: list[RolloutState],
+    queries: list[str],
+    hits: list[list[Hit]],
+    ctx: RunContext,
+    sampling: SamplingParams,
+) -> list[Observation]:
     prompts = [
         ctx.backend.chat_prompt(
             [
@@ -302,7 +344,7 @@ def reason_in_documents(
         for s, q, h in zip(states, queries, hits, strict=True)
     ]
     t0 = time.perf_counter()
-    comps = ctx.backend.generate(prompts, stop=[], max_new_tokens=ctx.max_new_tokens, sampling=ctx.sampling)
+    comps = ctx.backend.generate(prompts, stop=[], max_new_tokens=ctx.max_new_tokens, sampling=sampling)
     latency = (time.perf_counter() - t0) / len(prompts)
     observations: list[Observation] = []
     for c in comps:
@@ -324,6 +366,7 @@ class SearchO1(Method):
         "agentic search in <|begin_search_query|> tags, Reason-in-Documents per search, \\boxed{} answer"
     )
     source = "Li et al. 2025, arXiv 2501.05366 (sunnynexus/Search-o1 run_search_o1.py, prompts.py)"
+    observation_fn = staticmethod(reason_in_documents)
 
     def spec(self, protocol: Protocol) -> MethodSpec:
         return MethodSpec(
@@ -358,7 +401,7 @@ class SearchO1(Method):
             DIALECT,
             RENDERERS.get("search_r1"),  # unused: the observation function renders
             extractor=extract_boxed,
-            observation_fn=reason_in_documents,
+            observation_fn=self.observation_fn,
             budget=SearchBudget(max_generations=MAX_TURN, message=OVER_LIMIT_MESSAGE),
             policy=RepeatedQuery(REPEATED_QUERY_MESSAGE),
         )
@@ -376,3 +419,32 @@ class SearchO1(Method):
             t.meta["over_limit_searches"] = sum(1 for x in t.turns if x.status == "over_budget")
             t.meta["backoff"] = False
         return trajs
+
+
+class SearchO1Released(SearchO1):
+    """Search-o1 as its release evaluates it, scored under the protocols
+    ``search_o1-released-singlehop`` / ``search_o1-released-multihop`` (:mod:`baselines.protocol`:
+    the reasoning's decoding, top-10, 8,192 tokens, 5 or 10 searches). What the method itself does
+    differently: the Reason-in-Documents call decodes with Search-o1's fixed setting
+    (:func:`released_rid_sampling`: T 0.7, top-p 0.8, top-k 20, repetition penalty 1.05;
+    run_search_o1.py:304-312), not the reasoning's. docs/baselines.md lists what still differs."""
+
+    name = "search_o1_released"
+    description = "Search-o1, released evaluation: Reason-in-Documents at T 0.7/top-p 0.8/top-k 20/rep. 1.05"
+    source = "Li et al. 2025, arXiv 2501.05366 (sunnynexus/Search-o1@6ced48f scripts/run_search_o1.py)"
+    own_protocols = RELEASED_PROTOCOLS
+    observation_fn = staticmethod(reason_in_documents_released)
+
+    def spec(self, protocol: Protocol) -> MethodSpec:
+        base = super().spec(protocol)
+        rid = released_rid_sampling(None)
+        params = {
+            **base.params,
+            "reason_in_documents_sampling": {
+                "temperature": rid.temperature,
+                "top_p": rid.top_p,
+                "top_k": rid.top_k,
+                "repetition_penalty": rid.repetition_penalty,
+            },
+        }
+        return base.model_copy(update={"name": self.name, "params": params})

@@ -71,7 +71,8 @@ def extract_boxed(model_text: str) -> Extraction:
 
 
 def extract_first_line(model_text: str) -> Extraction:
-    """The first non-empty line of a direct answer (FlashRAG's ``pred_process_fun`` for short answers)."""
+    """The first non-empty line of a direct answer (FlashRAG's ``basic_pred_parse``, which its
+    benchmark runs do not use: they score the raw reply, as ``baselines.flashrag`` does)."""
     for line in model_text.strip().splitlines():
         if line.strip():
             return Extraction(line.strip(), "ok")

@@ -5,12 +5,14 @@ messages, the generation-round cap, \\boxed{} extraction."""
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
 from baselines.search_o1 import (
     DIALECT,
     MAX_TURN,
+    MULTIHOP_DATASETS,
     MULTIQA_INSTRUCTION,
     NO_INFORMATION,
     OVER_LIMIT_MESSAGE,
@@ -18,10 +20,14 @@ from baselines.search_o1 import (
     SINGLEQA_INSTRUCTION,
     TASK_INSTRUCTION,
     SearchO1,
+    SearchO1Released,
     extract_information,
     format_documents,
     previous_steps,
+    released_rid_sampling,
 )
+from harness.errors import ConfigError
+from harness.method import RunContext
 from tests.baselines.helpers import context, example, protocol
 from tests.support.scripted import RecordingRetriever, ScriptedBackend
 
@@ -220,3 +226,129 @@ def test_documents_are_shown_as_web_pages():
         + json.dumps({"id": 1, "title": "Title 1", "context": "Text about q number 1."}, indent=2)
         + "\n"
     )
+
+
+# -- the released evaluation: protocols search_o1-released-{singlehop,multihop}, variant search_o1_released
+
+# sunnynexus/Search-o1@6ced48f scripts/run_search_o1.py, verbatim: lines 199-205 (the QA sets'
+# budgets), 210-212 (the reasoning's repetition penalty), 304-312 (Reason-in-Documents' own
+# sampling), 388-394 (max_tokens); the argparse defaults of lines 125-143 are --temperature 0.7,
+# --top_p 0.8, --top_k_sampling 20.
+RUN_SEARCH_O1 = """\
+    if dataset_name in ['nq', 'triviaqa', 'hotpotqa', 'musique', 'bamboogle', '2wiki', 'medmcqa', 'pubhealth']:
+        MAX_SEARCH_LIMIT = 5
+        if dataset_name in ['hotpotqa', 'musique', 'bamboogle', '2wiki']:
+            MAX_SEARCH_LIMIT = 10
+            MAX_TURN = 15
+        top_k = 10
+        max_doc_len = 3000
+    if repetition_penalty is None:
+        repetition_penalty = 1.05 if 'qwq' in model_path.lower() else 1.0
+        output = llm.generate(
+            prompts,
+            sampling_params=SamplingParams(
+                max_tokens=max_tokens,
+                temperature=0.7,
+                top_p=0.8,
+                top_k=20,
+                repetition_penalty=1.05,
+            )
+        )
+    if 'qwq' in model_path.lower():
+        if dataset_name in ['aime', 'amc', 'livecode']:
+            max_tokens = 32768
+        else:
+            max_tokens = 20480
+    else:
+        max_tokens = 8192
+"""
+ARGPARSE_DEFAULTS = {"temperature": 0.7, "top_p": 0.8, "top_k_sampling": 20}
+
+
+def upstream(pattern: str) -> list[str]:
+    return re.findall(pattern, RUN_SEARCH_O1)
+
+
+def test_released_protocols_pin_run_search_o1():
+    from harness.protocol import preset
+
+    single, multi = preset("search_o1-released-singlehop"), preset("search_o1-released-multihop")
+    assert [single.max_turns, multi.max_turns] == [int(x) for x in upstream(r"MAX_SEARCH_LIMIT = (\d+)")]
+    assert single.top_k == multi.top_k == int(upstream(r"top_k = (\d+)")[0]) == 10
+    assert int(upstream(r"MAX_TURN = (\d+)")[0]) == MAX_TURN
+    for p in (single, multi):
+        d = p.decoding  # the reasoning's decoding: the argparse defaults, a non-QwQ model
+        assert (d.temperature, d.top_p, d.top_k) == tuple(ARGPARSE_DEFAULTS.values())
+        assert d.repetition_penalty == float(upstream(r"else (\d\.\d+)\n")[0]) == 1.0
+        assert d.max_new_tokens == int(upstream(r"max_tokens = (\d+)\n$")[0]) == 8192
+        assert p.with_(max_turns=5).protocol_id == single.protocol_id  # they differ in the cap only
+    assert "hotpotqa" in MULTIHOP_DATASETS and "nq" not in MULTIHOP_DATASETS
+
+
+def test_released_reason_in_documents_sampling_pins_run_search_o1():
+    rid = released_rid_sampling(7)
+    block = RUN_SEARCH_O1.split("SamplingParams(")[1]
+    assert rid.temperature == float(re.search(r"temperature=([\d.]+)", block).group(1)) == 0.7
+    assert rid.top_p == float(re.search(r"top_p=([\d.]+)", block).group(1)) == 0.8
+    assert rid.top_k == int(re.search(r"top_k=(\d+)", block).group(1)) == 20
+    assert rid.repetition_penalty == float(re.search(r"repetition_penalty=([\d.]+)", block).group(1)) == 1.05
+    assert rid.seed == 7
+
+
+class SamplingRecorder(ScriptedBackend):
+    """Records the sampling parameters and token budget of every generate call."""
+
+    def __init__(self, script):
+        super().__init__(script)
+        self.settings = []
+
+    def generate(self, prompts, *, stop, max_new_tokens, sampling, include_stop=False):
+        self.settings.append((max_new_tokens, sampling))
+        return super().generate(
+            prompts, stop=stop, max_new_tokens=max_new_tokens, sampling=sampling, include_stop=include_stop
+        )
+
+
+def _run(method, proto):
+    be = SamplingRecorder(
+        {
+            Q1: [f"{search('Alice David voice')}", "So \\boxed{Crystal Dynamics}."],
+            RID: ["**Final Information**\n\nAlice David voices Lara Croft."],
+        }
+    )
+    sampling = proto.decoding.sampling()
+    ctx = RunContext(backend=be, protocol=proto, retriever=RecordingRetriever(), sampling=sampling)
+    (t,) = method.solve([example(1, Q1, dataset="hotpotqa")], ctx)
+    return be, t, sampling
+
+
+def test_variant_decodes_reason_in_documents_as_released_and_the_reasoning_as_the_protocol():
+    from harness.protocol import preset
+
+    proto = preset("search_o1-released-multihop")
+    be, t, sampling = _run(SearchO1Released(), proto)
+    assert t.prediction == "Crystal Dynamics"
+    main1, rid, main2 = be.settings
+    assert main1 == main2 == (8192, sampling) and sampling.repetition_penalty == 1.0
+    assert rid == (8192, released_rid_sampling(proto.decoding.seed))
+    # the default search_o1 decodes both calls the same way
+    be, _, sampling = _run(SearchO1(), proto)
+    assert [s for _, s in be.settings] == [sampling] * 3
+    # the prompt states the protocol's cap, as Search-o1 states MAX_SEARCH_LIMIT
+    assert "limited to 10." in be.calls[0][0]
+
+
+def test_variant_is_scored_only_under_the_released_protocols():
+    from harness.methods_registry import get_method
+    from harness.protocol import preset
+    from harness.runner import check_protocol
+
+    for name in ("search_o1-released-singlehop", "search_o1-released-multihop"):
+        check_protocol(get_method("search_o1_released"), preset(name))
+        with pytest.raises(ConfigError, match="own setting of method"):
+            check_protocol(get_method("search_o1"), preset(name))
+    with pytest.raises(ConfigError, match="scored only under its own protocol"):
+        check_protocol(get_method("search_o1_released"), preset("mini"))
+    spec = SearchO1Released().spec(preset("search_o1-released-multihop"))
+    assert spec.params["reason_in_documents_sampling"]["repetition_penalty"] == 1.05
+    assert spec.params["max_searches"] == 10 and spec.params["top_k"] == 10

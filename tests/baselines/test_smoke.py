@@ -29,7 +29,9 @@ def tiny_model(tiny_dir: Path):
     return make_backend(BackendSpec(model=str(tiny_dir), max_batch_size=8))
 
 
-@pytest.mark.parametrize("name", ["cot", "ircot", "search_o1", "sure"])
+@pytest.mark.parametrize(
+    "name", ["cot", "ircot", "search_o1", "sure", "ircot_flashrag", "search_o1_released"]
+)
 def test_baseline_runs_with_a_real_model_and_index(name, tiny_model, bm25_retriever):
     proto = protocol(max_turns=1, top_k=2, max_obs_tokens=64, decoding={"max_new_tokens": 12})
     ctx = RunContext(backend=tiny_model, protocol=proto, retriever=bm25_retriever, sampling=SamplingParams())
@@ -47,13 +49,13 @@ def test_baseline_runs_with_a_real_model_and_index(name, tiny_model, bm25_retrie
         retrievals = [x for x in t.turns if x.kind == "retrieve"]
         if name == "cot":
             assert retrievals == []
-        elif name in ("ircot", "sure"):  # both retrieve for the question first
+        elif name in ("ircot", "sure", "ircot_flashrag"):  # all retrieve for the question first
             assert retrievals[0].query == t.question and 1 <= len(retrievals[0].doc_ids) <= 2
             assert set(retrievals[0].doc_ids) <= {row["id"] for row in TINY}
         if name == "sure":
             k = len(t.meta.get("sure", {}).get("candidates", []))
             assert t.n_llm_calls == 1 + 2 * k + k * (k - 1)
-        if name == "search_o1":
+        if name in ("search_o1", "search_o1_released"):
             assert t.meta["reason_in_documents_calls"] + t.meta["repeated_queries"] == t.n_retrievals <= 1
 
 
@@ -104,3 +106,22 @@ def test_later_steps_run_on_the_real_model(tiny_model, bm25_retriever):
         assert t.n_llm_calls == 7 and t.prediction in t.meta["sure"]["candidates"]
         assert all(x.completion_tokens > 0 for x in t.turns if x.kind == "llm_call")
     assert be.calls == [2, 4, 4, 4]
+
+
+def test_middle_truncation_with_a_real_tokenizer(tiny_model):
+    """FlashRAG's cut (base_prompt.py:101-105) on real token ids: a prompt of 2048 ids or more
+    keeps its first and last 1004 ids; a shorter one is sent unchanged."""
+    from baselines.flashrag import middle_truncate
+
+    words = " ".join(f"w{i}" for i in range(3000))
+    ids = tiny_model.prompt_ids(words)
+    assert len(ids) >= 2048
+    out, cut = middle_truncate(tiny_model, words)
+    assert cut and out == tiny_model.detokenize(ids[:1004]) + tiny_model.detokenize(ids[-1004:])
+    assert (
+        out.startswith("w0 w1 ")
+        and out.endswith(" w2999")
+        and abs(len(tiny_model.prompt_ids(out)) - 2008) <= 2
+    )
+    short = " ".join(f"w{i}" for i in range(50))
+    assert middle_truncate(tiny_model, short) == (short, False)
