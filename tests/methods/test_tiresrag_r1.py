@@ -507,3 +507,47 @@ def test_released_protocol_is_for_evaluation_only():
     ctx, _b, _r = context({Q: ["<answer>x</answer>"]}, _released(), training=True)
     with pytest.raises(ConfigError, match="released evaluation"):
         M.solve([example(1, Q)], ctx)
+
+
+def test_run_under_the_released_protocol_scores_the_first_answer(monkeypatch, tmp_path):
+    """A real ``Runner`` run under ``tiresrag_r1-released`` with the script of the run test above:
+    generation stops at the first ``</answer>``, so ``em`` scores the first answer; an empty query
+    is answered "I don't know." and a reply without an answer is scored on its last sentence."""
+    from harness.data.benches import Selection
+    from harness.protocol import preset
+    from harness.runner import RunConfig, Runner
+    from harness.store import Store
+    from tests.support.scripted import RecordingRetriever, ScriptedBackend
+
+    script = {
+        "George Rankin's occupation": [
+            "a</think><answer>farmer</answer><think>check</think><search>George Rankin</search>",
+            "<think>ok</think><answer>politician</answer>",
+        ],
+        "Scott Derrickson and Ed Wood": [
+            "x</think><answer>yes</answer><think>hmm</think><answer>no</answer>"
+        ],
+        "Silas Hardy or Lee Mantle": ["x</think><search>   </search>"],  # empty query
+        "The Blackout All-Stars": ["x</think>No idea. Maybe Sony"],  # no answer
+    }
+    backend = ScriptedBackend(script)
+    monkeypatch.setattr(Runner, "backend", lambda self: backend)
+    monkeypatch.setattr(Runner, "retriever", lambda self, protocol=None: RecordingRetriever())
+    proto = preset("tiresrag_r1-released").with_(selection=Selection(mode="first", n=1))
+    db = tmp_path / "r.duckdb"
+    (run,) = Runner(RunConfig(methods=["tiresrag_r1"], bench="mini", protocol=proto, db=db)).run([M])
+    assert (run.n_total, run.n_errors) == (4, 0)
+    df = Store(db).query(
+        """SELECT s.dataset, s.prediction, s.extraction_status, m.value AS em
+           FROM samples s JOIN sample_metrics m USING (run_id, dataset, sample_id)
+           WHERE run_id = $r AND m.metric = 'em'""",
+        {"r": run.run_id},
+    )
+    got = {r.dataset: (r.prediction, r.extraction_status, r.em) for r in df.itertuples()}
+    assert got == {
+        "popqa": ("farmer", "ok", 0.0),  # the first answer; the run test above scores "politician"
+        "hotpotqa": ("yes", "ok", 1.0),  # the first answer; "no" (last) scores 0 there
+        "2wikimultihopqa": ("I don't know.", "final_turn_fallback", 0.0),
+        "musique": (" maybe sony", "final_turn_fallback", 0.0),
+    }
+    assert len(backend.calls) == 1  # every question ended in its first segment
