@@ -454,11 +454,12 @@ def metric_parts(metric: str) -> tuple[str, ...]:
 
 
 def paper_protocol(paper: str) -> dict | None:
-    """The registered evaluation protocol of ``paper`` (``<paper>-eval``, or the paper's name without
-    underscores, e.g. ``searchr1``) as a dict; None when none is registered."""
+    """The registered protocol that produced ``paper``'s numbers, as a dict: its released evaluation
+    (``<paper>-released``) when registered, else ``<paper>-eval``, else the paper's name without
+    underscores (e.g. ``searchr1``); None when none is registered."""
     from harness.protocol import PROTOCOLS, preset
 
-    for name in (f"{paper}-eval", paper.replace("_", "")):
+    for name in (f"{paper}-released", f"{paper}-eval", paper.replace("_", "")):
         if name in PROTOCOLS.names():
             return json.loads(preset(name).model_dump_json())
     return None

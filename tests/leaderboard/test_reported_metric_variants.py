@@ -5,6 +5,7 @@ its "Avg." is ``em_f1_squad_mean``); a row whose metric our runs did not compute
 
 from __future__ import annotations
 
+import json
 import math
 
 import pandas as pd
@@ -105,3 +106,15 @@ def test_every_reported_row_names_a_known_metric_variant():
     for paper, rows in registered_reported().items():
         for r in rows:
             assert r.metric in known | paper_counts or r.metric.startswith("judge@"), (paper, r.metric)
+
+
+def test_a_papers_numbers_are_compared_with_its_released_protocol():
+    """The paper's numbers came from its released evaluation: the protocol differences name its
+    top-k (TIRESRAG-R1's released evaluation hard-codes top-7; its harness protocol uses 5)."""
+    from harness.protocol import preset
+
+    assert views.paper_protocol("tiresrag_r1")["name"] == "tiresrag_r1-released"
+    assert views.paper_protocol("r_search")["name"] == "r_search-released"
+    assert views.paper_protocol("search_r1")["name"] == "searchr1"  # no released variant: as before
+    ours = json.loads(preset("tiresrag_r1-eval").model_dump_json())
+    assert views.protocol_differences(views.paper_protocol("tiresrag_r1"), ours) == ["top-k 7 vs 5"]
