@@ -78,9 +78,8 @@ def flashrag() -> Protocol:
     """FlashRAG's benchmark (``baseline_details.md`` "Global Setting"): wiki-18 (the DPR Wikipedia
     of December 2018) with e5-base-v2 Flat, top-5, greedy, 32 new tokens, the first 1000 questions
     of each set; the 2048-token input cut is the variants' (:mod:`baselines.flashrag`). The corpus
-    hash comes from the user's wiki-18 file at run time (``--corpus``)."""
-    from harness.metrics.registry import metric_versions
-
+    hash comes from the user's wiki-18 file at run time (``--corpus``). Metrics: the standard set
+    (``harness.protocol.STANDARD_METRICS``)."""
     return Protocol(
         name="flashrag",
         description="FlashRAG benchmark: wiki-18, e5-base-v2 Flat, top-5, greedy, 32 tokens, first 1000 per set",
@@ -89,5 +88,4 @@ def flashrag() -> Protocol:
         top_k=FLASHRAG_TOP_K,
         decoding=Decoding(max_new_tokens=FLASHRAG_MAX_NEW_TOKENS).model_dump(),
         selection=Selection(mode="first", n=FLASHRAG_SAMPLES).model_dump(),
-        metrics=metric_versions(),
     )

@@ -1,18 +1,36 @@
-"""The evaluation protocol: everything that changes a score, pinned and hashed.
+"""The evaluation protocol: everything that changes a score, pinned, hashed and acted on.
 
 A score is only comparable with another score under the same ``protocol_id``. The protocol pins
-the *environment* every method is scored in: corpus (id and content hash), retriever and its
-settings, top-k, turn and observation budgets, decoding, the data selection, metric versions and
-the judge. What is specific to a method (its prompt, tag dialect, document renderer and answer
-extractor) is pinned by the method's own ``MethodSpec`` hash stored with every run; a protocol may
-also *override* those (fields ``renderer``/``prompt_template``/``answer_extractor``, default
-``"method"`` = each method's own, recorded in the run), which changes the protocol id.
+the *environment* every method is scored in, and every field is read by the code that runs it:
+
+- ``corpus`` and ``retriever``: the index the run's retriever is built from (a content hash that
+  does not match the corpus file is refused); ``remote``: retrieval from a server instead;
+- ``top_k``, ``max_turns``, ``max_obs_tokens``: the rollout budgets every method runs with
+  (``harness.rollout.engine.RolloutConfig.from_protocol``, and each method's spec);
+- ``decoding``: the sampling parameters and per-turn token budget of every generation;
+- ``selection``: which questions of each bench dataset are loaded;
+- ``metrics`` (name -> version): exactly the metrics ``harness run`` scores every sample with
+  (:class:`harness.scoring.RunScoring`; an unknown metric, one a run cannot compute, or a
+  version other than the registered one is refused before the run starts);
+- ``primary_metric``: the metric the run summary shows first and the leaderboard opens on;
+- ``judge``: when set, a run under the protocol must be judged by that judge (model, prompt and
+  prompt hash) or it is refused (:func:`check_judge`).
+
+What is specific to a method (its prompt, tag dialect, document renderer and answer extractor) is
+pinned by the method's own ``MethodSpec`` hash stored with every run, not here: protocol format 1
+had ``renderer``, ``prompt_template`` and ``answer_extractor`` overrides that no code read (they
+changed the id, never a score), and ``split_policy``, whose one value restated what each bench
+entry's split already is (``harness.data.benches.BenchEntry.split``; a run records its bench).
+Format 2 removed them.
 
 ``protocol_id`` = first 12 hex digits of sha256 over the canonical JSON of every field except
-``name`` and ``description`` (so a renamed copy with identical settings has the same id). When
-retrieval is served by a remote server (``remote``, see :class:`RemoteRetrieval`) the id carries a
-suffix that says so: ``-remote`` (the server described itself), ``-remote-declared`` (the user
-declared what it serves) or ``-remote-unverified`` (nobody did).
+``name`` and ``description`` (so a renamed copy with identical settings has the same id), plus
+``"format": PROTOCOL_FORMAT``. The format number changes when the meaning of the fields changes:
+format 2 (this one) made every field act and changed every id once, on purpose; runs stored under
+format-1 ids are never compared with format-2 runs. When retrieval is served by a remote server
+(``remote``, see :class:`RemoteRetrieval`) the id carries a suffix that says so: ``-remote`` (the
+server described itself), ``-remote-declared`` (the user declared what it serves) or
+``-remote-unverified`` (nobody did).
 """
 
 from __future__ import annotations
@@ -23,7 +41,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from harness import plugins
 from harness.data.benches import Selection
@@ -70,14 +88,41 @@ class Decoding(_Frozen):
 
 
 # Decoding fields added after protocol ids were published, with the value that leaves them out of
-# the canonical JSON (and so leaves every earlier id unchanged).
+# the canonical JSON (so adding them changed no id; kept as the one canonical form since).
 _DECODING_OMITTED_AT = {"top_k": 0, "repetition_penalty": 1.0}
 
 
 class JudgeRef(_Frozen):
+    """The judge a protocol's runs are scored with: the served model name, the judge prompt as
+    ``--judge-prompt`` names it (``default``, ``arena+logit``) and that prompt's hash
+    (``harness list judge-prompts``), so an edited prompt is refused rather than silently used."""
+
     model: str
     prompt_id: str
     prompt_hash: str
+
+
+def check_judge(protocol: Protocol, model: str | None, prompt: str | None) -> None:
+    """ConfigError unless a run under ``protocol`` is judged as it requires: by nobody when the
+    protocol names no judge (``harness judge`` may still judge its runs later), else by exactly its
+    judge (``model``/``prompt``: what ``--judge-model``/``--judge-prompt`` give; None: no judge)."""
+    ref = protocol.judge
+    if ref is None:
+        return
+    want = f"--judge-model {ref.model} --judge-prompt {ref.prompt_id} (prompt hash {ref.prompt_hash})"
+    where = f"protocol {protocol.name!r} ({protocol.protocol_id}) is scored by an LLM judge"
+    if model is None or prompt is None:
+        raise ConfigError(f"{where}: pass --judge-url with {want}")
+    from harness.judge.prompts import get_prompt
+
+    if model != ref.model or prompt != ref.prompt_id:
+        raise ConfigError(f"{where}: {want}, not --judge-model {model} --judge-prompt {prompt}")
+    got = get_prompt(prompt).prompt_hash
+    if got != ref.prompt_hash:
+        raise ConfigError(
+            f"{where}: judge prompt {prompt!r} now hashes to {got}, the protocol pins {ref.prompt_hash}; "
+            "the prompt changed since the protocol was defined (define a new protocol)"
+        )
 
 
 class RemoteRetrieval(_Frozen):
@@ -101,6 +146,31 @@ class RemoteRetrieval(_Frozen):
         ]
 
 
+# The version of what the protocol's fields mean; part of every id (see the module docstring).
+PROTOCOL_FORMAT = 2
+
+# The metrics ``harness run`` scores by default: every answer metric (``f1_squad`` too: the F1 of
+# papers without HotpotQA's yes/no rule) and the retrieval metrics a trajectory carries the inputs
+# of (``retrieval_recall@k`` binds k to the protocol's top_k). ``answer_recall@k`` needs the
+# documents' texts, which trajectories do not store: ``harness score`` computes it from a file.
+STANDARD_METRICS = (
+    "em",
+    "f1",
+    "f1_squad",
+    "cover_em",
+    "cover_em_tokens",
+    "retrieval_recall@k",
+    "evidence_recall",
+)
+
+
+def standard_metrics() -> dict[str, str]:
+    """``{name: registered version}`` of :data:`STANDARD_METRICS`."""
+    from harness.metrics.registry import METRICS
+
+    return {n: METRICS.get(n).version for n in STANDARD_METRICS}
+
+
 class Protocol(_Frozen):
     name: str
     description: str = ""
@@ -109,20 +179,28 @@ class Protocol(_Frozen):
     top_k: int = 3
     max_turns: int = 4
     max_obs_tokens: int = 500
-    renderer: str = "method"
-    prompt_template: str = "method"
-    answer_extractor: str = "method"
     decoding: Decoding = Decoding()
-    split_policy: Literal["canonical"] = "canonical"  # test if the set has one, else dev (Search-R1/FlashRAG)
     selection: Selection = Selection()
-    metrics: dict[str, str] = Field(default_factory=dict)  # metric name -> version
-    primary_metric: str = "em"
-    judge: JudgeRef | None = None
+    metrics: dict[str, str] = Field(default_factory=standard_metrics)  # metric name -> version
+    primary_metric: str = "em"  # one of ``metrics``: the summary's first column, the leaderboard's default
+    judge: JudgeRef | None = None  # set: every run under the protocol is judged by it, or refused
     remote: RemoteRetrieval | None = None  # None: the retriever runs in-process
+
+    @model_validator(mode="after")
+    def _check_metrics(self) -> Protocol:
+        if not self.metrics:
+            raise ValueError("a protocol scores at least one metric (metrics: name -> version)")
+        if self.primary_metric not in self.metrics:
+            raise ValueError(
+                f"primary_metric {self.primary_metric!r} is not one of the protocol's metrics "
+                f"({', '.join(self.metrics)})"
+            )
+        return self
 
     # -- identity ------------------------------------------------------------------------------
     def canonical_json(self) -> str:
         data = self.model_dump(mode="json", exclude={"name", "description"})
+        data["format"] = PROTOCOL_FORMAT
         if data["remote"] is None:  # in-process retrieval: ids stay what they were before the field
             del data["remote"]
         for key, off in _DECODING_OMITTED_AT.items():
@@ -146,12 +224,6 @@ class Protocol(_Frozen):
         return Protocol.model_validate(data)
 
 
-def _metric_versions() -> dict[str, str]:
-    from harness.metrics.registry import metric_versions
-
-    return metric_versions()
-
-
 def closed_corpus_ref() -> CorpusRef:
     from harness.data.packaged import closed_corpus_info
 
@@ -167,7 +239,7 @@ def mini() -> Protocol:
         description="packaged closed corpus (~28k real paragraphs), bm25s, top-3, 4 turns, greedy",
         corpus=closed_corpus_ref(),
         retriever=Bm25sSpec(),
-        metrics=_metric_versions(),
+        metrics=standard_metrics(),
     )
 
 

@@ -63,13 +63,14 @@ WITH m AS (
   SELECT run_id, dataset, sample_id,
          max(value) FILTER (WHERE metric = 'em') AS em,
          max(value) FILTER (WHERE metric = 'f1') AS f1,
-         max(value) FILTER (WHERE metric = 'cover_em') AS cover_em
+         max(value) FILTER (WHERE metric = 'cover_em') AS cover_em,
+         max(value) FILTER (WHERE metric = $primary) AS primary_value
   FROM sample_metrics WHERE list_contains($run_ids, run_id) GROUP BY ALL
 )
 SELECT r.method, s.dataset,
        count(*) FILTER (WHERE NOT s.failed) AS n,
        count(*) FILTER (WHERE s.failed) AS errors,
-       avg(m.em) AS em, avg(m.f1) AS f1, avg(m.cover_em) AS cover_em,
+       avg(m.primary_value) AS primary, avg(m.em) AS em, avg(m.f1) AS f1, avg(m.cover_em) AS cover_em,
        avg(s.n_retrievals) FILTER (WHERE NOT s.failed) AS retrievals,
        avg(s.n_llm_calls) FILTER (WHERE NOT s.failed) AS llm_calls,
        avg(s.prompt_tokens + s.completion_tokens) FILTER (WHERE NOT s.failed) AS tokens,
@@ -83,12 +84,14 @@ GROUP BY ALL ORDER BY r.method, s.dataset
 """
 
 
-def run_metrics(store: Store, run_ids: Sequence[str]) -> pd.DataFrame:
+def run_metrics(store: Store, run_ids: Sequence[str], primary: str = "em") -> pd.DataFrame:
     """Per method x dataset of ``run_ids``: n (scored samples), errors (failed samples: not in n
-    or any mean), EM, F1, cover-EM, mean retrievals / LLM calls / tokens, seconds per question,
-    and the share answered."""
+    or any mean), ``primary`` (the mean of the metric stored as ``primary``: the protocol's primary
+    metric), EM, F1, cover-EM, mean retrievals / LLM calls / tokens, seconds per question, and the
+    share answered."""
     return store.query(
-        RUN_METRICS_SQL, {"run_ids": _ids(run_ids), "answered": list(ANSWERED), "error": ERROR_STATUS}
+        RUN_METRICS_SQL,
+        {"run_ids": _ids(run_ids), "answered": list(ANSWERED), "error": ERROR_STATUS, "primary": primary},
     )
 
 

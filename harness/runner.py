@@ -40,8 +40,6 @@ from harness.protocol import Protocol
 from harness.store import ERROR_STATUS, ScoredSample, Store
 from harness.types import QAExample, Trajectory
 
-ANSWER_METRICS = ("em", "f1", "cover_em", "cover_em_tokens")
-
 
 @dataclass
 class RunConfig:
@@ -97,21 +95,13 @@ def sample_error(t: Trajectory) -> str | None:
     return None
 
 
-def score_trajectory(t: Trajectory, gold_ids: Sequence[str], top_k: int) -> dict[str, float]:
-    """Answer metrics on the prediction and on each alternative prediction (``em[first_answer]``,
-    :func:`harness.scoring.score_alternatives`); retrieval metrics where gold passages are known."""
-    from harness.metrics.registry import score_answer
-    from harness.metrics.retrieval import evidence_recall, retrieval_recall_at_k
-    from harness.scoring import score_alternatives
+def score_trajectory(t: Trajectory, gold_ids: Sequence[str], protocol: Protocol) -> dict[str, float]:
+    """The protocol's metrics (:class:`harness.scoring.RunScoring`): answer metrics on the
+    prediction and on each alternative prediction (``em[first_answer]``), retrieval metrics where
+    gold passages are known."""
+    from harness.scoring import RunScoring
 
-    m = score_answer(t.prediction, t.answers, names=ANSWER_METRICS)
-    m.update(score_alternatives(t.alt_predictions, t.answers, ANSWER_METRICS))
-    if gold_ids:
-        first = next((turn for turn in t.turns if turn.kind == "retrieve"), None)
-        first_ids = first.doc_ids if first is not None else []
-        m[f"retrieval_recall@{top_k}"] = retrieval_recall_at_k(first_ids, gold_ids, top_k)
-        m["evidence_recall"] = evidence_recall(t.retrieved_doc_ids, gold_ids)
-    return m
+    return RunScoring.of(protocol).score(t, gold_ids)
 
 
 def _batches(items: list, n: int) -> list[list]:
@@ -265,6 +255,9 @@ class Runner:
         examples = self.load_examples(proto)
         if not examples:
             raise ConfigError(f"bench {self.cfg.bench!r} selected no examples")
+        from harness.scoring import RunScoring
+
+        RunScoring.of(proto)  # a metric the run cannot score is refused before anything runs
         plan = []
         for method in methods:
             try:
@@ -382,6 +375,9 @@ class Runner:
                 n_expected=len(examples),
                 owned=True,
             )
+        from harness.scoring import RunScoring
+
+        scoring = RunScoring.of(proto)
         n_errors, first_error = 0, None
         with (
             lifecycle.running(store, run_id) as active,
@@ -402,11 +398,7 @@ class Runner:
                         t.extraction_status, t.error = ERROR_STATUS, why
                         n_errors += 1
                         first_error = first_error or why
-                    metrics = (
-                        {}
-                        if why is not None
-                        else score_trajectory(t, g if method.uses_retrieval else (), proto.top_k)
-                    )
+                    metrics = {} if why is not None else scoring.score(t, g if method.uses_retrieval else ())
                     scored.append(
                         ScoredSample(
                             trajectory=t, metrics=metrics, position=i, gold_ids=list(g), latency_s=per
@@ -434,13 +426,15 @@ def _progress(total: int, initial: int, desc: str, enabled: bool):
     )
 
 
-def summary(store: Store, run_ids: Sequence[str]):
+def summary(store: Store, run_ids: Sequence[str], primary: str = "em"):
     """Per method x dataset: n (scored samples), errors (samples whose generation failed: never
-    scored, not in n or any mean), EM, F1, cover-EM, mean retrievals / LLM calls / tokens, seconds,
-    and cost per question / per correct answer (USD; NaN where a price is unknown, see harness.cost)."""
+    scored, not in n or any mean), ``primary`` (the mean of the protocol's primary metric, by its
+    stored name: :attr:`harness.scoring.RunScoring.primary`), EM, F1, cover-EM, mean retrievals /
+    LLM calls / tokens, seconds, and cost per question / per correct answer (USD; NaN where a price
+    is unknown, see harness.cost)."""
     from harness.cost import cost_summary
 
-    df = queries.run_metrics(store, run_ids)
+    df = queries.run_metrics(store, run_ids, primary)
     costs = cost_summary(store, run_ids)[["method", "dataset", "cost_usd_per_q", "usd_per_correct"]]
     return df.merge(costs, on=["method", "dataset"], how="left")
 

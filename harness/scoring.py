@@ -18,9 +18,10 @@ Every row is validated before anything is computed or written; a bad row raises 
 naming the file and line (or item). ``--per-sample`` output goes to a temporary file in the target
 directory and is renamed into place only when complete.
 
-Alternative predictions (:attr:`harness.types.Trajectory.alt_predictions`): ``harness run`` scores
-each named alternative with the same answer metrics as the prediction, stored as
-``metric[name]`` (``em[first_answer]``) beside the prediction's own (:func:`score_alternatives`).
+``harness run`` scores each trajectory with exactly its protocol's ``metrics``
+(:class:`RunScoring`). Alternative predictions (:attr:`harness.types.Trajectory.alt_predictions`)
+are scored with the same answer metrics as the prediction, stored as ``metric[name]``
+(``em[first_answer]``) beside the prediction's own (:func:`score_alternatives`).
 """
 
 from __future__ import annotations
@@ -32,12 +33,23 @@ import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from harness.errors import ConfigError, DataError
 from harness.metrics.answer import AnswerPair
 from harness.metrics.bootstrap import Aggregate, bootstrap_columns
-from harness.metrics.registry import DEFAULT_METRICS, Metric, resolve_metrics, score_answer
+from harness.metrics.registry import (
+    DEFAULT_METRICS,
+    METRICS,
+    Metric,
+    get_metric,
+    resolve_metrics,
+    score_answer,
+)
+
+if TYPE_CHECKING:
+    from harness.protocol import Protocol
+    from harness.types import Trajectory
 
 PREDICTION_KEYS = ("prediction", "pred", "output.pred")
 GOLD_KEYS = ("golden_answers", "answers")
@@ -398,3 +410,79 @@ def score_alternatives(
         for metric, value in score_answer(pred, golds, names).items():
             out[alt_metric_name(metric, alt)] = value
     return out
+
+
+# --------------------------------------------------------------------------- scoring a run's trajectories
+
+# The retrieval metrics a trajectory carries the inputs of, and which retrieved ids each reads:
+# recall@k the first search's ranking (how good the retriever is on the question), evidence recall
+# every id retrieved anywhere in the trajectory (what the method gathered).
+_TRAJECTORY_RETRIEVAL = {"retrieval_recall@k": "first", "evidence_recall": "all"}
+
+
+def stored_metric_name(name: str, top_k: int) -> str:
+    """The name a protocol metric is stored under: a family ``base@k`` bound to the protocol's top-k
+    (``retrieval_recall@k`` -> ``retrieval_recall@3``), any other name as it is."""
+    return f"{name[:-2]}@{top_k}" if name.endswith("@k") else name
+
+
+@dataclass(frozen=True)
+class RunScoring:
+    """The metrics ``harness run`` scores each trajectory with: exactly a protocol's ``metrics``.
+
+    ``answer``: answer metrics, scored on the prediction and on each alternative prediction;
+    ``retrieval``: (stored name, metric, which retrieved ids) for the retrieval metrics, scored
+    only where the sample's gold passage ids are known. ``primary``: the stored name of the
+    protocol's primary metric (``retrieval_recall@k`` is stored as ``retrieval_recall@<top_k>``).
+    """
+
+    answer: tuple[str, ...]
+    retrieval: tuple[tuple[str, Metric, str], ...]
+    primary: str
+
+    @classmethod
+    def of(cls, protocol: Protocol) -> RunScoring:
+        """The scoring of ``protocol``. A metric that is
+        unknown, that a run cannot compute, or whose pinned version is not the registered one is
+        a one-line ConfigError naming the protocol."""
+        answer: list[str] = []
+        retrieval: list[tuple[str, Metric, str]] = []
+        stored: dict[str, str] = {}
+        for name, version in protocol.metrics.items():
+            template = re.sub(r"@[0-9]+$", "@k", name)  # retrieval_recall@5 -> its family
+            where = f"protocol {protocol.name!r}"
+            if name not in METRICS and template not in METRICS:
+                raise ConfigError(f"{where}: unknown metric {name!r}; known: {', '.join(METRICS.names())}")
+            registered = METRICS.get(name if name in METRICS else template).version
+            if version != registered:
+                raise ConfigError(
+                    f"{where} pins metric {name!r} at version {version!r}, the harness computes version "
+                    f"{registered!r}: scores of other versions are not comparable (define a new protocol)"
+                )
+            bound = stored_metric_name(name, protocol.top_k)
+            metric = get_metric(bound)
+            if metric.kind == "answer":
+                answer.append(bound)
+            elif template in _TRAJECTORY_RETRIEVAL:
+                retrieval.append((bound, metric, _TRAJECTORY_RETRIEVAL[template]))
+            else:
+                raise ConfigError(
+                    f"{where}: metric {name!r} needs inputs a run does not store ({', '.join(metric.inputs)}); "
+                    f"a run scores answer metrics and {', '.join(_TRAJECTORY_RETRIEVAL)}; `harness score` "
+                    "computes it from a predictions file"
+                )
+            stored[name] = bound
+        return cls(answer=tuple(answer), retrieval=tuple(retrieval), primary=stored[protocol.primary_metric])
+
+    def score(self, t: Trajectory, gold_ids: Sequence[str]) -> dict[str, float]:
+        """Every metric of a finished trajectory ``t``; retrieval metrics
+        only when ``gold_ids`` is not empty (else the sample has none: nothing to recall)."""
+        m = score_answer(t.prediction, t.answers, self.answer) if self.answer else {}
+        if self.answer:
+            m.update(score_alternatives(t.alt_predictions, t.answers, self.answer))
+        if gold_ids and self.retrieval:
+            first = next((turn.doc_ids for turn in t.turns if turn.kind == "retrieve"), [])
+            ids = {"first": first, "all": t.retrieved_doc_ids}
+            for name, metric, which in self.retrieval:
+                m[name] = metric.fn(ids[which], gold_ids)
+        return m

@@ -15,8 +15,8 @@ from harness.data.benches import Selection
 from harness.errors import ConfigError
 from harness.method import Method, MethodSpec, RunContext
 from harness.protocol import Protocol, preset
-from harness.runner import ANSWER_METRICS, RunConfig, Runner, score_trajectory
-from harness.scoring import alt_metric_name, score_alternatives
+from harness.runner import RunConfig, Runner, score_trajectory
+from harness.scoring import RunScoring, alt_metric_name, score_alternatives
 from harness.types import QAExample, Trajectory
 from leaderboards import views
 
@@ -46,21 +46,26 @@ def test_a_missing_alternative_must_be_written_as_empty():
 
 def test_the_runner_scores_the_prediction_unchanged_and_each_alternative():
     t = Trajectory("1", "toy", "q", ["Paris"], prediction="Paris", alt_predictions={"first_answer": "Lyon"})
-    m = score_trajectory(t, (), 3)
-    assert {k: m[k] for k in ANSWER_METRICS} == {
+    mini = preset("mini")
+    answer_metrics = RunScoring.of(mini).answer
+    assert answer_metrics == ("em", "f1", "f1_squad", "cover_em", "cover_em_tokens")
+    m = score_trajectory(t, (), mini)
+    assert {k: m[k] for k in answer_metrics} == {
         "em": 1.0,
         "f1": 1.0,
+        "f1_squad": 1.0,
         "cover_em": 1.0,
         "cover_em_tokens": 1.0,
     }
-    assert {k: v for k, v in m.items() if k not in ANSWER_METRICS} == {
+    assert {k: v for k, v in m.items() if k not in answer_metrics} == {
         "em[first_answer]": 0.0,
         "f1[first_answer]": 0.0,
+        "f1_squad[first_answer]": 0.0,
         "cover_em[first_answer]": 0.0,
         "cover_em_tokens[first_answer]": 0.0,
     }
     plain = Trajectory("1", "toy", "q", ["Paris"], prediction="Paris")
-    assert sorted(score_trajectory(plain, (), 3)) == sorted(ANSWER_METRICS)
+    assert sorted(score_trajectory(plain, (), mini)) == sorted(answer_metrics)
 
 
 class TwoAnswers(Method):

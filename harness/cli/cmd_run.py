@@ -97,8 +97,10 @@ def handle(args: argparse.Namespace) -> int:
     from harness.lifecycle import command_line
     from harness.llm.model_files import auto_backend
     from harness.methods_registry import get_method, resolve_methods
+    from harness.protocol import check_judge
     from harness.queries import prefill_summary
     from harness.runner import RunConfig, Runner, protocol_groups, reference_sources, summary
+    from harness.scoring import RunScoring
     from harness.secrets import redact
 
     proto = protocol_from_args(args)
@@ -107,6 +109,9 @@ def handle(args: argparse.Namespace) -> int:
     # runs with their own table; the runner checks each method against its protocol: `all` skips,
     # with the reason, a method that refuses it; an explicit list lets the error stop the command.
     groups = protocol_groups([get_method(n) for n in resolve_methods(args.method)], proto, args.corpus)
+    judge_spec = judge_spec_from_args(args)
+    for p, _ in groups:  # a protocol that names a judge is scored by it, or not at all
+        check_judge(p, *((judge_spec.model, judge_spec.prompt) if judge_spec is not None else (None, None)))
     cfg = RunConfig(
         methods=[m.name for _, ms in groups for m in ms],
         bench=args.bench,
@@ -135,7 +140,6 @@ def handle(args: argparse.Namespace) -> int:
         file=sys.stderr,
     )
     judge = None
-    judge_spec = judge_spec_from_args(args)
     if judge_spec is not None:  # built (and its server probed) before the run, not after it
         judge = make_judge(judge_spec, runner.store, progress=not args.no_progress)
     runs = []
@@ -144,10 +148,14 @@ def handle(args: argparse.Namespace) -> int:
         if not done:
             continue
         ids = [r.run_id for r in done]
-        df = summary(runner.store, ids)
+        df = summary(runner.store, ids, RunScoring.of(p).primary)
         if any(m.own_protocols for m in group):
             df = df.merge(reference_sources(runner.store, ids), on=["method", "dataset"], how="left")
-        print_summary(df, title=f"{args.bench} · protocol {p.name} ({p.protocol_id}) · {args.model}")
+        print_summary(
+            df,
+            title=f"{args.bench} · protocol {p.name} ({p.protocol_id}) · {args.model}",
+            primary=p.primary_metric,
+        )
     status = 0
     if judge is not None:
         report = judge_runs(runner.store, [r.run_id for r in runs], judge)
@@ -213,21 +221,22 @@ def backend_options(args: argparse.Namespace) -> dict[str, object]:
     return opts
 
 
-def print_summary(df, title: str) -> None:
+def print_summary(df, title: str, primary: str = "em") -> None:
+    """The run summary table; the protocol's primary metric is the first score column (marked *)."""
     from rich.console import Console
     from rich.table import Table
 
     from harness.cost import format_usd
 
     table = Table(title=title)
+    scores = {"em": "EM", "f1": "F1", "cover_em": "cover-EM"}
     cols = [
         ("method", "method", "{}"),
         ("dataset", "dataset", "{}"),
         ("n", "n", "{}"),
         *([("errors", "errors", "{}")] if df["errors"].sum() else []),  # failed, not scored
-        ("em", "EM", "{:.3f}"),
-        ("f1", "F1", "{:.3f}"),
-        ("cover_em", "cover-EM", "{:.3f}"),
+        ("primary", f"{scores.get(primary, primary)}*", "{:.3f}"),
+        *((key, header, "{:.3f}") for key, header in scores.items() if key != primary),
         ("retrievals", "retrievals/q", "{:.2f}"),
         ("llm_calls", "LLM calls/q", "{:.2f}"),
         ("tokens", "tokens/q", "{:.0f}"),
@@ -241,6 +250,7 @@ def print_summary(df, title: str) -> None:
         table.caption = (
             "own / subst.: questions answered from their own paragraphs / from the gold + BM25 substitute"
         )
+    table.caption = "\n".join(filter(None, ["*: the protocol's primary metric", table.caption]))
     for _, header, _ in cols:
         table.add_column(header, justify="left" if header in ("method", "dataset") else "right")
     for row in df.itertuples(index=False):

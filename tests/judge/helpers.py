@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from harness.judge.transport import JudgeReply
+from harness.protocol import preset
 from harness.runner import score_trajectory
 from harness.store import RunRecord, ScoredSample, Store
 from harness.types import Trajectory, Turn
@@ -84,7 +85,7 @@ def make_run(
             response=f"<answer>{pred}</answer>",
         )
         scored.append(
-            ScoredSample(trajectory=t, metrics=score_trajectory(t, [], 3), position=i, latency_s=latency)
+            ScoredSample(trajectory=t, metrics=score_trajectory(t, [], preset("mini")), position=i, latency_s=latency)
         )
     store.add_samples(run_id, scored)
     return run_id

@@ -243,7 +243,7 @@ def _samples(method: str, patterns: dict[str, str], proto: Protocol, corrupt: bo
             )
             g = gold_ids(dataset, i)
             out.append(
-                ScoredSample(t, score_trajectory(t, g, proto.top_k), position=pos, gold_ids=g, latency_s=0.5)
+                ScoredSample(t, score_trajectory(t, g, proto), position=pos, gold_ids=g, latency_s=0.5)
             )
             pos += 1
     return out
