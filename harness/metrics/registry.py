@@ -6,9 +6,9 @@ over aliases); scores under different versions are then never compared.
 Metrics whose name ends in ``@k`` are families: ``get_metric("retrieval_recall@5")`` binds k=5.
 
 A metric registered with ``in_default_protocols=False`` (a paper's own variant, e.g. R-Search's
-"Acc") is scored only under a protocol whose ``metrics`` name it: the default metric set
-(``metric_versions()``, which the harness' protocols carry) leaves it out, so registering it changes
-no existing protocol id.
+"Acc") is left out of ``metric_versions()``. ``harness run`` scores exactly a protocol's
+``metrics``; the harness' protocols carry ``harness.protocol.STANDARD_METRICS`` (named there, so
+registering a metric changes no protocol id), and a paper's protocol adds its own variants.
 """
 
 from __future__ import annotations
