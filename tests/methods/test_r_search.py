@@ -293,3 +293,40 @@ def test_released_protocol_is_for_evaluation_only():
     )
     with pytest.raises(ConfigError, match="evaluation protocol"):
         M.solve([example(1, Q, *GOLD)], ctx)
+
+
+def test_run_under_the_released_protocol_scores_acc(monkeypatch, tmp_path):
+    """A real ``Runner`` run under ``r_search-released`` stores R-Search's "Acc"
+    (``acc_substring_lower``, QingFei1/R-Search@ecba08d src/eval/utils.py:18-30) per sample beside
+    em and f1_squad; ``r_search-eval`` does not score it."""
+    from harness.data.benches import Selection
+    from harness.runner import RunConfig, Runner
+    from harness.store import Store
+    from methods.r_search.method import released_protocol
+    from tests.support.scripted import RecordingRetriever, ScriptedBackend
+
+    script = {"George Rankin's occupation": ["<answer>He was a Politician.</answer>"]}
+    metrics = {}
+    for proto in (released_protocol(), eval_protocol()):
+        backend = ScriptedBackend(script, default="<answer>x</answer>")
+        monkeypatch.setattr(Runner, "backend", lambda self, b=backend: b)
+        monkeypatch.setattr(Runner, "retriever", lambda self, protocol=None: RecordingRetriever())
+        db = tmp_path / f"{proto.name}.duckdb"
+        cfg = RunConfig(
+            methods=["r_search"],
+            bench="mini",
+            protocol=proto.with_(selection=Selection(mode="first", n=1)),
+            db=db,
+        )
+        (run,) = Runner(cfg).run([M])
+        df = Store(db).query(
+            "SELECT m.metric, m.value FROM sample_metrics m JOIN samples s USING (run_id, dataset, sample_id) "
+            "WHERE run_id = $r AND s.dataset = 'popqa'",
+            {"r": run.run_id},
+        )
+        metrics[proto.name] = dict(zip(df["metric"], df["value"], strict=True))
+    rel = metrics["r_search-released"]
+    # gold "politician": a lower-cased substring (Acc 1), not an exact match; f1_squad P 1/3, R 1
+    assert (rel["acc_substring_lower"], rel["em"]) == (1.0, 0.0)
+    assert rel["f1_squad"] == pytest.approx(2 * (1 / 3) * 1 / (1 / 3 + 1))
+    assert "acc_substring_lower" not in metrics["r_search-eval"]
