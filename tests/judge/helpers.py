@@ -85,7 +85,9 @@ def make_run(
             response=f"<answer>{pred}</answer>",
         )
         scored.append(
-            ScoredSample(trajectory=t, metrics=score_trajectory(t, [], preset("mini")), position=i, latency_s=latency)
+            ScoredSample(
+                trajectory=t, metrics=score_trajectory(t, [], preset("mini")), position=i, latency_s=latency
+            )
         )
     store.add_samples(run_id, scored)
     return run_id
