@@ -311,6 +311,12 @@ def power_fit(ns: list[float], ys: list[float]) -> tuple[float, float]:
     return float(math.exp(loga)), float(b)
 
 
+def affine_fit(ns: list[float], ys: list[float]) -> tuple[float, float]:
+    """Least-squares ``y = c0 + c1 * N``; returns ``(c0, c1)`` (a fixed cost plus a per-passage one)."""
+    c1, c0 = np.polyfit(np.asarray(ns, dtype=np.float64), np.asarray(ys, dtype=np.float64), 1)
+    return float(c0), float(c1)
+
+
 def _measured(data: dict, phase: str, key: str) -> tuple[list[float], list[float]]:
     pts = sorted(
         (int(n), float(m[phase][key]))
@@ -415,12 +421,16 @@ def cmd_fit(args: argparse.Namespace) -> int:
     print("\n".join(rows))
     print()
     print(
-        f"Fitted y = a * N^b (least squares in log-log), extrapolated to wiki-18's {WIKI18_PASSAGES:,} passages:"
+        f"Fitted curves, extrapolated to wiki-18's {WIKI18_PASSAGES:,} passages (extrapolations, not measurements):"
     )
+    print("power law y = a * N^b (least squares in log-log) and affine y = c0 + c1 * N (least squares).")
     print()
-    print("| quantity | points | b (growth exponent) | extrapolated to 21.0M |")
-    print("|---|---|---|---|")
+    print(
+        "| quantity | sizes | power law: b | power law at 21.0M | affine: c1 per 1M passages | affine at 21.0M |"
+    )
+    print("|---|---|---|---|---|---|")
     fits = {}
+    nq = data["settings"]["queries"]
     for phase, key, unit in (
         ("prepare", "seconds", "s"),
         ("prepare", "peak_rss", "B"),
@@ -435,17 +445,26 @@ def cmd_fit(args: argparse.Namespace) -> int:
         if len(ns) < 2:
             continue
         a, b = power_fit(ns, ys)
-        y = a * WIKI18_PASSAGES**b
-        fits[f"{phase}.{key}"] = {"a": a, "b": b, "points": len(ns), "wiki18": y}
-        shown = (
-            f"{y / 60:.0f} min"
-            if unit == "s" and y > 300
-            else (f"{y:.0f} s" if unit == "s" else _human_bytes(y))
+        c0, c1 = affine_fit(ns, ys)
+        y_pow, y_aff = a * WIKI18_PASSAGES**b, c0 + c1 * WIKI18_PASSAGES
+        fits[f"{phase}.{key}"] = {"a": a, "b": b, "c0": c0, "c1": c1, "sizes": ns}
+        fits[f"{phase}.{key}"] |= {"wiki18_power": y_pow, "wiki18_affine": y_aff}
+        per_query = phase == "bm25s_query" and key == "seconds"
+
+        def show(y: float, unit: str = unit, per_query: bool = per_query, short: bool = False) -> str:
+            if per_query:
+                return f"{y / nq * 1000:.1f} ms/query"
+            if unit == "s":
+                return f"{y:.0f} s" if short or y < 300 else f"{y / 60:.0f} min"
+            if unit == "terms":
+                return f"{y:,.0f}"
+            return _human_bytes(y)
+
+        label = "bm25s_query time per query" if per_query else f"{phase} {key}"
+        sizes = ", ".join(f"{n / 1e6:g}M" for n in ns)
+        print(
+            f"| {label} | {sizes} | {b:.2f} | {show(y_pow)} | {show(c1 * 1e6, short=True)} | {show(y_aff)} |"
         )
-        if phase == "bm25s_query" and key == "seconds":
-            nq = data["settings"]["queries"]
-            shown = f"{nq / y:.2f} q/s ({y / nq * 1000:.0f} ms/query)"
-        print(f"| {phase} {key} | {len(ns)} | {b:.2f} | {shown} |")
     if args.write_fits:
         data["fits"] = fits
         _save(Path(args.json), data)
