@@ -4,7 +4,7 @@ The fast tests pin the synthetic corpus (deterministic, wiki-18's chunk shape, r
 harness's own corpus reader) and the curve fit. The slow test runs the whole measurement:
 
     tox -e slow -- tests/retrieval/test_scale.py
-    RAR_SCALE_SIZES=500000,1000000 tox -e slow -- tests/retrieval/test_scale.py   # fewer sizes
+    RAR_SCALE_SIZES=500000,1000000 pytest -m slow tests/retrieval/test_scale.py   # fewer sizes
 
 (default sizes 0.5M, 1M, 2M and 5M passages: about an hour on 2 cores, up to ~16 GiB RSS).
 """
@@ -108,7 +108,9 @@ def test_scale_measurements(tmp_path: Path) -> None:
             assert m[phase]["peak_rss"] > 0 and m[phase]["load_before"]
         assert m["prepare"]["passages_per_s"] == pytest.approx(n / m["prepare"]["seconds"])
         assert m["bm25s_query"]["queries"] == 1000
-        assert m["bm25s_query"]["mean_hits"] == 10  # every query matches at least 10 passages
+        # top-10 of 5-12 Zipf words: nearly every query matches 10 passages (all of them from 0.5M
+        # passages on; at 0.1M a few queries of rare words match fewer)
+        assert 9.9 <= m["bm25s_query"]["mean_hits"] <= 10
         measured.append((n, m))
     assert len(measured) >= 2
     # more passages: more vocabulary, a bigger index and compact corpus, a different hash
@@ -117,6 +119,7 @@ def test_scale_measurements(tmp_path: Path) -> None:
         assert big["bm25s_build"]["index_bytes"] > small["bm25s_build"]["index_bytes"]
         assert big["prepare"]["prepared_bytes"] > small["prepare"]["prepared_bytes"]
         assert big["prepare"]["content_hash"] != small["prepare"]["content_hash"]
+        assert big["bm25s_query"]["mean_hits"] >= small["bm25s_query"]["mean_hits"]
     table = subprocess.run(
         [sys.executable, str(SCRIPT), "fit", str(out)], check=True, capture_output=True, text=True
     )
