@@ -129,6 +129,22 @@ def retrieval_correct(response: str, answers: Sequence[str]) -> bool:
     return any(g in b for b in blocks for g in golds)
 
 
+def _format_total(trajectory: Trajectory, em: float, valid: bool, answered: bool) -> float:
+    """``qa_em_format.compute_score_em``'s branches, shared by :func:`format_reward` and
+    :func:`format_reward_upstream` (they differ only in how the answer is read): a correct answer
+    scores 1 (less the structure score when the format is invalid); otherwise a valid format scores
+    the structure score (plus the retrieval score when a gold answer was retrieved), an invalid one
+    the final-format score if it answered, else 0."""
+    if em:
+        return 1.0 if valid else 1.0 - STRUCTURE_FORMAT_SCORE
+    if valid:
+        total = STRUCTURE_FORMAT_SCORE
+        if RETRIEVAL_SCORE and retrieval_correct(trajectory.response, trajectory.answers):
+            total += RETRIEVAL_SCORE
+        return total
+    return FINAL_FORMAT_SCORE if answered else 0.0
+
+
 def format_reward(trajectory: Trajectory) -> tuple[float, dict[str, float]]:
     """``qa_em_format.compute_score_em`` with the v0.3 format scripts' values: EM with a valid
     format 1; EM with an invalid format 1 - 0.2; a wrong or missing answer with a valid format 0.2
@@ -149,15 +165,11 @@ def format_reward(trajectory: Trajectory) -> tuple[float, dict[str, float]]:
     ex = extract_tagged(trajectory.model_text, "<answer>", "</answer>")
     answered = ex.status in ("ok", "multiple_answers", "empty_answer")  # a complete span, even blank
     em = exact_match(ex.prediction, trajectory.answers) if ex.prediction else 0.0
-    if em:
-        total = 1.0 if valid else 1.0 - STRUCTURE_FORMAT_SCORE
-    elif valid:
-        total = STRUCTURE_FORMAT_SCORE
-        if RETRIEVAL_SCORE and retrieval_correct(trajectory.response, trajectory.answers):
-            total += RETRIEVAL_SCORE
-    else:
-        total = FINAL_FORMAT_SCORE if answered else 0.0
-    return total, {"outcome": em, "valid_format": float(valid), "answered": float(answered)}
+    return _format_total(trajectory, em, valid, answered), {
+        "outcome": em,
+        "valid_format": float(valid),
+        "answered": float(answered),
+    }
 
 
 def format_reward_upstream(trajectory: Trajectory) -> tuple[float, dict[str, float]]:
@@ -174,15 +186,12 @@ def format_reward_upstream(trajectory: Trajectory) -> tuple[float, dict[str, flo
     spans = re.findall(r"<answer>(.*?)</answer>", text, re.DOTALL)
     answer = spans[-1].strip() if len(spans) >= 2 else None
     em = exact_match(answer, trajectory.answers) if answer is not None else 0.0
-    if em:
-        total = 1.0 if valid else 1.0 - STRUCTURE_FORMAT_SCORE
-    elif valid:
-        total = STRUCTURE_FORMAT_SCORE
-        if RETRIEVAL_SCORE and retrieval_correct(trajectory.response, trajectory.answers):
-            total += RETRIEVAL_SCORE
-    else:
-        total = FINAL_FORMAT_SCORE if answer is not None else 0.0
-    return total, {"outcome": em, "valid_format": float(valid), "answered": float(answer is not None)}
+    answered = answer is not None
+    return _format_total(trajectory, em, valid, answered), {
+        "outcome": em,
+        "valid_format": float(valid),
+        "answered": float(answered),
+    }
 
 
 class SearchR1(TrainableMethod):
