@@ -100,6 +100,13 @@ class Method(ABC):
         record it in the trajectory's status instead."""
 
 
+def split_prefill(messages: list[dict[str, str]]) -> tuple[list[dict[str, str]], str]:
+    """``prompt_messages`` -> (the chat messages, the assistant pre-fill or "")."""
+    if messages and messages[-1]["role"] == "assistant":
+        return messages[:-1], messages[-1]["content"]
+    return messages, ""
+
+
 def format_question(question: str) -> str:
     """Search-R1's question preprocessing: strip, and add a '?' if missing
     (``scripts/data_process/nq_search.py``)."""
@@ -261,6 +268,25 @@ class TrainableMethod(Method):
         from harness.errors import ConfigError
 
         raise ConfigError(f"method {self.name!r} does not expose its prompt messages")
+
+    def solve(self, examples: list[QAExample], ctx: RunContext) -> list[Trajectory]:
+        """The common case of a multi-turn method: each question's :meth:`prompt_messages` through
+        the chat template (a final assistant message opens the turn: :func:`split_prefill`), then
+        the loop of :meth:`rollout_config`, the loop the verl export runs too. A method that answers
+        in one completion (``rollout_config`` returns None) or post-processes its trajectories
+        overrides it."""
+        cfg = self.rollout_config(ctx.protocol)
+        if cfg is None:
+            from harness.errors import ConfigError
+
+            raise ConfigError(
+                f"method {self.name!r} has no rollout loop (rollout_config returned None): implement solve"
+            )
+        prompts = []
+        for e in examples:
+            messages, prefill = split_prefill(self.prompt_messages(e, training=ctx.training))
+            prompts.append(ctx.backend.chat_prompt(messages) + prefill)
+        return cfg.run(prompts, examples, ctx)
 
     def reported(self) -> list[Any]:
         """The paper's published numbers (``harness.store.ReportedRow``), every table row: read from

@@ -126,3 +126,22 @@ def test_every_method_declares_who_it_is():
     for n in NAMES:
         cls = METHODS.get(n)
         assert cls.description.strip() and cls.source.strip(), n
+
+
+def test_default_solve_needs_a_rollout_loop():
+    """TrainableMethod.solve runs rollout_config's loop; a method without one must write solve."""
+    from harness.method import MethodSpec, RunContext
+
+    class NoLoop(TrainableMethod):
+        name = "no_loop"
+        description = source = "test"
+
+        def spec(self, protocol):
+            return MethodSpec(name=self.name)
+
+        def rollout_config(self, protocol):
+            return None
+
+    ctx = RunContext(backend=None, protocol=preset("mini"))  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match="'no_loop' has no rollout loop .* implement solve"):
+        NoLoop().solve([], ctx)

@@ -14,16 +14,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-from harness.method import TrainableMethod
+from harness.method import TrainableMethod, split_prefill
 from harness.types import QAExample
 from harness.verl.contract import AGENT_NAME, SINGLE_TURN_AGENT
-
-
-def split_prefill(messages: list[dict[str, str]]) -> tuple[list[dict[str, str]], str]:
-    """``prompt_messages`` -> (the chat messages, the assistant pre-fill or "")."""
-    if messages and messages[-1]["role"] == "assistant":
-        return messages[:-1], messages[-1]["content"]
-    return messages, ""
 
 
 def dataset_rows(

@@ -51,7 +51,6 @@ from harness.rollout.engine import (
     TagRolloutConfig,
     append_generated,
     generate_turn,
-    run_tag_rollouts,
 )
 from harness.rollout.extract import extract_tagged
 from harness.rollout.hooks import TurnBudget, TurnPolicy
@@ -225,10 +224,6 @@ class EvalRAR(TrainableMethod):
             budget=TurnBudget(final_turn=False),
             policy=EvaluateAfterObservation(EVALUATE_CLOSE) if self.evaluate_mode == "B" else TurnPolicy(),
         )
-
-    def solve(self, examples: list[QAExample], ctx: RunContext) -> list[Trajectory]:
-        prompts = [ctx.backend.chat_prompt(make_prompt(e.question)) for e in examples]
-        return run_tag_rollouts(prompts, examples, ctx, self.rollout_config(ctx.protocol))
 
     # -- training ---------------------------------------------------------------------------------
 

@@ -24,13 +24,12 @@ from harness.method import (
     MethodSpec,
     RewardBreakdown,
     RewardContext,
-    RunContext,
     TrainableMethod,
     format_question,
     reward_fn,
 )
 from harness.protocol import Protocol
-from harness.rollout.engine import TagRolloutConfig, run_tag_rollouts
+from harness.rollout.engine import TagRolloutConfig
 from harness.rollout.extract import extract_tagged
 from harness.rollout.render import RENDERERS, stripped_observations
 from harness.types import QAExample, Trajectory
@@ -224,10 +223,6 @@ class SearchR1(TrainableMethod):
             RENDERERS.get(RENDERER),
             observation_fn=stripped_observations(RENDERER),
         )
-
-    def solve(self, examples: list[QAExample], ctx: RunContext) -> list[Trajectory]:
-        prompts = [ctx.backend.chat_prompt(make_prompt(e.question)) for e in examples]
-        return run_tag_rollouts(prompts, examples, ctx, self.rollout_config(ctx.protocol))
 
     # -- training ---------------------------------------------------------------------------------
 

@@ -16,12 +16,12 @@ import pytest
 import yaml
 
 from harness.errors import ConfigError
+from harness.method import split_prefill
 from harness.methods_registry import METHODS, get_method
 from harness.protocol import Protocol
 from harness.types import Evidence, QAExample, Trajectory
 from harness.verl.job import write_verl_job
 from harness.verl.reward import response_parts, trajectory_from_text, verl_compute_score
-from harness.verl.rows import split_prefill
 from methods.eval_rar.method import EvaluateAfterObservation
 from tests.methods.helpers import PROTO, ScriptedEmbedder, ScriptedJudge, ScriptedReader, context, reward_ctx
 
