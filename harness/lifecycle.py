@@ -6,8 +6,9 @@ things the same way.
   versions, the command line (URL credentials masked: :func:`harness.secrets.redact`), and for a run
   that can be resumed, the process that owns it (pid and host; the heartbeat is refreshed with
   every stored batch, :meth:`harness.store.Store.add_samples`). Its status is ``running``.
-- **resume** (:func:`resume_run`): the newest unfinished run with exactly the same method, model,
-  protocol id, method spec hash and bench, claimed for this process
+- **resume** (:func:`resume_run`): the newest run with exactly the same method, model, protocol
+  id, method spec hash and bench. A ``complete`` one is reused as it is (a long multi-method command
+  rerun with ``--resume`` redoes nothing it finished); an unfinished one is claimed for this process
   (:meth:`harness.store.Store.claim_run` refuses a run another live process is writing);
   :func:`release` hands it back (``failed``, its time kept) when the resumed run cannot start.
 - **finish** (:func:`running`): the body's status (``complete`` unless it says otherwise),
@@ -155,15 +156,20 @@ def create_train_run(
 
 def resume_run(
     store: Store, *, method: str, model: str, protocol_id: str, method_spec_hash: str, bench: str
-) -> str | None:
-    """The newest unfinished evaluation run with exactly these settings, claimed for this process
-    (a :class:`harness.errors.StoreError` when another live process owns it); None when there is none."""
-    run_id = store.find_resumable(
+) -> tuple[str, bool] | None:
+    """The newest run with exactly these settings as ``(run_id, complete)``; None when there is
+    none. An unfinished run is claimed for this process (a :class:`harness.errors.StoreError` when
+    another live process owns it); a complete one is returned untouched, nothing is left to do."""
+    found = store.find_resumable(
         method=method, model=model, protocol_id=protocol_id, method_spec_hash=method_spec_hash, bench=bench
     )
-    if run_id is not None:
-        store.claim_run(run_id)
-    return run_id
+    if found is None:
+        return None
+    run_id, status = found
+    if status == "complete":
+        return run_id, True
+    store.claim_run(run_id)
+    return run_id, False
 
 
 def finish_run(store: Store, run_id: str, status: str, elapsed: float) -> float:

@@ -336,7 +336,7 @@ class Runner:
         store = self.store
         run_id = None
         if cfg.resume:  # claimed: refuses a run another live process is writing
-            run_id = lifecycle.resume_run(
+            found = lifecycle.resume_run(
                 store,
                 method=method.name,
                 model=cfg.model,
@@ -344,6 +344,12 @@ class Runner:
                 method_spec_hash=spec.spec_hash,
                 bench=cfg.bench,
             )
+            if found is not None and found[1]:  # finished before: reused, nothing runs
+                run = store.get_run(found[0])
+                with _progress(len(examples), len(examples), f"{method.name} (complete, reused)", self.progress):
+                    pass
+                return MethodRun(method.name, found[0], len(examples), len(examples), run.seconds or 0.0)
+            run_id = found[0] if found is not None else None
         done: set[tuple[str, str]] = set()
         if run_id is not None:
             try:

@@ -434,15 +434,17 @@ class Store:
 
     def find_resumable(
         self, *, method: str, model: str, protocol_id: str, method_spec_hash: str, bench: str
-    ) -> str | None:
-        """The newest unfinished run with exactly these settings, if any."""
+    ) -> tuple[str, str] | None:
+        """The newest evaluation run with exactly these settings, as ``(run_id, status)``; None when
+        there is none. A ``complete`` one is finished work (``--resume`` reuses it); any other
+        status is work to continue."""
         df = self.query(
-            """SELECT run_id FROM runs WHERE kind='eval' AND method=? AND model=? AND protocol_id=?
-               AND method_spec_hash=? AND bench=? AND status <> 'complete'
+            """SELECT run_id, status FROM runs WHERE kind='eval' AND method=? AND model=?
+               AND protocol_id=? AND method_spec_hash=? AND bench=?
                ORDER BY started_at DESC LIMIT 1""",
             [method, model, protocol_id, method_spec_hash, bench],
         )
-        return None if df.empty else str(df.iloc[0, 0])
+        return None if df.empty else (str(df.iloc[0, 0]), str(df.iloc[0, 1]))
 
     def finish_run(self, run_id: str, status: str, seconds: float) -> None:
         with self.connect() as con:

@@ -126,9 +126,18 @@ def test_resume_run_claims_the_newest_unfinished_identical_run(store):
     eval_run(store)
     store.finish_run("r1", "interrupted", 3.0)
     assert lifecycle.resume_run(store, method_spec_hash="h2", **key) is None
-    assert lifecycle.resume_run(store, method_spec_hash="h1", **key) == "r1"
+    assert lifecycle.resume_run(store, method_spec_hash="h1", **key) == ("r1", False)
     run = store.get_run("r1")
     assert (run.status, run.owner_pid, run.owner_host, run.seconds) == ("running", *this_owner(), 3.0)
+
+
+def test_resume_run_returns_a_complete_run_untouched(store):
+    key = dict(method="direct", model="m", protocol_id=preset("mini").protocol_id, bench="mini-multihop")
+    eval_run(store)
+    store.finish_run("r1", "complete", 3.0)
+    before = store.get_run("r1")
+    assert lifecycle.resume_run(store, method_spec_hash="h1", **key) == ("r1", True)
+    assert store.get_run("r1") == before  # not claimed, not re-finished
 
 
 def test_resume_run_refuses_a_run_a_live_process_writes(store):

@@ -148,20 +148,19 @@ def test_a_run_id_is_unique(store):
         store.create_run(record())
 
 
-def test_find_resumable_is_the_newest_unfinished_identical_eval_run(store):
+def test_find_resumable_is_the_newest_identical_eval_run_with_its_status(store):
     t0 = datetime(2025, 1, 1, 12, 0, 0)
     store.create_run(record("old", started_at=t0, status="interrupted"))
     store.create_run(record("new", started_at=t0 + timedelta(minutes=1), status="failed"))
-    store.create_run(record("done", started_at=t0 + timedelta(minutes=2), status="complete"))
     store.create_run(record("other-spec", started_at=t0 + timedelta(minutes=3), method_spec_hash="h2"))
     store.create_run(record("train", started_at=t0 + timedelta(minutes=4), kind="train"))
     key = dict(method="direct", model="m", protocol_id="pid", method_spec_hash="h1", bench="mini-multihop")
-    assert store.find_resumable(**key) == "new"
-    assert store.find_resumable(**{**key, "method_spec_hash": "h2"}) == "other-spec"
+    assert store.find_resumable(**key) == ("new", "failed")
+    assert store.find_resumable(**{**key, "method_spec_hash": "h2"}) == ("other-spec", "running")
     assert store.find_resumable(**{**key, "bench": "mini"}) is None
     assert store.find_resumable(**{**key, "model": "m2"}) is None
     store.finish_run("new", "complete", 1.0)
-    assert store.find_resumable(**key) == "old"
+    assert store.find_resumable(**key) == ("new", "complete")  # finished work, newer than "old"
 
 
 def test_finish_run_sets_status_seconds_and_end(store):

@@ -67,7 +67,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "--data-dir", type=Path, default=None, help="directory with full datasets (FlashRAG layout)"
     )
     p.add_argument("--db", type=Path, default=Path("results/harness.duckdb"), help="results database")
-    p.add_argument("--resume", action="store_true", help="continue the newest unfinished identical run")
+    p.add_argument(
+        "--resume",
+        action="store_true",
+        help="per method: continue the newest identical run, or reuse it when it is complete",
+    )
     p.add_argument("--batch-size", type=positive_int, default=8, help="questions solved together (default 8)")
     p.add_argument(
         "--request-timeout",

@@ -101,4 +101,16 @@ def test_kill_and_resume_equals_uninterrupted(tiny_dir: Path, tmp_path: Path, ca
         runs = con.execute("SELECT method, status FROM runs ORDER BY method").fetchall()
     assert n == distinct == total
     assert runs == [("direct", "complete"), ("naive_rag", "complete")]  # resumed, not restarted
+    with duckdb.connect(str(db), read_only=True) as con:
+        first = con.execute("SELECT run_id, method, status, seconds FROM runs ORDER BY method").fetchall()
+    assert table(db) == table(ref_db)
+
+    # once more with --resume: both runs are complete, so nothing runs and nothing is added
+    assert main(run_cmd(tiny_dir, db, "--resume")) == 0
+    out = capsys.readouterr().out
+    assert "direct" in out and "naive_rag" in out  # the finished runs' table
+    with duckdb.connect(str(db), read_only=True) as con:
+        again = con.execute("SELECT run_id, method, status, seconds FROM runs ORDER BY method").fetchall()
+        assert con.execute("SELECT count(*) FROM samples").fetchone()[0] == total
+    assert again == first  # the same rows, untouched
     assert table(db) == table(ref_db)
