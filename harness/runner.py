@@ -346,7 +346,9 @@ class Runner:
             )
             if found is not None and found[1]:  # finished before: reused, nothing runs
                 run = store.get_run(found[0])
-                with _progress(len(examples), len(examples), f"{method.name} (complete, reused)", self.progress):
+                with _progress(
+                    len(examples), len(examples), f"{method.name} (complete, reused)", self.progress
+                ):
                     pass
                 return MethodRun(method.name, found[0], len(examples), len(examples), run.seconds or 0.0)
             run_id = found[0] if found is not None else None
