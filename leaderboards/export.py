@@ -57,18 +57,23 @@ def build_view(
     view: str,
     *,
     protocol: str | None = None,
-    metric: str = "em",
+    metric: str | None = None,
     dataset: str | None = None,
     include_partial: bool = False,
+    intervals: bool = False,
 ) -> ExportedView:
     """The named view of one protocol (``protocol``: an id or unique name; default the only one).
-    ``metric`` is matched case-insensitively by id or label (``EM``, ``cover-EM``)."""
+    ``metric`` is matched case-insensitively by id or label (``EM``, ``cover-EM``); default the
+    protocol's primary metric. ``intervals``: the paper table's cells carry their 95% interval."""
     if view not in VIEWS:
         raise ConfigError(f"unknown view {view!r}; choose one of {', '.join(VIEWS)}")
     if view == "reported" and protocol is None and queries.protocols(store).empty:
         return _reported_view(store, None, "no runs yet")  # the published numbers alone
     pid = views.choose_protocol(store, protocol)
     name = views.protocol_name(store, pid)
+    if metric is None:
+        stored = views.ordered_metrics(store, pid)
+        metric = stored[0] if stored else "em"
     if view == "leaderboard":
         metric = views.resolve_metric(store, pid, metric)
         board = views.leaderboard_from_db(store, pid, metric, include_partial=include_partial)
@@ -77,7 +82,7 @@ def build_view(
             f"Leaderboard · {metric_label(metric)} · protocol {name} ({pid})",
             board.display_frame(ci="bounds"),
             cols,
-            [leaderboard_table(board)],
+            [leaderboard_table(board, intervals=intervals)],
         )
     if view == "reported":
         return _reported_view(store, pid, f"ours under protocol {name} ({pid})")
@@ -115,9 +120,9 @@ def _reported_view(store, pid: str | None, scope: str) -> ExportedView:
     )
 
 
-def leaderboard_table(board: views.Leaderboard) -> PaperTable:
+def leaderboard_table(board: views.Leaderboard, *, intervals: bool = False) -> PaperTable:
     """Methods x datasets (averages last) in % with one decimal, grouped by method type, the best
-    of each column in bold."""
+    of each column in bold; with ``intervals``, each cell is ``score [lo, hi]`` (95%)."""
     keys = [*board.datasets, *(g.key for g, _ in board.averages)]
     header = ["Method", "Model", *(_avg_header(board, k) for k in keys)]
     frame = board.frame.reset_index(drop=True)
@@ -131,7 +136,10 @@ def leaderboard_table(board: views.Leaderboard) -> PaperTable:
         for ri, (pos, r) in enumerate(frame[frame["type"] == t].iterrows()):
             cells = [str(r["method"]), str(r["model"])]
             for ci, k in enumerate(keys):
-                cells.append("" if pd.isna(r[k]) else f"{100 * r[k]:.1f}")
+                if intervals:
+                    cells.append(board.cell_text(k, r))
+                else:
+                    cells.append("" if pd.isna(r[k]) else f"{100 * r[k]:.1f}")
                 if pos in best[k]:
                     bold.add((gi, ri, ci + 2))
             rows.append(cells)
@@ -146,6 +154,13 @@ def leaderboard_table(board: views.Leaderboard) -> PaperTable:
         f"n = {n} questions per dataset; best in bold. Averages are unweighted means over the datasets "
         "named, given only for rows with all of them."
     )
+    if intervals:
+        how = (
+            "every value is 0 or 1, so Wilson score per dataset and stratified Agresti-Coull for averages"
+            if board.binary
+            else "percentile bootstrap over questions, seed 0; averages weight datasets equally"
+        )
+        caption += f" In brackets: 95% intervals ({how})."
     return PaperTable(header, groups, bold, caption)
 
 

@@ -49,19 +49,8 @@ def load_protocol_json(db: str, version: tuple[int, int], protocol_id: str) -> s
 
 @st.cache_data(ttl=300, show_spinner=False)
 def load_metrics(db: str, version: tuple[int, int], protocol_id: str) -> list[str]:
-    import json
-
-    from harness.scoring import stored_metric_name
-    from leaderboards.schema import order_metrics
-
-    store = _store(db)
-    raw = queries.protocol_json(store, protocol_id)
-    proto = json.loads(raw) if raw else {}
     # the page opens on the first metric: the protocol's primary one
-    primary = (
-        stored_metric_name(proto["primary_metric"], proto["top_k"]) if "primary_metric" in proto else None
-    )
-    return order_metrics(queries.metrics_present(store, protocol_id), primary)
+    return views.ordered_metrics(_store(db), protocol_id)
 
 
 @st.cache_data(ttl=300, show_spinner=False)

@@ -397,6 +397,20 @@ def resolve_metric(store, protocol_id: str, metric: str) -> str:
     return found
 
 
+def ordered_metrics(store, protocol_id: str) -> list[str]:
+    """The metrics stored under ``protocol_id``, the protocol's primary metric first (the one the
+    app opens on and ``harness export`` uses by default), then :func:`leaderboards.schema.order_metrics`."""
+    from harness.scoring import stored_metric_name
+    from leaderboards.schema import order_metrics
+
+    raw = queries.protocol_json(store, protocol_id)
+    proto = json.loads(raw) if raw else {}
+    primary = (
+        stored_metric_name(proto["primary_metric"], proto["top_k"]) if "primary_metric" in proto else None
+    )
+    return order_metrics(queries.metrics_present(store, protocol_id), primary)
+
+
 def protocol_name(store, protocol_id: str) -> str:
     df = queries.protocols(store)
     match = df[df["protocol_id"] == protocol_id]

@@ -9,7 +9,8 @@ from pathlib import Path
 from harness.cli import add_command
 
 EXAMPLES = """\
-  harness export --format markdown                                  # the leaderboard (EM) to stdout
+  harness export --format markdown                                  # the leaderboard (primary metric) to stdout
+  harness export --format markdown --intervals --db results/showcase.duckdb   # the README's showcase table
   harness export --format csv --metric f1 --out leaderboard.csv
   harness export --format parquet --view cost --protocol mini --out cost.parquet
   harness export --format markdown --view reported --protocol 69c8288e8887 --out reported.md
@@ -19,10 +20,11 @@ EXAMPLES = """\
 
 DESCRIPTION = """\
 Export one view of the leaderboard app for one protocol: `leaderboard` (methods x datasets with
-average columns and 95% bootstrap bounds), `reported` (published vs measured numbers) or `cost`
+average columns and 95% interval bounds), `reported` (published vs measured numbers) or `cost`
 (accuracy, retrievals, tokens, Pareto flags). CSV and Parquet are data: fractions, numeric
 `<column>_lo` / `<column>_hi` interval columns. Markdown and LaTeX are paper tables: % with one
-decimal, best in bold, readable dataset names, rows grouped by method type. --metric is matched
+decimal, best in bold, readable dataset names, rows grouped by method type; --intervals puts each
+score's 95% interval in its cell. --metric (default: the protocol's primary metric) is matched
 case-insensitively (EM, em, cover-EM). Partial runs (not `complete`) are left out unless
 --include-partial. --protocol takes an id or a unique name; it may be omitted when the database
 holds a single protocol. The reported view works on any database: the registered papers' numbers
@@ -45,7 +47,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "--view", default="leaderboard", choices=EXPORT_VIEWS, help="which view (default leaderboard)"
     )
     p.add_argument("--protocol", default=None, help="protocol id or name (default: the only one stored)")
-    p.add_argument("--metric", default="em", help="metric (default em; see the app's metric list)")
+    p.add_argument(
+        "--metric", default=None, help="metric (default: the protocol's primary one; see the app's list)"
+    )
     p.add_argument("--dataset", default=None, help="cost view: one dataset (default: all)")
     p.add_argument("--db", type=Path, default=Path("results/harness.duckdb"), help="results database")
     p.add_argument("--out", type=Path, default=None, help="output file (markdown, latex: default stdout)")
@@ -53,6 +57,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "--include-partial",
         action="store_true",
         help="include runs that did not end complete (marked in the status column)",
+    )
+    p.add_argument(
+        "--intervals",
+        action="store_true",
+        help="markdown, latex leaderboard: each cell is `score [lo, hi]`, its 95%% interval",
     )
 
 
@@ -67,6 +76,7 @@ def handle(args: argparse.Namespace) -> int:
         metric=args.metric,
         dataset=args.dataset,
         include_partial=args.include_partial,
+        intervals=args.intervals,
     )
     text = write(view, args.format, args.out)
     if text is not None:

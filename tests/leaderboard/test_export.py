@@ -74,6 +74,22 @@ def test_markdown_is_a_paper_table(fixture_db, capsys):
     )
     assert "n = 4 questions per dataset; best in bold" in text
     assert main([*args, "--metric", "em"]) == 0 and capsys.readouterr().out == text
+    assert main(args) == 0 and capsys.readouterr().out == text  # default: the protocol's primary metric
+
+
+def test_markdown_with_intervals_puts_each_score_and_its_interval_in_one_cell(fixture_db, capsys):
+    from scipy.stats import binomtest
+
+    pid = fixture_db.protocol.protocol_id
+    args = ["export", "--format", "markdown", "--protocol", pid, "--db", str(fixture_db.path)]
+    assert main([*args, "--intervals"]) == 0
+    text = capsys.readouterr().out
+    row = next(line for line in text.splitlines() if line.startswith("| naive_rag |"))
+    ci = binomtest(3, 4).proportion_ci(confidence_level=0.95, method="wilson")  # PopQA: 3 of 4
+    assert row.split(" | ")[2] == f"75.0 [{100 * ci.low:.1f}, {100 * ci.high:.1f}]"
+    assert "In brackets: 95% intervals (every value is 0 or 1, so Wilson score per dataset" in text
+    assert main([*args, "--metric", "f1", "--intervals"]) == 0
+    assert "percentile bootstrap over questions" in capsys.readouterr().out
 
 
 def test_latex_export(fixture_db, capsys):
