@@ -64,7 +64,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "--corpus", type=Path, default=None, help="corpus jsonl for protocols without a packaged one"
     )
     p.add_argument(
-        "--data-dir", type=Path, default=None, help="directory with full datasets (FlashRAG layout)"
+        "--data-dir",
+        type=Path,
+        default=None,
+        help="full datasets: a FlashRAG-layout folder or a Hugging Face hub cache (see DATA.md)",
     )
     p.add_argument("--db", type=Path, default=Path("results/harness.duckdb"), help="results database")
     p.add_argument(

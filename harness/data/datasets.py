@@ -157,11 +157,44 @@ def candidate_files(name: str, data_dir: Path, split: str | None = None) -> list
     return out
 
 
+FLASHRAG_HUB_REPO = "RUC-NLPIR/FlashRAG_datasets"
+
+
+def hub_snapshot(data_dir: Path) -> Path:
+    """``data_dir`` itself, or, when it is a Hugging Face hub cache of a dataset repo, the snapshot
+    its ``main`` ref names (offline: ``huggingface_hub.snapshot_download(...,
+    local_files_only=True)``). A hub cache is what ``huggingface-cli download RUC-NLPIR/FlashRAG_datasets
+    --repo-type dataset`` leaves: pass the hub root (``~/.cache/huggingface/hub``, which must hold
+    ``datasets--RUC-NLPIR--FlashRAG_datasets``) or that repo folder. The snapshot has FlashRAG's
+    layout (``{dataset}/{split}.jsonl``)."""
+    d = Path(data_dir)
+    repo_dir = (
+        d if d.name.startswith("datasets--") else d / ("datasets--" + FLASHRAG_HUB_REPO.replace("/", "--"))
+    )
+    if not repo_dir.is_dir() or not (repo_dir / "snapshots").is_dir():
+        return d
+    from huggingface_hub import snapshot_download
+    from huggingface_hub.errors import LocalEntryNotFoundError
+
+    repo_id = repo_dir.name.removeprefix("datasets--").replace("--", "/")
+    try:
+        return Path(
+            snapshot_download(repo_id, repo_type="dataset", cache_dir=repo_dir.parent, local_files_only=True)
+        )
+    except LocalEntryNotFoundError as e:
+        raise ConfigError(
+            f"--data-dir {d}: a Hugging Face cache of {repo_id} without a snapshot for its main ref "
+            f"({repo_dir / 'refs' / 'main'}); download it again or pass the snapshot folder itself"
+        ) from e
+
+
 def resolve_dataset_file(name: str, data_dir: Path, split: str | None = None) -> Path:
-    """The file or HF folder ``load_dataset(name, data_dir)`` reads; ConfigError lists the paths tried."""
+    """The file or HF folder ``load_dataset(name, data_dir)`` reads; ConfigError lists the paths tried.
+    ``data_dir`` may be a Hugging Face hub cache (:func:`hub_snapshot`)."""
     data_dir = Path(data_dir)
     if not data_dir.is_dir():
         raise ConfigError(f"--data-dir {data_dir} is not a folder")
+    data_dir = hub_snapshot(data_dir)
     cands = candidate_files(name, data_dir, split)
     for c in cands:
         if c.is_file() or _is_hf_dir(c):
@@ -191,4 +224,5 @@ def load_dataset(name: str, data_dir: Path | None = None, split: str | None = No
         return packaged.packaged_examples(info.name)
     path = resolve_dataset_file(info.name, Path(data_dir), split)
     st = path.stat()
-    return list(_load_user_file(str(path.resolve()), st.st_mtime_ns, st.st_size, info.name, split))
+    # absolute, not resolved: a hub snapshot file is a symlink to a blob without a suffix
+    return list(_load_user_file(str(path.absolute()), st.st_mtime_ns, st.st_size, info.name, split))

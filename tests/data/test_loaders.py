@@ -387,3 +387,39 @@ def test_nothing_under_data_dir_lists_the_paths_tried(tmp_path: Path) -> None:
 def test_other_split_needs_data_dir() -> None:
     with pytest.raises(ConfigError, match="only the 'dev' split is packaged"):
         load_dataset("hotpotqa", split="train")
+
+
+def hub_cache(root: Path, files: dict[str, list[dict]], *, revision: str = "0123abcd") -> Path:
+    """A Hugging Face hub cache of RUC-NLPIR/FlashRAG_datasets as ``huggingface-cli download``
+    leaves it: blobs, a snapshot of symlinks, refs/main."""
+    repo = root / "datasets--RUC-NLPIR--FlashRAG_datasets"
+    snap = repo / "snapshots" / revision
+    for i, (rel, rows) in enumerate(files.items()):
+        blob = write_jsonl(repo / "blobs" / f"blob{i}", rows)
+        (snap / rel).parent.mkdir(parents=True, exist_ok=True)
+        (snap / rel).symlink_to(blob)
+    (repo / "refs").mkdir(parents=True)
+    (repo / "refs" / "main").write_text(revision)
+    return repo
+
+
+def test_a_hugging_face_hub_cache_is_read_at_its_main_snapshot(tmp_path: Path) -> None:
+    ours = load_dataset("bamboogle")
+    rows = [{"id": e.id, "question": e.question, "golden_answers": list(e.answers)} for e in ours]
+    repo = hub_cache(tmp_path / "hub", {"bamboogle/test.jsonl": rows})
+    want = [(e.id, e.question, e.answers) for e in ours]
+    for data_dir in (tmp_path / "hub", repo):  # the hub root or the repo folder
+        assert (
+            resolve_dataset_file("bamboogle", data_dir)
+            == repo / "snapshots" / "0123abcd" / "bamboogle" / "test.jsonl"
+        )
+        assert [(e.id, e.question, e.answers) for e in load_dataset("bamboogle", data_dir)] == want
+
+
+def test_a_hub_cache_without_its_main_snapshot_is_one_clear_error(tmp_path: Path) -> None:
+    repo = hub_cache(
+        tmp_path / "hub", {"nq/test.jsonl": [{"id": "1", "question": "q", "golden_answers": ["a"]}]}
+    )
+    (repo / "refs" / "main").write_text("ffffffff")  # points at a snapshot that is not there
+    with pytest.raises(ConfigError, match="without a snapshot for its main ref"):
+        load_dataset("nq", tmp_path / "hub")
