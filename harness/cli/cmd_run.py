@@ -77,6 +77,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--batch-size", type=positive_int, default=8, help="questions solved together (default 8)")
     p.add_argument(
+        "--threads",
+        type=positive_int,
+        default=None,
+        help="llama.cpp / transformers threads (default $OMP_NUM_THREADS, else 1); 2 on an idle "
+        "2-core machine is about twice as fast, but collapses when another process is busy",
+    )
+    p.add_argument(
         "--request-timeout",
         type=positive_float,
         default=None,
@@ -225,6 +232,12 @@ def backend_options(args: argparse.Namespace) -> dict[str, object]:
         opts["timeout"] = args.request_timeout
     if args.retries is not None:
         opts["retries"] = args.retries
+    if args.threads is not None:
+        if args.base_url:
+            from harness.errors import ConfigError
+
+            raise ConfigError("--threads sets an in-process model's threads; a --base-url server has its own")
+        opts["threads"] = args.threads
     return opts
 
 

@@ -23,6 +23,7 @@ BASE = ["run", "--method", "direct", "--bench", "mini-multihop", "--no-progress"
         ("--top-k", "0", "argument --top-k: expected a positive integer (1 or more), got 0"),
         ("--retries", "-1", "argument --retries: expected an integer >= 0, got -1"),
         ("--request-timeout", "0", "argument --request-timeout: expected a positive number, got 0"),
+        ("--threads", "0", "argument --threads: expected a positive integer (1 or more), got 0"),
     ],
 )
 def test_bad_numbers_are_one_line_and_write_nothing(flag, value, says, tmp_path, capsys):
@@ -32,6 +33,27 @@ def test_bad_numbers_are_one_line_and_write_nothing(flag, value, says, tmp_path,
     assert exit_.value.code == 2
     assert one_line(capsys.readouterr().err) == f"harness run: error: {says} (see harness run --help)"
     assert not db.exists()
+
+
+def test_threads_with_a_server_is_one_line(tmp_path, capsys):
+    db = tmp_path / "r.duckdb"
+    argv = [*BASE, "--db", str(db), "--threads", "2", "--base-url", "http://127.0.0.1:9/v1", "--model", "m"]
+    assert main(argv) == 2
+    assert one_line(capsys.readouterr().err) == (
+        "error: --threads sets an in-process model's threads; a --base-url server has its own"
+    )
+    assert not db.exists()
+
+
+def test_threads_reach_the_backend(tmp_path):
+    import argparse
+
+    from harness.cli.cmd_run import add_parser, backend_options
+
+    sub = argparse.ArgumentParser().add_subparsers()
+    add_parser(sub)
+    args = sub.choices["run"].parse_args(["--threads", "2"])
+    assert backend_options(args) == {"threads": 2}
 
 
 def test_unknown_bench_creates_no_file(tmp_path, capsys):
