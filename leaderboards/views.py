@@ -5,9 +5,12 @@ a numeric frame whose columns follow ``leaderboards.schema``. Nothing here touch
 
 Intervals (95%). A metric whose every value is 0 or 1 gets Wilson score intervals per dataset
 (``scipy.stats.binomtest(...).proportion_ci(method="wilson")``): a percentile bootstrap of 0 of 3
-is [0, 0], Wilson's is [0, 56.1]. An average of such datasets gets the stratified Agresti-Coull
-interval (each dataset's proportion with two successes and two failures added, variances summed
-with weight 1/D^2; Agresti & Coull 1998), clipped to [0, 1]. Any other metric gets the percentile
+is [0, 0], Wilson's is [0, 56.1]. An average of D such datasets gets a stratified Agresti-Coull
+interval: Agresti & Coull's (1998) two added successes and two added failures, spread evenly over
+the datasets (2/D of each per dataset), variances summed with weight 1/D^2, clipped to [0, 1].
+Spread, the total adjustment is the single-sample one; added per dataset, it would pull the centre
+so far that the interval could miss its own score (four datasets at 4 of 4: 100 with [60, 90]).
+Any other metric gets the percentile
 bootstrap over per-question values (:func:`harness.metrics.bootstrap.bootstrap_ci`, seed 0); an
 average's bootstrap resamples the pooled questions with each question weighted ``N / (D * n_d)``,
 so that every dataset counts equally, as in the point estimate. An average column is the
@@ -92,8 +95,9 @@ def macro_aggregate(
     if binary:
         if d == 1:
             return wilson_aggregate(per_dataset[0])
-        tilde = [(v.sum() + 2) / (len(v) + 4) for v in per_dataset]
-        var = sum(p * (1 - p) / (len(v) + 4) for p, v in zip(tilde, per_dataset, strict=True)) / d**2
+        add = 2 / d  # successes and failures added per dataset (see the module docstring)
+        tilde = [(v.sum() + add) / (len(v) + 2 * add) for v in per_dataset]
+        var = sum(p * (1 - p) / (len(v) + 2 * add) for p, v in zip(tilde, per_dataset, strict=True)) / d**2
         centre, half = float(np.mean(tilde)), Z95 * math.sqrt(var)
         return Aggregate(exact, max(0.0, centre - half), min(1.0, centre + half), total)
     pooled = np.concatenate([v * (total / (d * len(v))) for v in per_dataset])

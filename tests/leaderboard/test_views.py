@@ -116,9 +116,23 @@ def test_stratified_binary_average_interval():
     a, b = np.array([1.0, 1.0, 0.0, 0.0]), np.array([0.0, 0.0, 0.0, 0.0])
     agg = views.macro_aggregate([a, b], binary=True)
     assert agg.mean == 0.25 and agg.n == 8
-    # Agresti-Coull per dataset: (2+2)/8 = 0.5 and (0+2)/8 = 0.25; var = (0.25/8 + 0.1875/8) / 4
-    half = views.Z95 * math.sqrt((0.25 / 8 + 0.1875 / 8) / 4)
-    assert (agg.lo, agg.hi) == pytest.approx((0.375 - half, 0.375 + half))
+    # one success and one failure added per dataset (2 of each over D = 2): 3/6 and 1/6;
+    # var = (0.5 * 0.5 / 6 + (1/6) * (5/6) / 6) / 4, centre (0.5 + 1/6) / 2
+    half = views.Z95 * math.sqrt((0.25 / 6 + (5 / 36) / 6) / 4)
+    assert (agg.lo, agg.hi) == pytest.approx((1 / 3 - half, 1 / 3 + half))
+
+
+@pytest.mark.parametrize("d", [2, 4, 7])
+@pytest.mark.parametrize("n", [1, 4, 50])
+def test_a_binary_average_interval_contains_its_score(d, n):
+    """With two successes and two failures added to every dataset, four datasets of 4 of 4 gave
+    100 with [60, 90]; spread over the datasets, every interval holds its own score."""
+    rng = np.random.default_rng(d * 100 + n)
+    cases = [[np.ones(n)] * d, [np.zeros(n)] * d, [np.ones(n)] * (d - 1) + [np.zeros(n)]]
+    cases += [[(rng.random(n) < rng.random()).astype(float) for _ in range(d)] for _ in range(50)]
+    for per_dataset in cases:
+        agg = views.macro_aggregate(per_dataset, binary=True)
+        assert agg.lo <= agg.mean <= agg.hi, (agg, [v.sum() for v in per_dataset])
 
 
 def test_best_and_ties(store, fixture_db):
