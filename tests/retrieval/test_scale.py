@@ -126,3 +126,27 @@ def test_scale_measurements(tmp_path: Path) -> None:
     for n, _ in measured:
         assert f"| {n:,} |" in table.stdout
     assert "bm25s_build seconds" in table.stdout
+
+
+@pytest.mark.pyserini
+def test_pyserini_phases_measure_build_and_query(tmp_path: Path) -> None:
+    """``run --pyserini`` at a small size: both retrievers measured, the JVM inside the polled peak,
+    the same queries answered by both, and a second run measures nothing again."""
+    out = tmp_path / "scale.json"
+    cmd = [sys.executable, str(SCRIPT), "run", "--sizes", "2000", "--out", str(out), "--pyserini"]
+    cmd += ["--work", str(tmp_path / "work"), "--encode", "0", "--queries", "50"]
+    subprocess.run(cmd, check=True, capture_output=True)
+    m = json.loads(out.read_text())["sizes"]["2000"]
+    for phase in ("prepare", "bm25s_build", "bm25s_query", "pyserini_build", "pyserini_query"):
+        assert m[phase]["status"] == "ok", (phase, m[phase])
+    assert m["pyserini_build"]["index_bytes"] > 0 and m["pyserini_build"]["threads"] == 2
+    assert m["pyserini_build"]["polled_peak_rss"] > m["bm25s_build"]["polled_peak_rss"]  # a JVM
+    assert m["pyserini_query"]["queries"] == m["bm25s_query"]["queries"] == 50
+    assert m["pyserini_query"]["mean_hits"] == m["bm25s_query"]["mean_hits"]
+    before = out.read_text()
+    subprocess.run(cmd, check=True, capture_output=True)
+    assert json.loads(out.read_text())["sizes"]["2000"] == json.loads(before)["sizes"]["2000"]
+    table = subprocess.run(
+        [sys.executable, str(SCRIPT), "fit", str(out)], check=True, capture_output=True, text=True
+    ).stdout
+    assert "| passages | pyserini build |" in table and "| 2,000 |" in table
