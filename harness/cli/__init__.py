@@ -11,8 +11,11 @@ from __future__ import annotations
 import argparse
 import importlib
 import pkgutil
+import signal
 import sys
+import threading
 from collections.abc import Callable, Sequence
+from contextlib import contextmanager
 from typing import NoReturn
 
 from harness.errors import HarnessError
@@ -116,6 +119,30 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised where Ctrl-C would be: runs end ``interrupted`` with their time recorded.
+    A job started in the background (``nohup ... &``) ignores SIGINT, so ``kill PID`` is how it
+    is stopped cleanly."""
+
+
+def _raise_terminated(signum: int, frame: object) -> None:
+    raise Terminated()
+
+
+@contextmanager
+def _sigterm_interrupts():
+    """SIGTERM raises :class:`Terminated` for the duration (main thread only: ``signal`` allows
+    no other); the previous handler is restored after."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGTERM, _raise_terminated)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -123,13 +150,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return 2
     try:
-        return int(args.func(args) or 0)
+        with _sigterm_interrupts():
+            return int(args.func(args) or 0)
     except HarnessError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as e:
         print("interrupted; finished samples are saved (use --resume to continue)", file=sys.stderr)
-        return 130
+        return 143 if isinstance(e, Terminated) else 130
 
 
 if __name__ == "__main__":

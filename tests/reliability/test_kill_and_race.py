@@ -93,3 +93,34 @@ def test_resume_racing_a_live_run_is_refused(tok_dir, tmp_path, capsys, clean_ta
         assert requests_before >= 1
     assert rows(db, "SELECT status, owner_pid FROM runs") == [("complete", child.pid)]
     assert table(db) == clean_table
+
+
+def test_sigterm_ends_the_run_interrupted_with_its_time_then_resume_completes(
+    tok_dir, tmp_path, capsys, clean_table
+):
+    """`kill PID` (SIGTERM) is how a background run is stopped (it ignores SIGINT): the run ends
+    `interrupted` with its seconds recorded and exit 143, and `--resume` finishes it."""
+    db = tmp_path / "termed.duckdb"
+    with FakeOpenAI() as srv:
+        child = FORK.Process(target=_child, args=(run_args(srv.url, tok_dir, db, "--batch-size", "1"),))
+
+        def term(n: int) -> None:
+            if n == 3:
+                os.kill(child.pid, signal.SIGTERM)
+            elif n > 3:  # the run cannot outpace its signal
+                time.sleep(2)
+
+        srv.on_request = term
+        child.start()
+        child.join(timeout=60)
+        assert child.exitcode == 143
+    ((status, seconds),) = rows(db, "SELECT status, seconds FROM runs")
+    assert status == "interrupted" and seconds > 0
+    done = rows(db, "SELECT count(*) FROM samples")[0][0]
+    assert 0 < done < TOTAL
+    with FakeOpenAI() as healthy:
+        assert main(run_args(healthy.url, tok_dir, db, "--batch-size", "1", "--resume")) == 0
+        assert healthy.requests == TOTAL - done
+    assert "Traceback" not in capsys.readouterr().err
+    assert rows(db, "SELECT status FROM runs") == [("complete",)]
+    assert table(db) == clean_table
