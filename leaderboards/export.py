@@ -71,7 +71,9 @@ def build_view(
         return _reported_view(store, None, "no runs yet")  # the published numbers alone
     pid = views.choose_protocol(store, protocol)
     name = views.protocol_name(store, pid)
-    if metric is None:
+    if view == "reported":
+        return _reported_view(store, pid, f"ours under protocol {name} ({pid})")
+    if metric is None:  # the leaderboard and cost views: the protocol's primary metric
         stored = views.ordered_metrics(store, pid)
         metric = stored[0] if stored else "em"
     if view == "leaderboard":
@@ -84,8 +86,6 @@ def build_view(
             cols,
             [leaderboard_table(board, intervals=intervals)],
         )
-    if view == "reported":
-        return _reported_view(store, pid, f"ours under protocol {name} ({pid})")
     metric = views.resolve_metric(store, pid, metric)
     table = views.build_cost(
         queries.latest_values(store, pid, [metric], complete_only=not include_partial),

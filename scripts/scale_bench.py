@@ -172,6 +172,31 @@ def _du(path: Path) -> int:
     return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
 
 
+def _query_phase(retriever_cls, corpus_path: Path, n_queries: int) -> dict:
+    """Load ``retriever_cls``'s built index over the corpus and search the synthetic queries,
+    top-10, in batches of 100 (the query phase of every retriever)."""
+    from harness.retrieval.corpus import open_corpus
+
+    c = open_corpus(corpus_path)
+    t0 = time.perf_counter()
+    r = retriever_cls(c, mode="load")
+    load = time.perf_counter() - t0
+    queries = synthetic_queries(n_queries)
+    t0 = time.perf_counter()
+    hits = []
+    for i in range(0, len(queries), 100):
+        hits += r.search(queries[i : i + 100], 10)
+    secs = time.perf_counter() - t0
+    c.close()
+    return {
+        "load_seconds": load,
+        "queries": len(queries),
+        "seconds": secs,
+        "queries_per_s": len(queries) / secs,
+        "mean_hits": sum(len(h) for h in hits) / len(hits),
+    }
+
+
 def _phase(name: str, corpus_path: Path, n_queries: int, n_encode: int) -> dict:
     from harness.retrieval.corpus import open_corpus
 
@@ -208,24 +233,7 @@ def _phase(name: str, corpus_path: Path, n_queries: int, n_encode: int) -> dict:
     if name == "bm25s_query":
         from harness.retrieval.bm25 import Bm25sRetriever
 
-        c = open_corpus(corpus_path)
-        t0 = time.perf_counter()
-        r = Bm25sRetriever(c, mode="load")
-        load = time.perf_counter() - t0
-        queries = synthetic_queries(n_queries)
-        t0 = time.perf_counter()
-        hits = []
-        for i in range(0, len(queries), 100):
-            hits += r.search(queries[i : i + 100], 10)
-        secs = time.perf_counter() - t0
-        c.close()
-        return {
-            "load_seconds": load,
-            "queries": len(queries),
-            "seconds": secs,
-            "queries_per_s": len(queries) / secs,
-            "mean_hits": sum(len(h) for h in hits) / len(hits),
-        }
+        return _query_phase(Bm25sRetriever, corpus_path, n_queries)
     if name == "encode":
         from harness.retrieval.corpus import default_corpus_path
         from harness.retrieval.encoder import Encoder
@@ -265,24 +273,7 @@ def _phase(name: str, corpus_path: Path, n_queries: int, n_encode: int) -> dict:
     if name == "pyserini_query":
         from harness.retrieval.lucene import PyseriniRetriever
 
-        c = open_corpus(corpus_path)
-        t0 = time.perf_counter()
-        r = PyseriniRetriever(c, mode="load")
-        load = time.perf_counter() - t0
-        queries = synthetic_queries(n_queries)
-        t0 = time.perf_counter()
-        hits = []
-        for i in range(0, len(queries), 100):
-            hits += r.search(queries[i : i + 100], 10)
-        secs = time.perf_counter() - t0
-        c.close()
-        return {
-            "load_seconds": load,
-            "queries": len(queries),
-            "seconds": secs,
-            "queries_per_s": len(queries) / secs,
-            "mean_hits": sum(len(h) for h in hits) / len(hits),
-        }
+        return _query_phase(PyseriniRetriever, corpus_path, n_queries)
     raise SystemExit(f"unknown phase {name!r}")
 
 
