@@ -193,10 +193,13 @@ def scored_predictions(store: Store, run_id: str) -> pd.DataFrame:
 
 
 def train_runs(store: Store) -> pd.DataFrame:
-    """Runs with logged training steps: ``run_id, method, model, label, status, started_at, steps``."""
+    """Runs with logged training steps: ``run_id, method, model, label, status, started_at, command,
+    steps`` (``command``: the training page links an RL run to its SFT run by the checkpoint path)."""
     return store.query(
         """SELECT r.run_id, r.method, r.model, coalesce(r.label, '') AS label, r.status, r.started_at,
-                  count(DISTINCT t.step) AS steps
+                  coalesce(r.command, '') AS command,
+                  -- held-out evaluations sit at checkpoint steps (one past the last step): not steps
+                  count(DISTINCT t.step) FILTER (WHERE t.metric NOT LIKE 'heldout/%') AS steps
            FROM runs r JOIN train_steps t USING (run_id)
            GROUP BY ALL ORDER BY r.started_at DESC, r.run_id"""
     )

@@ -362,3 +362,60 @@ def build(path: Path, *, corrupt: str | None = None, tag: str = "", partial: boo
             },
         )
     return FixtureDB(path=path, protocol=proto, other_protocol=other, run_ids=run_ids, train_run_id=train_id)
+
+
+# -- a learning run: SFT, then RL from its checkpoint (the training page's held-out table) ---------
+SFT_RUN = "sft-search_r1-fixture"
+RL_RUN = "train-search_r1-fixture-rl"
+SFT_STEPS = 2  # optimizer steps of the SFT run (stored 0, 1): its checkpoint is held-out step 2
+RL_STEPS = 3  # of the RL run (stored 0, 1, 2)
+# held-out metrics per checkpoint (harness.rl.heldout.HeldoutReport.metrics without the prefix)
+HELDOUT = {
+    "untrained": {"em": 0.25, "em_lo": 0.05, "em_hi": 0.45, "f1": 0.3, "n": 20.0, "answered": 0.5,
+                  "top_answer_share": 0.4, "answer_entropy_bits": 1.5},
+    "sft": {"em": 0.4, "em_lo": 0.2, "em_hi": 0.6, "f1": 0.45, "n": 20.0, "answered": 0.9,
+            "top_answer_share": 0.1, "answer_entropy_bits": 3.5},
+    "sft+rl": {"em": 0.55, "em_lo": 0.35, "em_hi": 0.75, "f1": 0.6, "n": 20.0, "answered": 1.0,
+               "top_answer_share": 0.05, "answer_entropy_bits": 4.0},
+}  # fmt: skip
+
+
+def build_training(path: Path) -> tuple[str, str]:
+    """A database with only a learning run (no eval run), logged as the trainer and
+    ``tests/rl/test_learning_sft_rl.py`` log it: ``harness sft --out runs/sft`` (``sft/loss``),
+    then ``harness train --model runs/sft/final`` (rollout metrics under both ``sampled/`` and
+    the kept-groups names, the sampled ones different), and ``heldout/*`` at each run's step 0 and
+    at its checkpoint. Returns (SFT run id, RL run id)."""
+    from dataclasses import replace
+    from datetime import datetime, timedelta
+
+    store = Store(path)
+    proto = preset("mini")
+    t0 = datetime(2026, 1, 1)  # naive UTC, as harness.store writes
+    for i, (run_id, label, model, command) in enumerate(
+        [
+            (SFT_RUN, "sft recipe cpu-sft-rl", MODEL, "harness sft --method search_r1 --out runs/sft"),
+            (RL_RUN, "recipe cpu-sft-rl", "runs/sft/final", "harness train --model runs/sft/final"),
+        ]
+    ):
+        rec = _run_record(run_id, "search_r1", proto, label, kind="train", model=model)
+        store.create_run(replace(rec, command=command, started_at=t0 + timedelta(hours=i)))
+
+    def heldout(run_id: str, step: int, name: str) -> None:
+        store.add_train_steps(run_id, step, {f"heldout/{k}": v for k, v in HELDOUT[name].items()})
+
+    for step in range(SFT_STEPS):
+        store.add_train_steps(SFT_RUN, step, {"sft/loss": 2.0 - step, "sft/tokens": 100.0, "lr": 1e-3})
+    heldout(SFT_RUN, 0, "untrained")
+    heldout(SFT_RUN, SFT_STEPS, "sft")
+    for step in range(RL_STEPS):
+        kept = {"reward/total_mean": 0.5, "reward/outcome_mean": 0.5, "searches_mean": 1.0,
+                "response_len_mean": 50.0}  # fmt: skip
+        store.add_train_steps(
+            RL_RUN,
+            step,
+            {**kept, **{f"sampled/{k}": 0.1 * step for k in kept}, "reward/total_std": 0.5, "kl": 0.0},
+        )
+    heldout(RL_RUN, 0, "sft")
+    heldout(RL_RUN, RL_STEPS, "sft+rl")
+    return SFT_RUN, RL_RUN

@@ -12,6 +12,7 @@ pytest.importorskip("streamlit", reason="the leaderboard app needs the ui extra 
 from streamlit.testing.v1 import AppTest  # noqa: E402
 
 import leaderboards  # noqa: E402
+from tests.leaderboard import fixtures  # noqa: E402
 from tests.leaderboard.fixtures import CORRECTION, MODEL, OTHER_MODEL, PROMPT, TOP5_NAIVE_RAG_EM  # noqa: E402
 
 APP = Path(leaderboards.__file__).resolve().parent / "app.py"
@@ -263,3 +264,48 @@ def test_missing_database(tmp_path, monkeypatch):
     monkeypatch.setenv(leaderboards.DB_ENV, str(tmp_path / "none.duckdb"))
     at = AppTest.from_file(str(APP), default_timeout=60).run()
     assert "No results database" in at.error[0].value
+
+
+def test_training_page_shows_the_learning_run(tmp_path, monkeypatch):
+    """SFT then RL from its checkpoint: the RL run opens with its sampled/ curves, held-out EM at
+    its checkpoints, and the untrained / SFT / SFT+RL table (the SFT run linked by the checkpoint
+    path); the SFT run shows its loss."""
+    sft_run, rl_run = fixtures.build_training(tmp_path / "learning.duckdb")
+    monkeypatch.setenv(leaderboards.DB_ENV, str(tmp_path / "learning.duckdb"))
+    at = AppTest.from_file(str(APP), default_timeout=60)
+    at.run()
+    at.switch_page("app_pages/training.py").run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert at.selectbox(key="train_run").value == rl_run  # the newest
+    assert at.multiselect(key=f"train_heldout_runs_{rl_run}").value == [sft_run, rl_run]
+    subheaders = [s.value for s in at.subheader]
+    assert subheaders[:3] == ["Reward components", "Searches per rollout", "Response length"]
+    assert "Held-out EM at checkpoints" in subheaders and "SFT loss" not in subheaders
+    table = next(d.value for d in at.dataframe if "checkpoint" in d.value.columns)
+    h = fixtures.HELDOUT
+    assert table["checkpoint"].tolist() == ["untrained", "SFT", "SFT", "SFT+RL"]
+    assert table["step"].tolist() == [0, fixtures.SFT_STEPS, 0, fixtures.RL_STEPS]
+    assert table["EM [95%]"].tolist() == [
+        "0.250 [0.050, 0.450]",
+        "0.400 [0.200, 0.600]",
+        "0.400 [0.200, 0.600]",
+        "0.550 [0.350, 0.750]",
+    ]
+    for row, name in zip(table.itertuples(), ["untrained", "sft", "sft", "sft+rl"], strict=True):
+        assert (row.n, row.answered, row.top_answer_share, row.answer_entropy_bits) == (
+            h[name]["n"],
+            h[name]["answered"],
+            h[name]["top_answer_share"],
+            h[name]["answer_entropy_bits"],
+        )
+    # the curves read sampled/ (0, 0.1, 0.2), not the kept groups' 0.5; the all-values table is 1-based
+    charts = at.get("vega_lite_chart")
+    assert len(charts) == 5  # reward, searches, length, other (kl), held-out EM
+    values = next(d.value for d in at.dataframe if "sampled/reward/total_mean" in d.value.columns)
+    assert list(values.index) == [1, 2, 3] and "heldout/em" not in values.columns
+
+    at.selectbox(key="train_run").set_value(sft_run).run()
+    assert not at.exception, [e.value for e in at.exception]
+    subheaders = [s.value for s in at.subheader]
+    assert subheaders[0] == "SFT loss" and "Reward components" not in subheaders
+    assert at.multiselect(key=f"train_heldout_runs_{sft_run}").value == [sft_run, rl_run]

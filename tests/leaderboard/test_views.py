@@ -479,3 +479,111 @@ def test_schema_orders():
         "em", "f1", "cover_em", "judge@m:1", "retrieval_recall@3",
     ]  # fmt: skip
     assert [g.key for g, _ in averages_for(["popqa"])] == ["avg_singlehop"]
+
+
+# -- training runs ---------------------------------------------------------------------------------
+def _steps(rows: dict[int, dict[str, float]]) -> pd.DataFrame:
+    """``train_steps`` rows (``step, metric, value``) from {step: {metric: value}}."""
+    return pd.DataFrame(
+        [(s, m, v) for s, ms in rows.items() for m, v in ms.items()], columns=["step", "metric", "value"]
+    )
+
+
+def _heldout(em: float, lo: float, hi: float, n: int, answered: float, top: float, bits: float) -> dict:
+    return {
+        "heldout/em": em,
+        "heldout/em_lo": lo,
+        "heldout/em_hi": hi,
+        "heldout/f1": em + 0.01,
+        "heldout/n": float(n),
+        "heldout/answered": answered,
+        "heldout/top_answer_share": top,
+        "heldout/answer_entropy_bits": bits,
+    }
+
+
+SFT_STEPS = _steps(
+    {
+        0: {"sft/loss": 2.0, **_heldout(0.25, 0.05, 0.45, 5, 0.4, 0.4, 0.97)},  # untrained
+        1: {"sft/loss": 1.0},
+        2: _heldout(0.4, 0.2, 0.6, 20, 0.9, 0.1, 3.5),  # after 2 steps: the SFT checkpoint
+    }
+)
+RL_STEPS = _steps(
+    {
+        0: {"sampled/reward/total_mean": 0.1, "reward/total_mean": 0.5, **_heldout(0.4, 0.2, 0.6, 20, 0.9, 0.1, 3.5)},
+        1: {"sampled/reward/total_mean": 0.3, "reward/total_mean": 0.5, **_heldout(0.45, 0.25, 0.65, 20, 1, 0.1, 3.7)},
+        2: {"sampled/reward/total_mean": 0.2, "reward/total_mean": 0.5},
+        3: _heldout(0.55, 0.35, 0.75, 20, 1.0, 0.05, 4.0),
+    }
+)  # fmt: skip
+
+
+def test_heldout_table_names_untrained_sft_and_sft_rl():
+    t = views.heldout_table([("sft-1", "sft recipe r", SFT_STEPS), ("rl-1", "recipe r", RL_STEPS)])
+    assert t["checkpoint"].tolist() == ["untrained", "SFT", "SFT", "SFT+RL step 1", "SFT+RL"]
+    assert t["run"].tolist() == ["sft recipe r"] * 2 + ["recipe r"] * 3
+    assert t["step"].tolist() == [0, 2, 0, 1, 3]  # as stored: optimizer steps behind the checkpoint
+    assert t["EM [95%]"].tolist() == [
+        "0.250 [0.050, 0.450]",
+        "0.400 [0.200, 0.600]",
+        "0.400 [0.200, 0.600]",
+        "0.450 [0.250, 0.650]",
+        "0.550 [0.350, 0.750]",
+    ]
+    first = t.iloc[0]
+    assert (first["em"], first["em_lo"], first["em_hi"], first["n"]) == (0.25, 0.05, 0.45, 5)
+    assert (first["answered"], first["top_answer_share"], first["answer_entropy_bits"]) == (0.4, 0.4, 0.97)
+    assert t["n"].tolist() == [5, 20, 20, 20, 20]
+    assert t["f1"].tolist() == pytest.approx([0.26, 0.41, 0.41, 0.46, 0.56])
+
+
+def test_heldout_table_of_an_rl_run_alone_says_start_and_rl():
+    t = views.heldout_table([("rl-1", "recipe r", RL_STEPS)])
+    assert t["checkpoint"].tolist() == ["start", "RL step 1", "RL"]
+    assert views.heldout_table([("x", "recipe r", _steps({0: {"kl": 0.0}}))]).empty
+
+
+def test_heldout_points_and_curves_keep_checkpoints_apart_from_steps():
+    pts = views.heldout_points(SFT_STEPS)
+    assert pts["step"].tolist() == [0, 2]
+    assert pts[["em", "em_lo", "em_hi"]].values.tolist() == [[0.25, 0.05, 0.45], [0.4, 0.2, 0.6]]
+    wide = views.train_curves(SFT_STEPS)
+    assert list(wide.index) == [1, 2] and list(wide.columns) == ["sft/loss"]  # no heldout/*, 1-based
+
+
+def test_rollout_curves_read_sampled_names_first():
+    wide = views.train_curves(RL_STEPS)
+    assert views.reward_names(wide.columns) == ["reward/total_mean"]
+    curves = views.rollout_curves(wide, ["reward/total_mean", "searches_mean"])
+    assert list(curves.columns) == ["reward/total_mean"]
+    assert curves["reward/total_mean"].tolist() == [0.1, 0.3, 0.2]  # sampled/, not the kept 0.5
+    old = views.train_curves(
+        _steps({0: {"reward/total_mean": 0.5, "reward/em_mean": 0.25, "reward/total_std": 0.1}})
+    )
+    assert views.reward_names(old.columns) == ["reward/total_mean", "reward/em_mean"]
+    assert views.rollout_curves(old, ["reward/total_mean"])["reward/total_mean"].tolist() == [0.5]
+
+
+def _runs(*rows: tuple[str, str, str, str]) -> pd.DataFrame:
+    return pd.DataFrame(
+        [(r, "search_r1", model, label, cmd) for r, model, label, cmd in rows],
+        columns=["run_id", "method", "model", "label", "command"],
+    )
+
+
+def test_an_rl_run_is_linked_to_the_sft_run_whose_checkpoint_it_trained():
+    runs = _runs(  # newest first, as queries.train_runs orders them
+        ("rl-2", "runs/other/final", "recipe r", "harness train --model runs/other/final"),
+        ("rl-1", "./runs/sft/final/", "recipe r", "harness train --model ./runs/sft/final/"),
+        ("sft-2", "m", "sft recipe r", "harness sft --method search_r1 --out=runs/elsewhere"),
+        ("sft-1", "m", "sft recipe r", "harness sft --method search_r1 --out runs/sft"),
+        ("sft-0", "m", "sft recipe r", "harness sft --method search_r1 --recipe r"),
+        ("rl-0", "runs/search_r1-r-sft/final", "recipe r", "harness train"),
+    )
+    assert views.linked_sft_run(runs, "rl-1") == "sft-1"
+    assert views.linked_sft_run(runs, "rl-0") == "sft-0"  # harness sft's default --out
+    assert views.linked_sft_run(runs, "rl-2") is None
+    assert views.linked_sft_run(runs, "sft-1") is None
+    assert views.sft_checkpoint("pytest 'unclosed", "search_r1", "sft recipe r") is None
+    assert views.sft_checkpoint("harness train --out x", "search_r1", "recipe r") is None
