@@ -369,6 +369,7 @@ SFT_RUN = "sft-search_r1-fixture"
 RL_RUN = "train-search_r1-fixture-rl"
 SFT_STEPS = 2  # optimizer steps of the SFT run (stored 0, 1): its checkpoint is held-out step 2
 RL_STEPS = 3  # of the RL run (stored 0, 1, 2)
+PPO_RUN = "train-search_r1-fixture-ppo"  # an older PPO run from the base model: critic metrics
 # held-out metrics per checkpoint (harness.rl.heldout.HeldoutReport.metrics without the prefix)
 HELDOUT = {
     "untrained": {"em": 0.25, "em_lo": 0.05, "em_hi": 0.45, "f1": 0.3, "n": 20.0, "answered": 0.5,
@@ -385,7 +386,8 @@ def build_training(path: Path) -> tuple[str, str]:
     ``tests/rl/test_learning_sft_rl.py`` log it: ``harness sft --out runs/sft`` (``sft/loss``),
     then ``harness train --model runs/sft/final`` (rollout metrics under both ``sampled/`` and
     the kept-groups names, the sampled ones different), and ``heldout/*`` at each run's step 0 and
-    at its checkpoint. Returns (SFT run id, RL run id)."""
+    at its checkpoint; and an older PPO run (``critic/*``, no held-out rows). Returns (SFT run id,
+    RL run id)."""
     from dataclasses import replace
     from datetime import datetime, timedelta
 
@@ -396,10 +398,11 @@ def build_training(path: Path) -> tuple[str, str]:
         [
             (SFT_RUN, "sft recipe cpu-sft-rl", MODEL, "harness sft --method search_r1 --out runs/sft"),
             (RL_RUN, "recipe cpu-sft-rl", "runs/sft/final", "harness train --model runs/sft/final"),
+            (PPO_RUN, "recipe cpu-ppo", MODEL, "harness train --recipe cpu-ppo"),
         ]
     ):
         rec = _run_record(run_id, "search_r1", proto, label, kind="train", model=model)
-        store.create_run(replace(rec, command=command, started_at=t0 + timedelta(hours=i)))
+        store.create_run(replace(rec, command=command, started_at=t0 + timedelta(hours=(0, 1, -1)[i])))
 
     def heldout(run_id: str, step: int, name: str) -> None:
         store.add_train_steps(run_id, step, {f"heldout/{k}": v for k, v in HELDOUT[name].items()})
@@ -418,4 +421,11 @@ def build_training(path: Path) -> tuple[str, str]:
         )
     heldout(RL_RUN, 0, "sft")
     heldout(RL_RUN, RL_STEPS, "sft+rl")
+    for step in range(2):
+        store.add_train_steps(
+            PPO_RUN,
+            step,
+            {"sampled/reward/total_mean": 0.1, "critic/vf_loss": 1.0 - 0.5 * step,
+             "critic/values_mean": 0.1 * step, "critic/returns_mean": 0.2},
+        )  # fmt: skip
     return SFT_RUN, RL_RUN

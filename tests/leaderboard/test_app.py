@@ -309,3 +309,11 @@ def test_training_page_shows_the_learning_run(tmp_path, monkeypatch):
     subheaders = [s.value for s in at.subheader]
     assert subheaders[0] == "SFT loss" and "Reward components" not in subheaders
     assert at.multiselect(key=f"train_heldout_runs_{sft_run}").value == [sft_run, rl_run]
+    # steps counted without the held-out rows (the SFT run's checkpoint sits at step 2: 2 steps)
+    assert any("sft recipe cpu-sft-rl · 2 steps" in o for o in at.selectbox(key="train_run").options)
+
+    at.selectbox(key="train_run").set_value(fixtures.PPO_RUN).run()  # a PPO run: its critic
+    assert not at.exception, [e.value for e in at.exception]
+    assert "Critic (PPO)" in [s.value for s in at.subheader]
+    assert at.multiselect(key=f"train_heldout_runs_{fixtures.PPO_RUN}").value == [fixtures.PPO_RUN]
+    assert len(at.get("vega_lite_chart")) == 3  # reward, value loss, values vs returns (no kl)
