@@ -40,12 +40,17 @@ llama.cpp's Jinja engine) come from the same server (``/tokenize``, ``/detokeniz
 
 from __future__ import annotations
 
+import contextlib
+import http.client
+import json
 import os
 import random
+import socket
 import threading
 import time
+import urllib.parse
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import CancelledError, ThreadPoolExecutor
 from typing import Any
 
 from harness.errors import ConfigError, HarnessError
@@ -68,11 +73,12 @@ class LlamaCppBackend(TokenBackend):
     name = "llamacpp"
 
     def __init__(self, spec: BackendSpec):
-        import httpx
-
         if spec.kind != "llamacpp":
             raise ConfigError(f"LlamaCppBackend got a {spec.kind!r} spec")
         self.spec = spec
+        self._inflight: set[http.client.HTTPConnection] = set()  # requests close() must abort
+        self._inflight_lock = threading.Lock()
+        self._closing = False
         self.gguf = resolve_gguf(spec.model)
         self.threads = llama_threads(spec.threads)
         self.parallel = spec.max_batch_size
@@ -88,13 +94,8 @@ class LlamaCppBackend(TokenBackend):
         except RuntimeError as e:
             raise HarnessError(f"{self.gguf}: llama.cpp could not load this GGUF ({e})") from e
         self.url = self._server.listening_address
-        self._http = httpx.Client(
-            base_url=self.url,
-            timeout=httpx.Timeout(None, connect=10.0),  # a long generation is not a failure
-            limits=httpx.Limits(
-                max_connections=self.parallel + 4, max_keepalive_connections=self.parallel + 4
-            ),
-        )
+        parts = urllib.parse.urlsplit(self.url)
+        self._host, self._port = parts.hostname or "127.0.0.1", parts.port
         self._pool = ThreadPoolExecutor(max_workers=self.parallel, thread_name_prefix="llamacpp")
         self._lock = threading.Lock()
         self.unaligned = 0
@@ -106,17 +107,29 @@ class LlamaCppBackend(TokenBackend):
 
     # -- the in-process server -----------------------------------------------------------------
     def _call(self, method: str, path: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
-        import httpx
-
+        """One request on its own connection (the standard library's ``http.client``, not httpx:
+        :meth:`close` must be able to abort a request in flight, and httpx has no way to do that
+        from another thread). No read timeout: a long generation is not a failure."""
+        if self._closing:
+            raise HarnessError(f"llama.cpp server in this process ({self.url}{path}): the backend is closed")
+        conn = http.client.HTTPConnection(self._host, self._port, timeout=None)
+        with self._inflight_lock:
+            self._inflight.add(conn)
         try:
-            r = self._http.request(method, path, json=body)
-        except httpx.HTTPError as e:
-            raise HarnessError(f"llama.cpp server in this process ({self.url}{path}): {e}") from e
-        if r.status_code != 200:
-            raise HarnessError(
-                f"llama.cpp server in this process: {method} {path} -> {r.status_code}: {r.text}"
-            )
-        return r.json()
+            payload = None if body is None else json.dumps(body).encode()
+            conn.request(method, path, body=payload, headers={"Content-Type": "application/json"})
+            r = conn.getresponse()
+            text = r.read().decode()
+        except (OSError, http.client.HTTPException) as e:
+            why = "aborted by close()" if self._closing else str(e) or type(e).__name__
+            raise HarnessError(f"llama.cpp server in this process ({self.url}{path}): {why}") from e
+        finally:
+            with self._inflight_lock:
+                self._inflight.discard(conn)
+            conn.close()
+        if r.status != 200:
+            raise HarnessError(f"llama.cpp server in this process: {method} {path} -> {r.status}: {text}")
+        return json.loads(text)
 
     # -- tokenizer -----------------------------------------------------------------------------
     def tokenize(self, text: str) -> list[int]:
@@ -177,7 +190,12 @@ class LlamaCppBackend(TokenBackend):
         ]
         out = []
         for ids, fut in zip(prompts, futures, strict=True):
-            r, latency = fut.result()
+            try:
+                r, latency = fut.result()
+            except CancelledError as e:  # queued when close() cancelled it
+                raise HarnessError(
+                    f"llama.cpp server in this process ({self.url}): aborted by close()"
+                ) from e
             with self._lock:  # completion_from_ids counts unaligned sequences
                 c = self.completion_from_ids(
                     r["tokens"],
@@ -221,11 +239,21 @@ class LlamaCppBackend(TokenBackend):
         return r, time.perf_counter() - t0
 
     def close(self) -> None:
+        # Closing after an interrupt (Ctrl-C, SIGTERM) must not wait for the generations still in
+        # flight (minutes, at a 500-token limit): queued requests are cancelled and the sockets of
+        # the requests in flight are shut down, so llama.cpp sees its clients gone and cancels
+        # their tasks. Only then is the server dropped: its destructor waits for running tasks.
+        self._closing = True
         pool, self._pool = getattr(self, "_pool", None), None
         if pool is not None:
+            pool.shutdown(wait=False, cancel_futures=True)
+        with self._inflight_lock:
+            inflight = list(self._inflight)
+        for conn in inflight:
+            if conn.sock is not None:
+                with contextlib.suppress(OSError):  # already closed by the worker: nothing to abort
+                    conn.sock.shutdown(socket.SHUT_RDWR)
+        if pool is not None:
             pool.shutdown(wait=True)
-        http = getattr(self, "_http", None)
-        if http is not None:
-            http.close()
         # dropping the last reference stops llama.cpp's loop and HTTP threads and frees the model
         self._server = None

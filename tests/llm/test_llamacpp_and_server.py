@@ -110,6 +110,36 @@ def test_too_long_prompts_and_unknown_models_are_refused(llamacpp_backend, tmp_p
         make_backend(BackendSpec(kind="llamacpp", model=str(tmp_path / "missing.gguf")))
 
 
+@llamacpp
+def test_close_aborts_generations_in_flight():
+    """An interrupted run closes its backend while requests are still decoding: close() aborts them
+    (their sockets shut, llama.cpp cancels the tasks) instead of waiting for the token limit, so a
+    SIGTERMed run exits at once rather than minutes later."""
+    import threading
+
+    from harness.errors import HarnessError
+
+    b = make_backend(BackendSpec(kind="llamacpp", n_ctx=1024, max_batch_size=2))
+    counting = ", ".join(str(i) for i in range(1, 30))
+    outcome: list[object] = []
+
+    def generate() -> None:
+        try:
+            outcome.append(b.generate([counting] * 2, max_new_tokens=900))
+        except HarnessError as e:
+            outcome.append(e)
+
+    t = threading.Thread(target=generate)
+    t.start()
+    time.sleep(2)  # 2 x 900 tokens take SmolLM2 tens of seconds: the requests are in flight
+    assert t.is_alive()
+    b.close()
+    t.join(timeout=120)
+    assert not t.is_alive()
+    (e,) = outcome
+    assert isinstance(e, HarnessError) and "aborted by close()" in str(e), e
+
+
 def test_threads_default_to_one_and_more_wait_passively(monkeypatch):
     from harness.llm.server import llama_threads, passive_omp_env
 
