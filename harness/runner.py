@@ -34,7 +34,7 @@ from pathlib import Path
 
 from harness import lifecycle, queries
 from harness.errors import ConfigError
-from harness.llm.model_files import DEFAULT_MODEL
+from harness.llm.model_files import is_preset
 from harness.method import Method, RunContext
 from harness.protocol import Protocol
 from harness.store import ERROR_STATUS, ScoredSample, Store
@@ -364,9 +364,9 @@ class Runner:
         else:
             todo = [(i, e, g) for i, (e, g) in enumerate(examples)]
             ctx = self._context(method, proto, todo)  # a bad model or dead server fails before any row
-            # an RL method run with the packaged base model (which no method here was trained
-            # from) is an untrained policy, not a trained one
-            label = cfg.label or ("untrained policy" if method.trained and cfg.model == DEFAULT_MODEL else "")
+            # an RL method run with a packaged model (a base instruct model no method here was
+            # trained from) is an untrained policy, not a trained one
+            label = cfg.label or ("untrained policy" if method.trained and is_preset(cfg.model) else "")
             run_id = lifecycle.create_run(
                 store,
                 run_id=lifecycle.new_run_id(method.name),

@@ -112,16 +112,19 @@ METHOD_TYPES = ("prompt baseline", "trained", "untrained policy")
 UNTRAINED = "untrained policy"  # the run label of an RL method scored with its base model
 
 
-def method_type(method: str, label: str) -> str:
-    """``prompt baseline`` (not an RL method), ``untrained policy`` (an RL method run with its base
-    model, labelled so by ``harness run``) or ``trained``; ``?`` for a method not registered here."""
+def method_type(method: str, label: str, model: str = "") -> str:
+    """``prompt baseline`` (not an RL method), ``untrained policy`` (an RL method run with a base
+    model: labelled so by ``harness run``, or run with a packaged model, every one of which is a
+    base model; runs stored before ``harness run`` labelled every preset carry no label) or
+    ``trained``; ``?`` for a method not registered here."""
+    from harness.llm.model_files import is_preset
     from harness.methods_registry import METHODS, get_method
 
     if method not in METHODS.names():
         return "?"
     if not get_method(method).trained:
         return "prompt baseline"
-    return UNTRAINED if UNTRAINED in label else "trained"
+    return UNTRAINED if UNTRAINED in label or is_preset(model) else "trained"
 
 
 def paper_link(method: str) -> str:
@@ -316,7 +319,7 @@ def build_leaderboard(
             "model": model,
             "label": label,
             "size": model_size(str(model)),
-            "type": method_type(str(method), label),
+            "type": method_type(str(method), label, str(model)),
             "retriever": retriever_text(protocol) if protocol and retrieves else ("—" if protocol else ""),
             "top_k": int(protocol["top_k"]) if protocol and retrieves else None,
             "paper": paper_link(str(method)),

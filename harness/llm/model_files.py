@@ -171,6 +171,13 @@ def canonical_name(name: str) -> str:
     return ALIASES.get(name, name)
 
 
+def is_preset(name: str) -> bool:
+    """Whether ``name`` (a preset or an alias) is a packaged model. Every preset is a base instruct
+    model that no method here was trained from, so an RL method run with one is an untrained
+    policy."""
+    return canonical_name(name) in PRESETS
+
+
 def auto_backend(model: str, *, served: bool = False) -> str:
     """The backend ``--backend auto`` picks for ``model``: ``openai`` when base URLs are given
     (``served``), ``llamacpp`` for a preset or a ``.gguf`` file (llama.cpp decodes a GGUF about

