@@ -50,19 +50,32 @@ VERSIONED_PACKAGES = (
 )
 
 
-def git_commit() -> str:
-    """The commit of the checkout this code runs from; empty outside a git checkout."""
+def read_git_commit(here: Path) -> str:
+    """``git rev-parse HEAD`` of the checkout ``here`` is in, with ``+dirty`` when tracked files
+    differ from it; empty outside a git checkout."""
     try:
-        out = subprocess.run(
-            ["git", "rev-parse", "HEAD"],
-            capture_output=True,
-            text=True,
-            timeout=5,
-            cwd=Path(__file__).resolve().parent,
+        head = subprocess.run(
+            ["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5, cwd=here
+        )
+        if head.returncode != 0:
+            return ""
+        diff = subprocess.run(
+            ["git", "diff", "--quiet", "HEAD", "--"], capture_output=True, timeout=10, cwd=here
         )
     except (OSError, subprocess.TimeoutExpired):
         return ""
-    return out.stdout.strip() if out.returncode == 0 else ""
+    return head.stdout.strip() + ("+dirty" if diff.returncode == 1 else "")
+
+
+# Read once, when the code is loaded: a commit made while a long run goes on is not the code that
+# run executes (the showcase's runs recorded three later commits while one process ran them all).
+_GIT_COMMIT = read_git_commit(Path(__file__).resolve().parent)
+
+
+def git_commit() -> str:
+    """The commit of the checkout this process loaded its code from (read at import), with
+    ``+dirty`` when its tracked files differed from that commit; empty outside a git checkout."""
+    return _GIT_COMMIT
 
 
 def versions() -> dict[str, str]:

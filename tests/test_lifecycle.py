@@ -82,7 +82,7 @@ def test_create_run_records_provenance_and_this_command(store, monkeypatch):
     )
     assert run.command == "harness run --base-url http://***@h/v1 --label 'a b'"
     assert run.git_commit == lifecycle.git_commit()
-    assert re.fullmatch(r"[0-9a-f]{40}|", run.git_commit)
+    assert re.fullmatch(r"([0-9a-f]{40}(\+dirty)?)?", run.git_commit)
     assert json.loads(run.versions_json) == lifecycle.versions()
     assert (run.status, run.seconds, run.ended_at) == ("running", 0.0, None)
     assert (run.owner_pid, run.owner_host, run.heartbeat_at) == (*this_owner(), None)
@@ -249,3 +249,25 @@ def test_harness_train_records_and_ends_its_run_row(fails, tmp_path, monkeypatch
     assert run.command == "harness " + " ".join(argv) and run.ended_at is not None
     if not fails:
         assert f"run: {run.run_id} (metrics in {db}, table train_steps)" in capsys.readouterr().out
+
+
+def test_git_commit_is_read_once_with_a_dirty_mark(tmp_path, monkeypatch):
+    import subprocess
+
+    assert lifecycle.read_git_commit(tmp_path) == ""  # not a checkout
+    git = ["git", "-c", "user.email=t@t", "-c", "user.name=t"]
+    subprocess.run([*git, "init", "-q"], cwd=tmp_path, check=True)
+    (tmp_path / "f.txt").write_text("a")
+    subprocess.run([*git, "add", "f.txt"], cwd=tmp_path, check=True)
+    subprocess.run([*git, "commit", "-q", "-m", "x"], cwd=tmp_path, check=True)
+    sha = subprocess.run(
+        ["git", "rev-parse", "HEAD"], cwd=tmp_path, capture_output=True, text=True
+    ).stdout.strip()
+    assert lifecycle.read_git_commit(tmp_path) == sha
+    (tmp_path / "untracked.txt").write_text("u")  # untracked files are not the code that ran
+    assert lifecycle.read_git_commit(tmp_path) == sha
+    (tmp_path / "f.txt").write_text("b")
+    assert lifecycle.read_git_commit(tmp_path) == sha + "+dirty"
+    # the process's commit was read at import: a later commit is not the code that runs
+    monkeypatch.setattr(subprocess, "run", lambda *a, **k: pytest.fail("git read again"))
+    assert lifecycle.git_commit() == lifecycle.git_commit()
