@@ -21,6 +21,15 @@ def line(frame: pd.DataFrame, y_label: str) -> None:
     st.line_chart(frame, x_label="step", y_label=y_label)
 
 
+def titled_line(title: str, frame: pd.DataFrame, y_label: str, missing: str) -> None:
+    """A chart under its subheader, or ``missing`` when the run logged none of its metrics."""
+    st.subheader(title)
+    if len(frame.columns):
+        line(frame, y_label)
+    else:
+        st.caption(missing)
+
+
 def heldout_chart(points: pd.DataFrame) -> alt.LayerChart:
     """Held-out EM per checkpoint with its 95% interval; x = optimizer steps (0 = the starting model)."""
     x = alt.X(
@@ -52,7 +61,8 @@ labels = {
     for r in runs.itertuples()
 }
 run_id = st.selectbox("Run", list(labels), format_func=labels.__getitem__, key="train_run")
-run = runs.set_index("run_id").loc[run_id]
+by_id = runs.set_index("run_id")
+run = by_id.loc[run_id]
 steps = ui.load_train_steps(db, ui.stamp(db), run_id)
 wide = views.train_curves(steps)
 sft_run = views.is_sft_run(run["label"])
@@ -76,35 +86,20 @@ def other_metrics() -> None:
 if sft_run or SFT_LOSS in wide:
     left, right = st.columns(2)
     with left:
-        st.subheader("SFT loss")
-        if SFT_LOSS in wide:
-            line(wide[[SFT_LOSS]], "loss per model token")
-        else:
-            st.caption(f"no {SFT_LOSS} logged")
+        loss = wide[[m for m in (SFT_LOSS,) if m in wide]]
+        titled_line("SFT loss", loss, "loss per model token", f"no {SFT_LOSS} logged")
     if sft_run:
         with right:
             other_metrics()
 if not sft_run:
     left, right = st.columns(2)
     with left:
-        st.subheader("Reward components")
-        if len(rewards.columns):
-            line(rewards, "mean reward")
-        else:
-            st.caption("no reward/* metrics logged")
+        titled_line("Reward components", rewards, "mean reward", "no reward/* metrics logged")
     with right:
-        st.subheader("Searches per rollout")
-        if len(searches.columns):
-            line(searches, "mean searches")
-        else:
-            st.caption(f"no {SEARCHES} logged")
+        titled_line("Searches per rollout", searches, "mean searches", f"no {SEARCHES} logged")
     left, right = st.columns(2)
     with left:
-        st.subheader("Response length")
-        if len(length.columns):
-            line(length, "mean response tokens (model's own)")
-        else:
-            st.caption(f"no {LENGTH} logged")
+        titled_line("Response length", length, "mean response tokens (model's own)", f"no {LENGTH} logged")
     with right:
         other_metrics()
     if (views.curve_metric(wide.columns, "reward/total_mean") or "").startswith(views.SAMPLED):
@@ -151,7 +146,7 @@ chosen = st.multiselect(
 )
 order = runs.assign(sft=[not views.is_sft_run(x) for x in runs["label"]]).sort_values(["sft", "started_at"])
 chain = [
-    (r, str(runs.set_index("run_id").loc[r, "label"]), ui.load_train_steps(db, ui.stamp(db), r))
+    (r, str(by_id.loc[r, "label"]), ui.load_train_steps(db, ui.stamp(db), r))
     for r in order["run_id"]
     if r in chosen
 ]
