@@ -116,6 +116,9 @@ class LlamaCppBackend(TokenBackend):
         with self._inflight_lock:
             self._inflight.add(conn)
         try:
+            conn.connect()
+            if self._closing:  # close() began before this socket existed: it could not shut it
+                raise ConnectionAbortedError("closing")
             payload = None if body is None else json.dumps(body).encode()
             conn.request(method, path, body=payload, headers={"Content-Type": "application/json"})
             r = conn.getresponse()
