@@ -229,6 +229,7 @@ def train_sft(
                     pad_id=pad_id,
                     temperature=1.0,
                     with_entropy=False,
+                    keep=mask[c0 : c0 + len(c)],
                 )
                 m = mask[c0 : c0 + len(c), : logp.shape[1]]
                 loss = agg_loss(-logp, m, "token-mean", num_units=units)

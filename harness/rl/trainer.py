@@ -157,12 +157,40 @@ def sequence_logprobs(
     with_entropy: bool,
     mask: torch.Tensor | None = None,
     entropy_grad: bool = True,
+    keep: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """Log-probs (B, T) of each response token under ``model`` given its prompt and the response
     so far, at the sampling temperature; prompts are left-padded, responses right-padded, and
-    only the response positions' logits are computed (``logits_to_keep``)."""
+    only the response positions' logits are computed (``logits_to_keep``).
+
+    ``keep`` (B, T'), T' <= T: only the response columns where some row's ``keep`` is non-zero get
+    logits; every other position's log-prob is returned as 0. A search trajectory is mostly
+    observation tokens (loss mask 0), and the (B, T, V) vocabulary projection and log-softmax over
+    them were a large share of a step with 500-token observations. Entropy (``with_entropy``) is
+    then computed on the kept columns only, where ``mask`` is non-zero."""
     pk = pack_sequences(model, prompts, responses, pad_id=pad_id)
     t_len = pk.response_len
+    if keep is not None:
+        cols = torch.nonzero(keep.bool().any(0)).flatten()
+        cols = cols[cols < t_len]
+        out = model(
+            input_ids=pk.input_ids,
+            attention_mask=pk.attention,
+            position_ids=pk.position_ids,
+            logits_to_keep=cols + (pk.prompt_len - 1),
+        )
+        logits = out.logits.float()
+        if temperature != 1.0:
+            logits = logits / temperature
+        logp = logits.new_zeros(pk.labels.shape)
+        logp[:, cols] = log_probs_from_logits(logits, pk.labels[:, cols])
+        ent = None
+        if with_entropy and mask is not None:
+            with torch.set_grad_enabled(torch.is_grad_enabled() and entropy_grad):
+                ent = logits.new_zeros(pk.labels.shape)
+                m = torch.nn.functional.pad(mask, (0, t_len - mask.shape[1]))[:, cols]
+                ent[:, cols] = entropy_from_logits(logits, m)
+        return logp, ent
     out = model(
         input_ids=pk.input_ids,
         attention_mask=pk.attention,
@@ -463,6 +491,7 @@ class Trainer:
                                 pad_id=pad_id,
                                 temperature=a.temperature,
                                 with_entropy=False,
+                                keep=mask[c],
                             )[0]
                         )
                         for c in chunks
@@ -473,7 +502,12 @@ class Trainer:
                     [
                         pad_t(
                             self._ref_logprobs(
-                                policy, ref, [prompts[i] for i in c], [responses[i] for i in c], pad_id
+                                policy,
+                                ref,
+                                [prompts[i] for i in c],
+                                [responses[i] for i in c],
+                                pad_id,
+                                mask[c],
                             )
                         )
                         for c in chunks
@@ -554,6 +588,7 @@ class Trainer:
                         with_entropy=True,
                         mask=m[:, : max(len(responses[i]) for i in c) or 1],
                         entropy_grad=bool(a.entropy_coef),
+                        keep=m,
                     )
                     logp = pad_t(logp)
                     ent = pad_t(ent) if ent is not None else None
@@ -649,16 +684,13 @@ class Trainer:
         critic.opt.step()
         critic.sched.step()
 
-    def _ref_logprobs(self, policy, ref, prompts, responses, pad_id) -> torch.Tensor:
+    def _ref_logprobs(self, policy, ref, prompts, responses, pad_id, keep) -> torch.Tensor:
         a = self.algo
+        kw = dict(pad_id=pad_id, temperature=a.temperature, with_entropy=False, keep=keep)
         if ref is not None:
-            return sequence_logprobs(
-                ref, prompts, responses, pad_id=pad_id, temperature=a.temperature, with_entropy=False
-            )[0]
+            return sequence_logprobs(ref, prompts, responses, **kw)[0]
         with policy.disable_adapter():  # LoRA: the reference is the base model
-            return sequence_logprobs(
-                policy, prompts, responses, pad_id=pad_id, temperature=a.temperature, with_entropy=False
-            )[0]
+            return sequence_logprobs(policy, prompts, responses, **kw)[0]
 
     # -- checkpoints ---------------------------------------------------------------------------
     def _save_checkpoint(

@@ -174,6 +174,40 @@ def test_sequence_logprobs_match_full_forward(tiny_dir: Path):
             assert logp[b, j].item() == pytest.approx(full[pos, tok].item(), abs=1e-4)
 
 
+def test_sequence_logprobs_keep_computes_only_the_kept_columns_and_matches_the_full_forward(tiny_dir: Path):
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(str(tiny_dir))
+    prompts, responses = [[1, 5, 9], [1, 7]], [[11, 12, 16, 17], [13, 14, 15]]
+    keep = torch.tensor([[1.0, 0.0, 0.0, 1.0], [0.0, 0.0, 1.0, 0.0]])  # columns 0, 2 and 3 are wanted
+    full, _ = sequence_logprobs(model, prompts, responses, pad_id=2, temperature=0.7, with_entropy=False)
+    part, _ = sequence_logprobs(
+        model, prompts, responses, pad_id=2, temperature=0.7, with_entropy=False, keep=keep
+    )
+    assert part.shape == full.shape
+    for b, j in [(0, 0), (0, 2), (0, 3), (1, 0), (1, 2)]:  # a kept column: every row gets it
+        assert part[b, j].item() == pytest.approx(full[b, j].item(), abs=1e-5)
+    assert part[:, 1].tolist() == [0.0, 0.0]  # no row wants column 1: not computed
+    assert full[:, 1].abs().min() > 0
+    # the supervised loss and its gradient are the full forward's
+    loss_full = -(full * keep).sum()
+    loss_full.backward()
+    g_full = [p.grad.clone() for p in model.parameters() if p.grad is not None]
+    model.zero_grad()
+    part, _ = sequence_logprobs(
+        model, prompts, responses, pad_id=2, temperature=0.7, with_entropy=False, keep=keep
+    )
+    (-(part * keep).sum()).backward()
+    g_part = [p.grad for p in model.parameters() if p.grad is not None]
+    assert all(torch.allclose(a, b, atol=1e-5) for a, b in zip(g_full, g_part, strict=True))
+    # entropy on the kept columns is the full computation's, 0 where the mask is 0
+    kw = dict(pad_id=2, temperature=0.7, with_entropy=True, mask=keep)
+    with torch.no_grad():
+        _, ent_full = sequence_logprobs(model, prompts, responses, **kw)
+        _, ent_part = sequence_logprobs(model, prompts, responses, keep=keep, **kw)
+    assert torch.allclose(ent_full, ent_part, atol=1e-5) and ent_part[0, 0] > 0 and ent_part[0, 2] == 0
+
+
 class OddTopicsOnly(FavouriteWords):
     """Reward 0 on even topics (an all-equal group, which dynamic sampling drops), the target
     share on odd ones."""
