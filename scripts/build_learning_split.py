@@ -19,7 +19,7 @@ from harness.rl.split import build_split, split_path
 
 NAME = "learning"
 BENCH = "mini-singlehop"  # PopQA questions whose gold paragraphs are in the closed corpus
-HELDOUT_N = 20
+HELDOUT_N = 100
 SEED = 20
 
 

@@ -39,8 +39,10 @@ UNTRAINED_N = 3
 TOP_SHARE_MAX = 0.5
 
 
-def _env() -> dict[str, str]:
-    return {**os.environ, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")}
+def _env(threads: str = "2") -> dict[str, str]:
+    """Training gets both cores, a background evaluation one; passive OpenMP waiting, so the
+    overlapping processes do not spin against each other on a 2-core machine."""
+    return {**os.environ, "OMP_NUM_THREADS": threads, "OMP_WAIT_POLICY": "PASSIVE"}
 
 
 def _harness(*args: str) -> str:
@@ -58,11 +60,14 @@ class _Background:
     """An evaluation that runs while training goes on (each command is one process; on 2 cores
     the evaluation of one checkpoint overlaps the training of the next)."""
 
-    def __init__(self, log: Path, *args: str):
+    def __init__(self, log: Path, *args: str, threads: str = "1"):
         self.args, self.log, self.t0 = args, log, time.perf_counter()
         self.fh = log.open("w")
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "harness", *args], stdout=self.fh, stderr=subprocess.STDOUT, env=_env()
+            [sys.executable, "-m", "harness", *args],
+            stdout=self.fh,
+            stderr=subprocess.STDOUT,
+            env=_env(threads),
         )
 
     def wait(self) -> None:
@@ -118,7 +123,7 @@ def _train(tmp_path: Path, db: Path, heldout: set[str], evals: dict, evaluate, n
         "--db",
         str(db),
     )
-    evals["sft+rl"] = evaluate("sft+rl", str(tmp_path / "rl" / "final"), n)
+    evals["sft+rl"] = evaluate("sft+rl", str(tmp_path / "rl" / "final"), n, "2")  # nothing left to overlap
     for e in evals.values():
         e.wait()
     return sft_out, rl_out
@@ -135,7 +140,7 @@ def test_sft_then_grpo_raise_heldout_em_without_collapse(smollm2_dir: Path, tmp_
     heldout = set(split.heldout["popqa"])
     sel = split.heldout_selection
 
-    def evaluate(label: str, model: str, n: int) -> _Background:
+    def evaluate(label: str, model: str, n: int, threads: str = "1") -> _Background:
         return _Background(
             tmp_path / f"eval-{label}.log",
             "run",
@@ -156,6 +161,7 @@ def test_sft_then_grpo_raise_heldout_em_without_collapse(smollm2_dir: Path, tmp_
             "--label",
             f"learning {label}",
             "--no-progress",
+            threads=threads,
         )
 
     evals = {"untrained": evaluate("untrained", "smollm2-135m-instruct", UNTRAINED_N)}
@@ -190,6 +196,15 @@ def test_sft_then_grpo_raise_heldout_em_without_collapse(smollm2_dir: Path, tmp_
     m = record_heldout(store, rl_run, rl_steps, reports["sft+rl"])
     assert m["heldout/em"] == reports["sft+rl"].em.mean
 
+    sampled = store.query(
+        "SELECT step, value FROM train_steps WHERE run_id = ? AND metric = 'sampled/reward/total_mean' ORDER BY step",
+        [rl_run],
+    )["value"].tolist()
+    k = max(1, len(sampled) // 4)
+    print(
+        f"RL sampled reward (every rollout generated): first {k} steps {sum(sampled[:k]) / k:.3f}, "
+        f"last {k} steps {sum(sampled[-k:]) / k:.3f}"
+    )
     un, sft, rl = reports["untrained"], reports["sft"], reports["sft+rl"]
     print(
         f"RL over SFT: EM {sft.em.mean:.3f} -> {rl.em.mean:.3f}; intervals "
