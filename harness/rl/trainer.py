@@ -170,44 +170,38 @@ def sequence_logprobs(
     then computed on the kept columns only, where ``mask`` is non-zero."""
     pk = pack_sequences(model, prompts, responses, pad_id=pad_id)
     t_len = pk.response_len
+    cols = None  # every response column
     if keep is not None:
         cols = torch.nonzero(keep.bool().any(0)).flatten()
         cols = cols[cols < t_len]
-        out = model(
-            input_ids=pk.input_ids,
-            attention_mask=pk.attention,
-            position_ids=pk.position_ids,
-            logits_to_keep=cols + (pk.prompt_len - 1),
-        )
-        logits = out.logits.float()
-        if temperature != 1.0:
-            logits = logits / temperature
-        logp = logits.new_zeros(pk.labels.shape)
-        logp[:, cols] = log_probs_from_logits(logits, pk.labels[:, cols])
-        ent = None
-        if with_entropy and mask is not None:
-            with torch.set_grad_enabled(torch.is_grad_enabled() and entropy_grad):
-                ent = logits.new_zeros(pk.labels.shape)
-                m = torch.nn.functional.pad(mask, (0, t_len - mask.shape[1]))[:, cols]
-                ent[:, cols] = entropy_from_logits(logits, m)
-        return logp, ent
     out = model(
         input_ids=pk.input_ids,
         attention_mask=pk.attention,
         position_ids=pk.position_ids,
-        logits_to_keep=t_len + 1,
+        logits_to_keep=t_len + 1 if cols is None else cols + (pk.prompt_len - 1),
     )
-    logits = out.logits[:, :t_len, :].float()
+    logits = (out.logits[:, :t_len, :] if cols is None else out.logits).float()
     if temperature != 1.0:
         logits = logits / temperature
-    logp = log_probs_from_logits(logits, pk.labels)
+    logp = log_probs_from_logits(logits, pk.labels if cols is None else pk.labels[:, cols])
     ent = None
     if with_entropy and mask is not None:
         # entropy is a (B, T, V) computation: it keeps its activations for the backward pass only
         # when it is part of the loss; as a logged metric it costs no graph memory
         with torch.set_grad_enabled(torch.is_grad_enabled() and entropy_grad):
-            ent = entropy_from_logits(logits, mask)
-    return logp, ent
+            m = mask if cols is None else torch.nn.functional.pad(mask, (0, t_len - mask.shape[1]))[:, cols]
+            ent = entropy_from_logits(logits, m)
+    if cols is None:
+        return logp, ent
+
+    def spread(x: torch.Tensor | None) -> torch.Tensor | None:  # kept columns back into (B, T), 0 elsewhere
+        if x is None:
+            return None
+        full = x.new_zeros(pk.labels.shape)
+        full[:, cols] = x
+        return full
+
+    return spread(logp), spread(ent)
 
 
 class Trainer:
