@@ -171,6 +171,7 @@ class LlamaCppBackend(TokenBackend):
             "threads": self.threads,
             "n_ctx": self.spec.n_ctx,
             "parallel": self.parallel,
+            "flash_attn": False,  # harness.llm.server.server_params
             "xllamacpp": self._xllamacpp_version,
         }
 
