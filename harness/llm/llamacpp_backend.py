@@ -89,6 +89,7 @@ class LlamaCppBackend(TokenBackend):
 
         self._xllamacpp_version = xllamacpp.__version__
         params = server_params(self.gguf, threads=self.threads, n_ctx=spec.n_ctx, parallel=self.parallel)
+        self._flash_attn_type = int(params.flash_attn_type)  # what the server runs, for describe()
         try:
             self._server: Any = xllamacpp.Server(params)
         except RuntimeError as e:
@@ -171,7 +172,7 @@ class LlamaCppBackend(TokenBackend):
             "threads": self.threads,
             "n_ctx": self.spec.n_ctx,
             "parallel": self.parallel,
-            "flash_attn": False,  # harness.llm.server.server_params
+            "flash_attn_type": self._flash_attn_type,  # llama.cpp's: 0 off, -1 auto, 1 on
             "xllamacpp": self._xllamacpp_version,
         }
 
