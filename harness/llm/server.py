@@ -96,8 +96,9 @@ def server_params(
     # Flash attention off (llama.cpp's default "auto" turns it on for the CPU): its CPU kernel
     # decodes long contexts slowly. SmolLM2-135M, 2 threads, 4 sequences after 1,500-token prompts:
     # 47 tokens/s with it, 65 without (prefill 168 against 125 tokens/s). In the main job, where the
-    # RL methods' long late turns dominate, the wall time fell from 8 min 57 s to 6 min 30 s
-    # (eval_rar 49 -> 72 generated tokens/s, r_search 46 -> 59; ircot, prefill-bound, 47 -> 51 s).
+    # RL methods' long late turns dominate, the wall time fell from 8 min 57 s to 6 min 30 s, and to
+    # 7 min 4 s in a later run on the same 17,825 generated tokens (eval_rar 49 -> 72 generated
+    # tokens/s, r_search 46 -> 59; ircot, prefill-bound, 47 -> 51 s).
     p.flash_attn_type = FLASH_ATTN_OFF
     p.warmup = False
     p.fit_params = False  # CPU only: nothing to fit, and it costs a second per start
