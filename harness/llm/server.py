@@ -40,9 +40,6 @@ __all__ = ["ModelServer", "free_port", "port_is_free", "resolve_gguf", "server_p
 LOG_DIR = "logs"
 
 
-FLASH_ATTN_OFF = 0  # llama.cpp's LLAMA_FLASH_ATTN_TYPE_DISABLED (-1 is auto, 1 enabled)
-
-
 def llama_threads(threads: int | None) -> int:
     """``threads``, else ``OMP_NUM_THREADS``, else 1 (see the module docstring)."""
     if threads is not None:
@@ -95,11 +92,9 @@ def server_params(
     p.cpuparams_batch.poll = 0
     # Flash attention off (llama.cpp's default "auto" turns it on for the CPU): its CPU kernel
     # decodes long contexts slowly. SmolLM2-135M, 2 threads, 4 sequences after 1,500-token prompts:
-    # 47 tokens/s with it, 65 without (prefill 168 against 125 tokens/s). In the main job, where the
-    # RL methods' long late turns dominate, the wall time fell from 8 min 57 s to 6 min 30 s, and to
-    # 7 min 4 s in a later run on the same 17,825 generated tokens (eval_rar 49 -> 72 generated
-    # tokens/s, r_search 46 -> 59; ircot, prefill-bound, 47 -> 51 s).
-    p.flash_attn_type = FLASH_ATTN_OFF
+    # 47 tokens/s with it, 65 without (prefill 168 against 125 tokens/s). The main job's figures
+    # with and without it are in the README.
+    p.flash_attn_type = xllamacpp.llama_flash_attn_type.LLAMA_FLASH_ATTN_TYPE_DISABLED
     p.warmup = False
     p.fit_params = False  # CPU only: nothing to fit, and it costs a second per start
     p.prefill_assistant = False  # a final assistant message is closed, as HF apply_chat_template does
