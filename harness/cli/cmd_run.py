@@ -14,6 +14,8 @@ EXAMPLES = """\
   harness run --method all --bench multihop --limit 20            # every registered method
   harness run --method arena --protocol arena-gold-context --bench mini-multihop --limit 20
   harness run --method search_r1 --bench mini --limit 50 --resume  # continue an interrupted run
+  harness run --method all --bench multihop --limit 1 --draft ngram   # llama.cpp speculative decoding
+  harness run --method all --bench multihop --limit 20 --slots 8     # llama.cpp: 8 sequences per decode call
   harness run --method naive_rag --bench hotpotqa --sample 200 --seed 1
   harness run --method search_r1 --model ./checkpoints/step-100 --bench mini-multihop
   harness run --method search_r1 --backend openai --model smollm2 --base-url http://127.0.0.1:8765/v1 \\
@@ -82,6 +84,21 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         default=None,
         help="llama.cpp / transformers threads (default $OMP_NUM_THREADS, else 1); 2 on an idle "
         "2-core machine is about twice as fast, but collapses when another process is busy",
+    )
+    p.add_argument(
+        "--slots",
+        type=positive_int,
+        default=None,
+        help="sequences the model decodes together (llama.cpp parallel slots, transformers / vLLM "
+        "batch); default 1 for llama.cpp, where one slot makes a greedy rerun repeat exactly, 8 otherwise",
+    )
+    p.add_argument(
+        "--draft",
+        choices=("none", "ngram"),
+        default=None,
+        help="llama.cpp: 'ngram' drafts tokens from an earlier repeat of the last 4 and checks them "
+        "in one decode call (speculative decoding: faster on repetitive output, but greedy answers "
+        "then depend on --threads); 'none' (default) decodes one token per call",
     )
     p.add_argument(
         "--request-timeout",
@@ -238,6 +255,10 @@ def backend_options(args: argparse.Namespace) -> dict[str, object]:
 
             raise ConfigError("--threads sets an in-process model's threads; a --base-url server has its own")
         opts["threads"] = args.threads
+    if args.slots is not None:
+        opts["max_batch_size"] = args.slots
+    if args.draft is not None:
+        opts["draft"] = args.draft
     return opts
 
 

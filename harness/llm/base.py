@@ -60,6 +60,15 @@ class BackendSpec(BaseModel):
       :mod:`harness.llm.openai_backend`).
     * ``api_key_env``: the environment variable holding the API key (never the key itself);
       when it is unset the placeholder ``"EMPTY"`` is sent, which local servers accept.
+    * ``max_batch_size``: sequences decoded together (transformers micro-batch, vLLM
+      ``max_num_seqs``, llama.cpp parallel slots). ``None`` is the backend's default,
+      :attr:`batch_limit`: 1 for ``llamacpp`` (one slot, so a greedy rerun repeats exactly; see
+      :mod:`harness.llm.llamacpp_backend`), 8 for the others.
+    * ``draft``: ``llamacpp`` only; ``"ngram"`` lets llama.cpp draft the next tokens from an earlier
+      occurrence of the last 4 tokens in the context and check them in one decode call
+      (speculative decoding without a draft model: faster on repetitive text, but greedy output
+      then depends on the thread count; see :mod:`harness.llm.llamacpp_backend`). ``"none"``
+      (default) decodes one token per call.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -73,7 +82,8 @@ class BackendSpec(BaseModel):
     stop_mode: Literal["auto", "server", "client"] = "auto"
     dtype: Dtype = "float32"
     threads: int | None = Field(default=None, ge=1)
-    max_batch_size: int = Field(default=8, ge=1)
+    max_batch_size: int | None = Field(default=None, ge=1)
+    draft: Literal["none", "ngram"] = "none"
     # transformers only: tokens of KV the cross-call prefix cache may hold (0 = off); see
     # harness.llm.transformers_backend (SmolLM2-135M fp32: 45 KB per token, 32768 tokens = 1.5 GB)
     prefix_cache_tokens: int = Field(default=32768, ge=0)
@@ -101,12 +111,23 @@ class BackendSpec(BaseModel):
                 raise ValueError(f"base URL {u!r} must start with http:// or https://")
         return tuple(u.rstrip("/") for u in v)
 
+    @property
+    def batch_limit(self) -> int:
+        """``max_batch_size``, or the backend's default when it is None (see the class docstring)."""
+        if self.max_batch_size is not None:
+            return self.max_batch_size
+        return 1 if self.kind == "llamacpp" else 8
+
     @model_validator(mode="after")
     def _check_kind(self) -> BackendSpec:
         if self.kind == "openai" and not self.base_urls:
             raise ValueError("the openai backend needs base_urls (e.g. http://127.0.0.1:8765/v1)")
         if self.kind != "openai" and self.base_urls:
             raise ValueError(f"base_urls are only used by the openai backend, not {self.kind!r}")
+        if self.draft == "ngram" and self.kind != "llamacpp":
+            raise ValueError(
+                f"draft={self.draft!r} is the llamacpp backend's; the {self.kind} backend does not draft"
+            )
         return self
 
 

@@ -4,8 +4,8 @@ The backend runs llama.cpp's own server inside this process (``xllamacpp.Server`
 ephemeral port on 127.0.0.1, gone with the process) and talks to it over HTTP, because that server
 is what gives llama.cpp's continuous batching and prompt cache:
 
-* ``max_batch_size`` parallel slots: one :meth:`generate` call with N prompts sends N concurrent
-  requests, which llama.cpp decodes together in one batch;
+* ``max_batch_size`` parallel slots (default 1, see Reproducibility): one :meth:`generate` call
+  with N prompts keeps up to that many requests in flight, which llama.cpp decodes together;
 * ``cache_prompt``: each slot keeps the KV cache of its last prompt, and a request goes to the slot
   with the longest common prefix, so the next turn of a multi-turn rollout prefills only the
   appended observation. ``Completion.prefill_tokens`` is llama.cpp's ``timings.prompt_n`` (the
@@ -22,10 +22,23 @@ presence/frequency penalty, no min-p, DRY or XTC; ``top_k`` and ``repetition_pen
 :func:`llamacpp_penalty_window`); ``temperature == 0`` is greedy. Prompt ``i`` of a call is
 sampled with seed ``seed + i``.
 
+Speculative decoding (``draft="ngram"``, off by default): llama.cpp drafts up to 16 tokens by
+finding the last 4 tokens earlier in the context and checks the draft in one decode call (see
+:data:`harness.llm.server.NGRAM_DRAFT`). The accepted tokens are the model's own greedy or sampled
+choices, but a decode call over several tokens rounds differently from one over a single token:
+greedy output differs from ``draft="none"`` at near-ties (47 of 159 turns of the main job; 13 of
+20 reader-model ``cot`` answers on mini), and, unlike without drafting, it depends on the thread
+count (3 of those 20 differed between 1 and 2 threads; 0 of 20 without drafting). It is fast where
+the model repeats itself: the main job took 2 min 58 s with it against 3 min 57 s without (one
+slot; README). :attr:`drafted` and :attr:`accepted` count the drafted and accepted tokens.
+
 Reproducibility: llama.cpp's CPU kernels take different paths for decode calls of different sizes,
-and which requests share a call depends on when they reach the server, so a greedy continuation can
-flip at a near-tie between two identical runs (seen once in 6 naive_rag answers on mini-multihop).
-``max_batch_size=1`` (one slot, requests in order) makes reruns identical, at the cost of batching.
+and which requests share a call depends on when they reach the server, so with several slots a
+greedy continuation can flip at a near-tie between two identical runs (seen once in 6 naive_rag
+answers on mini-multihop). Hence the default of one slot (requests in order): a rerun repeats
+exactly (the main job's two runs at 273ffdf with 8 slots happened to be identical too). Batching
+gained nothing measurable on 2 cores: the main job took 3 min 57 s with one slot, 4 min 7 s and
+4 min 27 s with 8 (different numerics, so different token counts: 20,614 against 17,825).
 Greedy output also differs from the transformers backend on the same Q4_1 weights (llama.cpp
 multiplies with 8-bit-quantised activations; 1 of 8 SmolLM2 chat answers was identical over 48
 tokens), so runs of the two backends are distinct runs, never mixed.
@@ -81,14 +94,16 @@ class LlamaCppBackend(TokenBackend):
         self._closing = False
         self.gguf = resolve_gguf(spec.model)
         self.threads = llama_threads(spec.threads)
-        self.parallel = spec.max_batch_size
+        self.parallel = spec.batch_limit
         # libgomp reads its wait policy once, when xllamacpp loads it (see harness.llm.server)
         if self.threads > 1:
             os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
         import xllamacpp
 
         self._xllamacpp_version = xllamacpp.__version__
-        params = server_params(self.gguf, threads=self.threads, n_ctx=spec.n_ctx, parallel=self.parallel)
+        params = server_params(
+            self.gguf, threads=self.threads, n_ctx=spec.n_ctx, parallel=self.parallel, draft=spec.draft
+        )
         self._flash_attn_type = int(params.flash_attn_type)  # what the server runs, for describe()
         try:
             self._server: Any = xllamacpp.Server(params)
@@ -100,6 +115,8 @@ class LlamaCppBackend(TokenBackend):
         self._pool = ThreadPoolExecutor(max_workers=self.parallel, thread_name_prefix="llamacpp")
         self._lock = threading.Lock()
         self.unaligned = 0
+        self.drafted = 0  # tokens llama.cpp drafted (draft="ngram"), and how many the model accepted
+        self.accepted = 0
         self._revision: str | None = None
         props = self._call("GET", "/props")
         self._template = props.get("chat_template") or ""
@@ -173,6 +190,7 @@ class LlamaCppBackend(TokenBackend):
             "n_ctx": self.spec.n_ctx,
             "parallel": self.parallel,
             "flash_attn_type": self._flash_attn_type,  # llama.cpp's: 0 off, -1 auto, 1 on
+            "draft": self.spec.draft,
             "xllamacpp": self._xllamacpp_version,
         }
 
@@ -201,7 +219,10 @@ class LlamaCppBackend(TokenBackend):
                 raise HarnessError(
                     f"llama.cpp server in this process ({self.url}): aborted by close()"
                 ) from e
+            timings = r.get("timings") or {}
             with self._lock:  # completion_from_ids counts unaligned sequences
+                self.drafted += int(timings.get("draft_n", 0))
+                self.accepted += int(timings.get("draft_n_accepted", 0))
                 c = self.completion_from_ids(
                     r["tokens"],
                     prompt_tokens=len(ids),
@@ -210,7 +231,6 @@ class LlamaCppBackend(TokenBackend):
                     include_stop=args.include_stop,
                     latency_s=latency,
                 )
-            timings = r.get("timings") or {}
             c.prefill_tokens = int(timings["prompt_n"]) if "prompt_n" in timings else None
             out.append(c)
         return out

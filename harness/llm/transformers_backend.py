@@ -133,7 +133,7 @@ class TransformersBackend(HFTokenizerMixin, TokenBackend):
             "dtype": str(next(self.model.parameters()).dtype).removeprefix("torch."),
             "revision": self._revision,
             "threads": torch.get_num_threads(),
-            "max_batch_size": self.spec.max_batch_size,
+            "max_batch_size": self.spec.batch_limit,
             "prefix_cache_tokens": self.spec.prefix_cache_tokens,
             "transformers": transformers.__version__,
             "torch": torch.__version__,
@@ -162,7 +162,7 @@ class TransformersBackend(HFTokenizerMixin, TokenBackend):
         self.model.eval()
         try:
             with torch.inference_mode():
-                bs = self.spec.max_batch_size
+                bs = self.spec.batch_limit
                 for k in range(0, len(order), bs):
                     idx = order[k : k + bs]
                     done, entries = self._generate_batch(

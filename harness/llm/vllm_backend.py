@@ -65,7 +65,7 @@ def engine_kwargs(spec: BackendSpec, model_path: str) -> dict[str, Any]:
         "dtype": spec.dtype,
         "tensor_parallel_size": spec.tensor_parallel_size,
         "gpu_memory_utilization": spec.gpu_memory_utilization,
-        "max_num_seqs": spec.max_batch_size,
+        "max_num_seqs": spec.batch_limit,
         "enable_prefix_caching": True,
         "trust_remote_code": False,
     }
@@ -137,7 +137,7 @@ class VLLMBackend(HFTokenizerMixin, TokenBackend):
             "device": "cpu" if self.on_cpu else "gpu",
             "tensor_parallel_size": self.spec.tensor_parallel_size,
             "max_model_len": self.max_model_len,
-            "max_batch_size": self.spec.max_batch_size,
+            "max_batch_size": self.spec.batch_limit,
             "vllm": self._vllm.__version__,
         }
 

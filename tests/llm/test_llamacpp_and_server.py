@@ -102,6 +102,41 @@ def test_one_batch_is_decoded_together_and_the_next_turn_reuses_the_cache(llamac
     assert [c.prompt_tokens for c in second] == [len(i) for i in ids]
 
 
+COUNTING = "Count: one two three four five six seven eight nine ten, one two three four five six seven eight nine ten, one two"
+
+
+@llamacpp
+def test_one_slot_by_default_and_ngram_drafting_when_asked():
+    """The default llamacpp spec: one slot, no drafting, and a second backend gives the same tokens
+    for the same batch. With ``draft="ngram"``, on text that repeats itself llama.cpp drafts from
+    the repeat and the model accepts it, and a rerun repeats too."""
+    prompts = [COUNTING, "Tell me about cats.", COUNTING.replace("Count", "Again")]
+    runs: dict[str, list] = {"none": [], "ngram": []}
+    for draft in ("none", "ngram", "none", "ngram"):
+        asked = {} if draft == "none" else {"draft": draft}  # "none" is the default
+        with make_backend(BackendSpec(kind="llamacpp", n_ctx=1024, **asked)) as b:
+            assert (b.parallel, b.describe()["draft"]) == (1, draft)
+            out = b.generate(prompts, max_new_tokens=48)
+            runs[draft].append([c.token_ids for c in out])
+            assert out[0].text.split()[:3] == ["three", "four", "five"]  # the counting goes on
+            if draft == "none":
+                assert b.drafted == 0
+            else:  # most of the two counting answers came from drafts
+                assert b.accepted >= 48 and b.drafted >= b.accepted
+    assert runs["none"][0] == runs["none"][1] and runs["ngram"][0] == runs["ngram"][1]
+
+
+def test_draft_and_batch_defaults_belong_to_their_backend():
+    assert BackendSpec(kind="llamacpp").batch_limit == 1
+    assert BackendSpec(kind="llamacpp", max_batch_size=4).batch_limit == 4
+    assert BackendSpec(kind="transformers").batch_limit == 8
+    assert BackendSpec(kind="llamacpp").draft == "none"
+    spec = BackendSpec(kind="llamacpp", draft="ngram")
+    assert BackendSpec.model_validate(spec.model_dump()) == spec  # a stored spec loads again
+    with pytest.raises(ValueError, match="the transformers backend does not draft"):
+        BackendSpec(kind="transformers", draft="ngram")
+
+
 @llamacpp
 def test_too_long_prompts_and_unknown_models_are_refused(llamacpp_backend, tmp_path):
     with pytest.raises(ConfigError, match="exceeds n_ctx=1024"):

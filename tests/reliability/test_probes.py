@@ -45,7 +45,7 @@ def test_threads_with_a_server_is_one_line(tmp_path, capsys):
     assert not db.exists()
 
 
-def test_threads_reach_the_backend(tmp_path):
+def test_threads_slots_and_draft_reach_the_backend(tmp_path, capsys):
     import argparse
 
     from harness.cli.cmd_run import add_parser, backend_options
@@ -54,6 +54,11 @@ def test_threads_reach_the_backend(tmp_path):
     add_parser(sub)
     args = sub.choices["run"].parse_args(["--threads", "2"])
     assert backend_options(args) == {"threads": 2}
+    args = sub.choices["run"].parse_args(["--slots", "4", "--draft", "ngram"])
+    assert backend_options(args) == {"max_batch_size": 4, "draft": "ngram"}
+    argv = ["run", "--method", "direct", "--backend", "transformers", "--draft", "ngram"]
+    assert main([*argv, "--db", str(tmp_path / "r.duckdb")]) == 2
+    assert "the transformers backend does not draft" in one_line(capsys.readouterr().err)
 
 
 def test_unknown_bench_creates_no_file(tmp_path, capsys):
