@@ -30,7 +30,7 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from harness.errors import ConfigError, HarnessError, ServerError
 from harness.llm.model_files import cache_root, resolve_gguf
@@ -75,7 +75,7 @@ def server_params(
     port: int = 0,
     alias: str | None = None,
     verbosity: int = 1,
-    draft: str = "none",
+    draft: Literal["none", "ngram"] = "none",
 ) -> Any:
     """``xllamacpp.CommonParams`` for a server over ``gguf``.
 
@@ -115,8 +115,6 @@ def server_params(
         p.speculative.ngram_simple.size_n = NGRAM_DRAFT["match"]
         p.speculative.ngram_simple.size_m = NGRAM_DRAFT["max"]
         p.speculative.draft.n_max = NGRAM_DRAFT["max"]
-    elif draft != "none":
-        raise ConfigError(f"draft={draft!r}: use 'none' or 'ngram'")
     if alias:
         p.model_alias = {alias}
     return p
