@@ -5,9 +5,14 @@ Search-R1 (``search_r1/search/retrieval_server.py``; also verl's search tool, ve
     POST /retrieve  {"queries": ["q1", ...], "topk": 3, "return_scores": true}
     ->  {"result": [[{"document": {"id", "contents", "title", "text"}, "score": 12.3}, ...], ...]}
 
-``topk`` null or absent falls back to the server's ``--topk``. With ``return_scores: false`` each
+``topk`` null, absent or 0 falls back to the server's ``--topk``; ``queries: []`` is answered
+``{"result": []}`` and a blank query gets an empty hit list, as upstream (its client sends both:
+a turn where no rollout searched, and ``<search> </search>``). With ``return_scores: false`` each
 query's list holds the documents themselves (``[[{"id", "contents", "title", "text"}, ...]]``),
-which is what Search-R1's code intends (its own server fails in that case).
+which is what Search-R1's code intends (its own BM25 server fails in that case). A document's keys
+extend upstream's wiki-18 row (``id``, ``contents``) in its order, and ``title``/``text`` are
+split from ``contents`` as upstream's Lucene branch splits them; the JSON bytes are FastAPI's, as
+upstream's (tests/retrieval/test_searchr1_conformance.py pins all of this).
 
 ReCall / FlashRAG (``/search``, ``/batch_search``)::
 
@@ -20,7 +25,8 @@ where ``doc`` is ``{"id", "contents"}``; ``top_n`` absent falls back to ``--topk
 
 ``GET /health`` describes what is served, so a client can pin it in its protocol: the retriever
 kind and spec (its settings), the index id, the corpus (id, content hash, passage count), the
-default top-k and the limits. Bad requests (no queries, a blank query, wrong JSON types) get a 4xx
+default top-k and the limits. Bad requests (wrong JSON types; on ``/search`` and ``/batch_search``
+also no queries or a blank query) get a 4xx
 JSON ``{"detail": "..."}``; a failing search gets a 500 JSON with the message; the server stays up.
 
 **Limits** (:class:`ServerLimits`, ``harness serve-retriever --help``; see docs/retrieval-server.md):
@@ -48,10 +54,14 @@ from harness.types import Hit
 
 
 class RetrieveRequest(BaseModel):
+    """Search-R1's ``QueryRequest`` field for field, with pydantic's default (lax) types as upstream
+    (``PeterGriffinJin/Search-R1@a14dc3a:search_r1/search/retrieval_server.py``): ``topk`` ``"3"``
+    or ``3.0`` is 3, ``return_scores`` ``"true"`` or ``1`` is true; a query must be a string."""
+
     model_config = ConfigDict(extra="ignore")
-    queries: list[StrictStr]
-    topk: StrictInt | None = None
-    return_scores: StrictBool = False
+    queries: list[str]
+    topk: int | None = None
+    return_scores: bool = False
 
 
 class ReCallSearchRequest(BaseModel):
@@ -237,7 +247,14 @@ def create_app(retriever: Retriever, *, default_topk: int = 3, limits: ServerLim
 
     @app.post("/retrieve")
     def retrieve(req: RetrieveRequest) -> dict[str, Any]:
-        results = run(req.queries, req.topk, "queries", "topk")
+        # as upstream: topk 0 or null is the server's default, no queries is an empty result, and a
+        # blank query (Search-R1's client sends `<search> </search>` as "") finds nothing
+        topk = req.topk or None
+        asked = [i for i, q in enumerate(req.queries) if not is_blank_query(q)]
+        found = run([req.queries[i] for i in asked], topk, "queries", "topk") if asked else []
+        results: list[list[Hit]] = [[] for _ in req.queries]
+        for i, hits in zip(asked, found, strict=True):
+            results[i] = hits
         if req.return_scores:
             return {
                 "result": [
