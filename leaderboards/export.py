@@ -74,10 +74,10 @@ def build_view(
     if view == "reported":
         return _reported_view(store, pid, f"ours under protocol {name} ({pid})")
     if metric is None:  # the leaderboard and cost views: the protocol's primary metric
-        stored = views.ordered_metrics(store, pid)
+        stored = views.ordered_metrics(store, pid, include_partial=include_partial)
         metric = stored[0] if stored else "em"
     if view == "leaderboard":
-        metric = views.resolve_metric(store, pid, metric)
+        metric = views.resolve_metric(store, pid, metric, include_partial=include_partial)
         board = views.leaderboard_from_db(store, pid, metric, include_partial=include_partial)
         cols = board.columns(ci="bounds")
         return ExportedView(
@@ -86,7 +86,7 @@ def build_view(
             cols,
             [leaderboard_table(board, intervals=intervals)],
         )
-    metric = views.resolve_metric(store, pid, metric)
+    metric = views.resolve_metric(store, pid, metric, include_partial=include_partial)
     table = views.build_cost(
         queries.latest_values(store, pid, [metric], complete_only=not include_partial),
         queries.latest_costs(store, pid, complete_only=not include_partial),

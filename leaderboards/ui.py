@@ -49,8 +49,9 @@ def load_protocol_json(db: str, version: tuple[int, int], protocol_id: str) -> s
 
 @st.cache_data(ttl=300, show_spinner=False)
 def load_metrics(db: str, version: tuple[int, int], protocol_id: str) -> list[str]:
-    # the page opens on the first metric: the protocol's primary one
-    return views.ordered_metrics(_store(db), protocol_id)
+    # the page opens on the first metric: the protocol's primary one; the list holds the metrics of
+    # complete runs and of partial ones (the page's "Include partial runs" toggle comes later)
+    return views.ordered_metrics(_store(db), protocol_id, include_partial=True)
 
 
 @st.cache_data(ttl=300, show_spinner=False)

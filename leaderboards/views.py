@@ -374,7 +374,7 @@ def leaderboard_from_db(
     complete_only = not include_partial
     values = queries.latest_values(store, protocol_id, [metric], complete_only=complete_only)
     if values.empty:
-        known = ", ".join(queries.metrics_present(store, protocol_id)) or "none"
+        known = ", ".join(queries.metrics_present(store, protocol_id, complete_only=complete_only)) or "none"
         partial = "" if include_partial else " in complete runs (partial runs are left out by default)"
         raise ConfigError(
             f"no values of metric {metric!r} under protocol {protocol_id}{partial}; metrics stored: {known}"
@@ -391,12 +391,12 @@ def leaderboard_from_db(
     )
 
 
-def resolve_metric(store, protocol_id: str, metric: str) -> str:
+def resolve_metric(store, protocol_id: str, metric: str, *, include_partial: bool = False) -> str:
     """The stored metric ``metric`` names, case-insensitively (``EM`` -> ``em``); a clear error
-    listing the stored ones otherwise."""
+    listing the stored ones otherwise. The metrics are :func:`shown_metrics`."""
     from leaderboards.schema import find_metric
 
-    known = queries.metrics_present(store, protocol_id)
+    known = shown_metrics(store, protocol_id, include_partial=include_partial)
     found = find_metric(metric, known)
     if found is None:
         raise ConfigError(
@@ -406,9 +406,11 @@ def resolve_metric(store, protocol_id: str, metric: str) -> str:
     return found
 
 
-def ordered_metrics(store, protocol_id: str) -> list[str]:
-    """The metrics stored under ``protocol_id``, the protocol's primary metric first (the one the
-    app opens on and ``harness export`` uses by default), then :func:`leaderboards.schema.order_metrics`."""
+def ordered_metrics(store, protocol_id: str, *, include_partial: bool = False) -> list[str]:
+    """The metrics stored under ``protocol_id`` in the runs the views show (:func:`shown_metrics`),
+    the protocol's primary metric first
+    (the one the app opens on and ``harness export`` uses by default), then
+    :func:`leaderboards.schema.order_metrics`."""
     from harness.scoring import stored_metric_name
     from leaderboards.schema import order_metrics
 
@@ -417,7 +419,16 @@ def ordered_metrics(store, protocol_id: str) -> list[str]:
     primary = (
         stored_metric_name(proto["primary_metric"], proto["top_k"]) if "primary_metric" in proto else None
     )
-    return order_metrics(queries.metrics_present(store, protocol_id), primary)
+    return order_metrics(shown_metrics(store, protocol_id, include_partial=include_partial), primary)
+
+
+def shown_metrics(store, protocol_id: str, *, include_partial: bool = False) -> list[str]:
+    """The metrics of the runs a view shows: those of the latest complete runs (a failed or partial
+    rerun never hides them); with ``include_partial`` also those of the latest runs of any status."""
+    known = set(queries.metrics_present(store, protocol_id, complete_only=True))
+    if include_partial:
+        known |= set(queries.metrics_present(store, protocol_id, complete_only=False))
+    return sorted(known)
 
 
 def protocol_name(store, protocol_id: str) -> str:

@@ -298,9 +298,8 @@ class OpenAIBackend(Backend):
                 )
             )
             ch = _first_choice(resp)
-            return self._completion(
-                prompt, ch.text or "", ch.finish_reason, ch, resp.usage, stops, include_stop
-            )
+            text = _generated_text(ch, "text", resp)
+            return self._completion(prompt, text, ch.finish_reason, ch, resp.usage, stops, include_stop)
 
         def streamed(prompt: str) -> Completion:
             def call(c: Any) -> tuple[str, str | None, StopMatch | None]:
@@ -391,7 +390,7 @@ class OpenAIBackend(Backend):
                 )
             )
             ch = _first_choice(resp)
-            text = ch.message.content or ""
+            text = _generated_text(getattr(ch, "message", None), "content", resp)
             return self._completion(None, text, ch.finish_reason, ch, resp.usage, stops, False, messages)
 
         return self._map(one, list(conversations))
@@ -471,6 +470,18 @@ def _first_choice(resp: Any) -> Any:
     if not isinstance(choices, list) or not choices:
         raise RequestFailed(f"a malformed response without choices: {str(resp)[:200]!r}")
     return choices[0]
+
+
+def _generated_text(holder: Any, field: str, resp: Any) -> str:
+    """The generated text of a 200 reply (``choice.text``, ``message.content``). A reply without it
+    (``null``, or no field at all) fails the request like a 500: it is never scored as an empty
+    answer (an empty string is a real, if short, generation)."""
+    text = getattr(holder, field, None)
+    if not isinstance(text, str):
+        raise RequestFailed(
+            f"the server answered HTTP 200 with no generated text ({field}={text!r}): {str(resp)[:200]!r}"
+        )
+    return text
 
 
 class RequestFailed(Exception):

@@ -7,7 +7,9 @@ Replies are deterministic functions of the prompt, so two runs against it are co
 - ``"500"``: HTTP 500 with an error body;
 - ``"hang"``: accept the request and never answer (until the server stops; the client's timeout fires);
 - ``"malformed"``: HTTP 200 with a body that is not JSON;
-- ``"drop"``: close the connection after the status line and part of the body (mid-stream).
+- ``"drop"``: close the connection after the status line and part of the body (mid-stream);
+- ``"null_text"`` / ``"no_text"``: HTTP 200 with a well-formed completion whose choice has
+  ``text: null`` (chat: ``content: null``) / no ``text`` (chat: no ``content``) at all.
 
 ``fault_when`` (a substring) limits the fault to prompts containing it; ``faults`` maps prompt
 substrings to faults (one server failing each question its own way); ``delay`` slows every
@@ -169,6 +171,13 @@ class FakeOpenAI:
                 else:
                     choice = {"index": 0, "text": text, "finish_reason": "stop", "logprobs": None}
                     obj = "text_completion"
+                if fault in ("null_text", "no_text"):
+                    holder = choice["message"] if chat else choice
+                    field = "content" if chat else "text"
+                    if fault == "null_text":
+                        holder[field] = None
+                    else:
+                        del holder[field]
                 out = {"id": "cmpl-1", "object": obj, "created": 0, "model": MODEL, "choices": [choice]}
                 out["usage"] = usage
                 return self._send(200, json.dumps(out).encode())
