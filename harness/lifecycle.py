@@ -29,7 +29,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from harness.secrets import redact
 from harness.store import RunRecord, Store, this_owner
@@ -117,6 +117,7 @@ def create_run(
     command: str | None = None,
     n_expected: int = 0,
     owned: bool = False,
+    runtime: dict[str, Any] | None = None,
 ) -> str:
     """Insert the ``running`` row of a new run and return its id. ``command``: default this
     process's command line; ``owned``: record this process as the owner (a run ``--resume`` may
@@ -137,7 +138,7 @@ def create_run(
             bench=bench,
             label=label,
             git_commit=git_commit(),
-            versions_json=json.dumps(versions()),
+            versions_json=json.dumps({**versions(), **(runtime or {})}),
             command=command_line() if command is None else command,  # the store redacts it
             n_expected=n_expected,
             owner_pid=pid,
@@ -148,10 +149,19 @@ def create_run(
 
 
 def create_train_run(
-    store: Store, *, prefix: str, method: Method, recipe, protocol: Protocol, model: str, label: str
+    store: Store,
+    *,
+    prefix: str,
+    method: Method,
+    recipe,
+    protocol: Protocol,
+    model: str,
+    label: str,
+    runtime: dict[str, Any] | None = None,
 ) -> str:
     """The ``train`` run row of ``harness train`` / ``harness sft``: the transformers backend, the
-    method's spec hash under the rollout ``protocol`` with the recipe as the spec's JSON."""
+    method's spec hash under the rollout ``protocol`` with the recipe as the spec's JSON;
+    ``runtime`` (where it runs: :func:`harness.device.describe_device`) joins the versions."""
     return create_run(
         store,
         run_id=new_run_id(f"{prefix}-{method.name}"),
@@ -164,6 +174,7 @@ def create_train_run(
         method_spec_json=recipe.model_dump_json(),
         bench=recipe.bench,
         label=label,
+        runtime=runtime,
     )
 
 

@@ -81,6 +81,9 @@ class BackendSpec(BaseModel):
     api_key_env: str = "OPENAI_API_KEY"
     stop_mode: Literal["auto", "server", "client"] = "auto"
     dtype: Dtype = "float32"
+    # transformers only: auto / cpu / cuda / cuda:N (harness.device); "auto" is the first GPU
+    # torch sees, else the CPU
+    device: str = "auto"
     threads: int | None = Field(default=None, ge=1)
     max_batch_size: int | None = Field(default=None, ge=1)
     draft: Literal["none", "ngram"] = "none"

@@ -10,10 +10,15 @@ prompts, 128 new tokens, a busy machine) our loop ran at 18.3 / 51.4 tokens/s at
 
 Sampling: ``repetition_penalty`` first (transformers' own processor, over the prompt and the
 generated ids, as ``generate`` applies it); then ``temperature == 0`` is greedy (argmax); otherwise
-temperature, then top-k, then top-p, then a draw from a per-prompt ``torch.Generator`` seeded
-with ``seed + index of the prompt in the call``; so a seed reproduces a call exactly, whatever
-``max_batch_size`` is, and identical prompts in one call (a GRPO group) get different samples.
-``seed=None`` draws fresh seeds.
+temperature, then top-k, then top-p, then a draw from a per-prompt ``torch.Generator`` on the
+model's device seeded with ``seed + index of the prompt in the call``; so a seed reproduces a call
+exactly on one device, whatever ``max_batch_size`` is, and identical prompts in one call (a GRPO
+group) get different samples. ``seed=None`` draws fresh seeds.
+
+Device (``BackendSpec.device``, :mod:`harness.device`): a model the backend loads goes there; a
+model handed in (the trainer's policy) stays where it is. Every tensor of the decoding loop is
+created on the model's device, and a step reads the picked tokens back to the host once (one
+``tolist`` for the batch, not one read per row), since the stop scan is host code.
 
 Threads: ``torch.set_num_threads`` from the spec, else ``$OMP_NUM_THREADS``, else 1 (two torch
 threads on a busy 2-core machine were 6-15x slower than one, measured on SmolLM2 decoding).
@@ -90,9 +95,12 @@ class TransformersBackend(HFTokenizerMixin, TokenBackend):
 
             os.environ.setdefault("HF_HUB_OFFLINE", "1")
             self.path: Path | None = resolve_model(spec.model)
-            dtype = "auto" if spec.dtype == "auto" else getattr(torch, spec.dtype)
+            from harness.device import resolve_device, resolve_dtype
+
+            device = resolve_device(spec.device)
+            dtype = resolve_dtype(spec.dtype, device)
             tokenizer = AutoTokenizer.from_pretrained(str(self.path))
-            model = AutoModelForCausalLM.from_pretrained(str(self.path), dtype=dtype)
+            model = AutoModelForCausalLM.from_pretrained(str(self.path), dtype=dtype).to(device)
             model.eval()
         else:
             if tokenizer is None:
@@ -131,6 +139,7 @@ class TransformersBackend(HFTokenizerMixin, TokenBackend):
             "model": canonical_name(self.spec.model) if self.path is not None else "in-memory",
             "path": str(self.path) if self.path is not None else None,
             "dtype": str(next(self.model.parameters()).dtype).removeprefix("torch."),
+            "device": str(next(self.model.parameters()).device),
             "revision": self._revision,
             "threads": torch.get_num_threads(),
             "max_batch_size": self.spec.batch_limit,
@@ -203,19 +212,19 @@ class TransformersBackend(HFTokenizerMixin, TokenBackend):
         reuse = [max(0, len(p) - suffix) for p in prompts]
         past = max(reuse)
         width = past + suffix
-        input_ids = torch.full((n, suffix), self.pad_id, dtype=torch.long)
-        attn = torch.zeros((n, width), dtype=torch.long)
+        rows_ids, rows_attn = [], []
         for r, p in enumerate(prompts):
             new = p[reuse[r] :]
-            input_ids[r, suffix - len(new) :] = torch.tensor(new, dtype=torch.long)
-            attn[r, width - len(p) :] = 1
-        input_ids, attn = input_ids.to(device), attn.to(device)
+            rows_ids.append([self.pad_id] * (suffix - len(new)) + new)
+            rows_attn.append([0] * (width - len(p)) + [1] * len(p))
+        input_ids = torch.tensor(rows_ids, dtype=torch.long, device=device)
+        attn = torch.tensor(rows_attn, dtype=torch.long, device=device)
         pos = (attn.cumsum(-1) - 1).clamp(min=0)
         cache = None
         if past:
             cache = _batch_cache([b[0] for b in bases], reuse, past, device)
 
-        gens = [torch.Generator(device="cpu").manual_seed(s) for s in seeds] if not sampling.greedy else []
+        gens = [torch.Generator(device=device).manual_seed(s) for s in seeds] if not sampling.greedy else []
         scanners = [StopScanner(stop, self.detokenize) for _ in range(n)]
         generated: list[list[int]] = [[] for _ in range(n)]
         eos_hit = [False] * n
@@ -242,18 +251,19 @@ class TransformersBackend(HFTokenizerMixin, TokenBackend):
             # with the id vocab_size, which the processor maps past the vocabulary and drops.
             penalty = RepetitionPenaltyLogitsProcessor(float(sampling.repetition_penalty))
             vocab = logits.shape[-1]
-            seen = torch.full((n, max(len(p) for p in prompts)), vocab, dtype=torch.long)
-            for r, p in enumerate(prompts):
-                seen[r, : len(p)] = torch.tensor(p, dtype=torch.long)
-            seen = seen.to(device)
+            width_seen = max(len(p) for p in prompts)
+            seen = torch.tensor(
+                [p + [vocab] * (width_seen - len(p)) for p in prompts], dtype=torch.long, device=device
+            )
         entries: list[_Entry] = []
         for step in range(max_new_tokens):
             if penalty is not None:
                 logits = penalty(seen, logits.float())  # float32, as generate() has its logits
             next_ids = _pick(logits, sampling, [gens[r] for r in active] if gens else None)
+            picked = next_ids.tolist()  # the step's one device -> host read
             keep: list[int] = []
             for j, r in enumerate(active):
-                tok = int(next_ids[j])
+                tok = picked[j]
                 generated[r].append(tok)
                 if tok in self.eos_ids:
                     eos_hit[r] = True
@@ -319,7 +329,9 @@ class _Entry:
 
         n = len(ids)
         kv = [(la.keys[row, :, -n:, :].clone(), la.values[row, :, -n:, :].clone()) for la in cache.layers]
-        return cls(torch.tensor(ids, dtype=torch.long), kv)
+        # cpu: the ids are a lookup key compared on the host (PrefixCache.match); the KV stays on
+        # the model's device
+        return cls(torch.tensor(ids, dtype=torch.long, device="cpu"), kv)
 
 
 class PrefixCache:
@@ -354,7 +366,7 @@ class PrefixCache:
 
         if not self.entries or len(ids) < 2:
             return None, 0
-        q = torch.tensor(ids, dtype=torch.long)
+        q = torch.tensor(ids, dtype=torch.long, device="cpu")  # cpu: compared with the CPU keys
         best, best_n = None, 0
         for e in self.entries.values():
             m = min(e.length, len(ids) - 1)

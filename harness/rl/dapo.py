@@ -116,8 +116,8 @@ class ThresholdFilter:
         for g in groups:
             v = g[self.metric]
             # bounds in the values' dtype: an F1 of 0.1 stored as float32 is not "above 0.1"
-            lower = torch.tensor(self.lower, dtype=v.dtype)
-            upper = torch.tensor(self.upper, dtype=v.dtype)
+            lower = torch.tensor(self.lower, dtype=v.dtype, device=v.device)
+            upper = torch.tensor(self.upper, dtype=v.dtype, device=v.device)
             keep.append(bool((v.max() > lower).item() and (v.min() < upper).item()))
         return keep
 

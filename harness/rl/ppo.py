@@ -28,6 +28,7 @@ from torch import Tensor, nn
 from harness.errors import ConfigError
 from harness.rl.losses import agg_loss
 from harness.rl.masked import masked_mean
+from harness.rl.sequences import pack_sequences
 
 
 class ValueModel(nn.Module):
@@ -56,6 +57,9 @@ class ValueModel(nn.Module):
         for p in backbone.parameters():
             p.requires_grad_(True)
         model = cls(backbone, policy.config.hidden_size)
+        # the head is created on the CPU in float32 (forward casts the hidden states to it): onto
+        # the backbone's device
+        model.head.to(next(backbone.parameters()).device)
         model.train()
         return model
 
@@ -70,9 +74,7 @@ def sequence_values(
     critic: ValueModel, prompts: list[list[int]], responses: list[list[int]], *, pad_id: int
 ) -> Tensor:
     """Values (B, T) of the state before each response token (prompt left-padded, response
-    right-padded: the layout of :func:`harness.rl.trainer.sequence_logprobs`)."""
-    from harness.rl.trainer import pack_sequences
-
+    right-padded: the layout of :func:`harness.rl.sequences.sequence_logprobs`)."""
     packed = pack_sequences(critic, prompts, responses, pad_id=pad_id)
     v = critic(packed.input_ids, packed.attention, packed.position_ids)
     return v[:, packed.prompt_len - 1 : packed.prompt_len - 1 + packed.response_len]

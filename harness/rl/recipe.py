@@ -97,7 +97,10 @@ class Recipe(_Strict):
     reward_stages: tuple[RewardStage, ...] = (RewardStage(start_step=0, reward="default"),)
     aux_models: dict[str, BackendSpec] = {}  # role ("reader", "judge", "embedder") -> model
     lora: LoraConfig | None = None
-    dtype: Literal["float32", "bfloat16"] = "float32"
+    dtype: Literal["auto", "float32", "bfloat16"] = "float32"
+    # recompute each layer's activations in the backward pass (transformers' gradient
+    # checkpointing): less memory for more compute; TRL's GRPOConfig turns it on by default
+    gradient_checkpointing: bool = False
     seed: int = 0
     save_every: int = Field(default=0, ge=0)  # 0: only the final checkpoint
     split: str | None = None

@@ -194,7 +194,8 @@ def train_sft(
 ) -> list[dict[str, float]]:
     """Minimise the token-mean NLL of the model tokens (loss mask 1) of ``trajectories``;
     returns the per-optimizer-step metrics (``sft/loss``, ``sft/tokens``, ``lr``, ``grad_norm``)."""
-    from harness.rl.trainer import sequence_logprobs
+    from harness.rl.sequences import sequence_logprobs
+    from harness.rl.trainer import loss_masks
 
     if not trajectories:
         raise ConfigError("no demonstrations to train on")
@@ -213,10 +214,7 @@ def train_sft(
         for b0 in range(0, len(order), cfg.batch_size):
             t0 = time.perf_counter()
             batch = [trajectories[i] for i in order[b0 : b0 + cfg.batch_size]]
-            t_len = max(len(t.response_ids or []) for t in batch)
-            mask = torch.zeros(len(batch), t_len)
-            for i, t in enumerate(batch):
-                mask[i, : len(t.loss_mask or [])] = torch.tensor(t.loss_mask or [], dtype=torch.float32)
+            mask = loss_masks(batch, device=next(policy.parameters()).device)
             units = agg_units(mask, "token-mean")
             opt.zero_grad(set_to_none=True)
             total = 0.0
@@ -265,13 +263,16 @@ def run_sft(
     out: Path,
     db: Path,
     log: Callable[[str], None],
+    device: str = "auto",
 ) -> tuple[Path, str]:
     """``harness sft`` end to end: roll out the recipe's demonstrations in the method's own
     dialect (with ``protocol``'s environment and the RL rollout budgets), write them to
     ``out/demonstrations.jsonl``, train, save the final checkpoint; the run row goes through
-    :mod:`harness.lifecycle`. Returns (checkpoint dir, run id)."""
+    :mod:`harness.lifecycle`. Returns (checkpoint dir, run id). ``device``: see
+    :mod:`harness.device`."""
     import json
 
+    from harness.device import describe_device, resolve_device
     from harness.lifecycle import create_train_run, running
     from harness.llm.base import BackendSpec
     from harness.llm.transformers_backend import TransformersBackend
@@ -293,7 +294,8 @@ def run_sft(
     if cfg.n_questions is not None:
         examples = examples[: cfg.n_questions]
     torch.manual_seed(recipe.seed)
-    policy, _, tok = load_policy(model, recipe, with_reference=False)
+    dev = resolve_device(device)
+    policy, _, tok = load_policy(model, recipe, with_reference=False, device=dev)
     backend = TransformersBackend.from_model(policy, tok, BackendSpec(kind="transformers", model=model))
     retriever = CachedRetriever(make_protocol_retriever(rp, corpus), ResultCache.default())
     t0 = time.perf_counter()
@@ -319,6 +321,7 @@ def run_sft(
         protocol=rp,
         model=model,
         label=f"sft recipe {recipe.name}",
+        runtime=describe_device(dev),
     )
     pad_id = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
     with running(store, run_id):

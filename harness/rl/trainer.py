@@ -45,9 +45,10 @@ from harness.protocol import Protocol
 from harness.rl.advantages import AdvantageBatch, compute_advantages, gae_advantages_returns
 from harness.rl.dapo import DynamicSampler, GroupRewards, overlong_penalty
 from harness.rl.kl import kl_loss, kl_penalty_reward, kl_values
-from harness.rl.losses import agg_loss, agg_units, entropy_from_logits, log_probs_from_logits, policy_loss
+from harness.rl.losses import agg_loss, agg_units, policy_loss
 from harness.rl.masked import masked_mean
 from harness.rl.recipe import Recipe
+from harness.rl.sequences import sequence_logprobs
 from harness.types import QAExample, SamplingParams, Trajectory
 
 
@@ -109,101 +110,6 @@ def _lr_lambda(recipe: Recipe, total_updates: int) -> Callable[[int], float]:
     return f
 
 
-@dataclass(frozen=True)
-class Packed:
-    """A batch of (prompt, response) pairs laid out for one forward: prompts left-padded to
-    ``prompt_len``, responses right-padded to ``response_len``; ``labels`` are the response ids."""
-
-    input_ids: torch.Tensor
-    attention: torch.Tensor
-    position_ids: torch.Tensor
-    labels: torch.Tensor
-    prompt_len: int
-    response_len: int
-
-
-def pack_sequences(
-    model: Any, prompts: list[list[int]], responses: list[list[int]], *, pad_id: int
-) -> Packed:
-    """The layout the policy (:func:`sequence_logprobs`) and the critic
-    (:func:`harness.rl.ppo.sequence_values`) share, on ``model``'s device."""
-    p_len = max(len(p) for p in prompts)
-    t_len = max(max(len(r) for r in responses), 1)
-    ids, attn, labels = [], [], []
-    for p, r in zip(prompts, responses, strict=True):
-        pad_l, pad_r = p_len - len(p), t_len - len(r)
-        ids.append([pad_id] * pad_l + p + r + [pad_id] * pad_r)
-        attn.append([0] * pad_l + [1] * (len(p) + len(r)) + [0] * pad_r)
-        labels.append(r + [pad_id] * pad_r)
-    device = next(model.parameters()).device
-    attention = torch.tensor(attn, device=device)
-    return Packed(
-        input_ids=torch.tensor(ids, device=device),
-        attention=attention,
-        position_ids=(attention.cumsum(-1) - 1).clamp(min=0),
-        labels=torch.tensor(labels, device=device),
-        prompt_len=p_len,
-        response_len=t_len,
-    )
-
-
-def sequence_logprobs(
-    model: Any,
-    prompts: list[list[int]],
-    responses: list[list[int]],
-    *,
-    pad_id: int,
-    temperature: float,
-    with_entropy: bool,
-    mask: torch.Tensor | None = None,
-    entropy_grad: bool = True,
-    keep: torch.Tensor | None = None,
-) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """Log-probs (B, T) of each response token under ``model`` given its prompt and the response
-    so far, at the sampling temperature; prompts are left-padded, responses right-padded, and
-    only the response positions' logits are computed (``logits_to_keep``).
-
-    ``keep`` (B, T'), T' <= T: only the response columns where some row's ``keep`` is non-zero get
-    logits; every other position's log-prob is returned as 0. A search trajectory is mostly
-    observation tokens (loss mask 0), and the (B, T, V) vocabulary projection and log-softmax over
-    them were a large share of a step with 500-token observations. Entropy (``with_entropy``) is
-    then computed on the kept columns only, where ``mask`` is non-zero."""
-    pk = pack_sequences(model, prompts, responses, pad_id=pad_id)
-    t_len = pk.response_len
-    cols = None  # every response column
-    if keep is not None:
-        cols = torch.nonzero(keep.bool().any(0)).flatten()
-        cols = cols[cols < t_len]
-    out = model(
-        input_ids=pk.input_ids,
-        attention_mask=pk.attention,
-        position_ids=pk.position_ids,
-        logits_to_keep=t_len + 1 if cols is None else cols + (pk.prompt_len - 1),
-    )
-    logits = (out.logits[:, :t_len, :] if cols is None else out.logits).float()
-    if temperature != 1.0:
-        logits = logits / temperature
-    logp = log_probs_from_logits(logits, pk.labels if cols is None else pk.labels[:, cols])
-    ent = None
-    if with_entropy and mask is not None:
-        # entropy is a (B, T, V) computation: it keeps its activations for the backward pass only
-        # when it is part of the loss; as a logged metric it costs no graph memory
-        with torch.set_grad_enabled(torch.is_grad_enabled() and entropy_grad):
-            m = mask if cols is None else torch.nn.functional.pad(mask, (0, t_len - mask.shape[1]))[:, cols]
-            ent = entropy_from_logits(logits, m)
-    if cols is None:
-        return logp, ent
-
-    def spread(x: torch.Tensor | None) -> torch.Tensor | None:  # kept columns back into (B, T), 0 elsewhere
-        if x is None:
-            return None
-        full = x.new_zeros(pk.labels.shape)
-        full[:, cols] = x
-        return full
-
-    return spread(logp), spread(ent)
-
-
 class Trainer:
     def __init__(
         self,
@@ -222,7 +128,10 @@ class Trainer:
         examples: list[QAExample] | None = None,
         run_id: str = "",
         data_dir: Path | None = None,
+        device: str = "auto",
     ):
+        from harness.device import resolve_device
+
         self.method = method
         self.recipe = recipe
         self.model_name = model
@@ -238,15 +147,16 @@ class Trainer:
         self.algo = recipe.algo
         self.run_id = run_id
         self.data_dir = data_dir
+        self.device = resolve_device(device)
 
     # -- set-up ------------------------------------------------------------------------------
     def _load_policy(self) -> tuple[Any, Any, Any]:
         policy, ref, tok = load_policy(
-            self.model_name, self.recipe, with_reference=self.algo.needs_reference_model
+            self.model_name, self.recipe, with_reference=self.algo.needs_reference_model, device=self.device
         )
         if self.resume and (self.out_dir / "checkpoint" / "trainer_state.pt").exists():
             state_dir = self.out_dir / "checkpoint"
-            weights = torch.load(state_dir / "policy_state.pt", map_location="cpu", weights_only=True)
+            weights = torch.load(state_dir / "policy_state.pt", map_location=self.device, weights_only=True)
             policy.load_state_dict(weights)
         policy.train()
         return policy, ref, tok
@@ -270,11 +180,12 @@ class Trainer:
         reward_name = self.recipe.reward_at(step)
         rctx = RewardContext(step=step, models=self.aux_models, total_steps=self.recipe.steps)
         rewards = self.method.rewards(trajs, name=reward_name, ctx=rctx)
-        totals = torch.tensor([r.total for r in rewards], dtype=torch.float32)
+        dev = self.device
+        totals = torch.tensor([r.total for r in rewards], dtype=torch.float32, device=dev)
         outcome = totals.clone()
         ov = self.algo.overlong
         if ov.soft_penalty:
-            lengths = torch.tensor([sum(t.loss_mask or []) for t in trajs])
+            lengths = torch.tensor([sum(t.loss_mask or []) for t in trajs], device=dev)
             totals = totals + overlong_penalty(
                 lengths, max_len=ov.max_len, cache_len=ov.cache_len, penalty_factor=ov.penalty_factor
             )
@@ -284,7 +195,9 @@ class Trainer:
             sl = slice(i * g, (i + 1) * g)
             values = {"total": totals[sl], "outcome": outcome[sl]}
             for n in names:
-                values[n] = torch.tensor([r.components.get(n, 0.0) for r in rewards[sl]], dtype=torch.float32)
+                values[n] = torch.tensor(
+                    [r.components.get(n, 0.0) for r in rewards[sl]], dtype=torch.float32, device=dev
+                )
             groups.append(Group(e, trajs[sl], rewards[sl], GroupRewards(values)))
         return groups
 
@@ -320,14 +233,17 @@ class Trainer:
         start_step = 0
         state_path = self.out_dir / "checkpoint" / "trainer_state.pt"
         if self.resume and state_path.exists():
-            st = torch.load(state_path, map_location="cpu", weights_only=False)
+            # optimizer state onto the policy's device; the RNG state and data order stay CPU objects
+            st = torch.load(state_path, map_location=self.device, weights_only=False)
             opt.load_state_dict(st["optimizer"])
             sched.load_state_dict(st["scheduler"])
             start_step, pos, order = st["step"], st["pos"], st["order"]
-            torch.set_rng_state(st["torch_rng"])
+            torch.set_rng_state(st["torch_rng"].cpu())  # cpu: torch's CPU generator state
             if critic is not None:
                 critic.model.load_state_dict(
-                    torch.load(state_path.parent / "critic_state.pt", map_location="cpu", weights_only=True)
+                    torch.load(
+                        state_path.parent / "critic_state.pt", map_location=self.device, weights_only=True
+                    )
                 )
                 critic.opt.load_state_dict(st["critic_optimizer"])
                 critic.sched.load_state_dict(st["critic_scheduler"])
@@ -454,16 +370,14 @@ class Trainer:
     ) -> dict[str, float]:
         a = self.algo
         trajs = [t for g in groups for t in g.trajectories]
-        gids = torch.tensor([i for i, g in enumerate(groups) for _ in g.trajectories], dtype=torch.long)
+        dev = self.device
+        gids = torch.tensor(
+            [i for i, g in enumerate(groups) for _ in g.trajectories], dtype=torch.long, device=dev
+        )
         prompts = [list(t.prompt_ids or []) for t in trajs]
         responses = [list(t.response_ids or []) for t in trajs]
-        t_len = max(max(len(r) for r in responses), 1)
-        mask = torch.zeros(len(trajs), t_len)
-        for i, t in enumerate(trajs):
-            lm = t.loss_mask or []
-            if a.overlong.filter_truncated and t.extraction_status == "truncated":
-                continue
-            mask[i, : len(lm)] = torch.tensor(lm, dtype=torch.float32)
+        mask = loss_masks(trajs, device=dev, drop_truncated=a.overlong.filter_truncated)
+        t_len = mask.shape[1]
         scores = torch.cat([g.group_rewards["total"] for g in groups])
         mb = self.recipe.micro_batch_size
         chunks = [list(range(i, min(i + mb, len(trajs)))) for i in range(0, len(trajs), mb)]
@@ -725,18 +639,27 @@ class Trainer:
         save_final(policy, tok, self.out_dir, self.recipe, self.method.name, self.model_name, log=self.log)
 
 
-def load_policy(model_name: str, recipe: Recipe, *, with_reference: bool) -> tuple[Any, Any, Any]:
-    """(policy, frozen reference copy or None, tokenizer) of ``model_name`` in the recipe's dtype,
-    with the recipe's LoRA adapters when it has them (the reference is then the adapter-free base,
-    so no copy is made)."""
+def load_policy(
+    model_name: str, recipe: Recipe, *, with_reference: bool, device: Any = "cpu"
+) -> tuple[Any, Any, Any]:
+    """(policy, frozen reference copy or None, tokenizer) of ``model_name`` in the recipe's dtype
+    (``auto``: :func:`harness.device.resolve_dtype`) on ``device``, with the recipe's LoRA adapters
+    when it has them (the reference is then the adapter-free base, so no copy is made) and
+    gradient checkpointing when the recipe asks for it."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
+    from harness.device import resolve_device, resolve_dtype
     from harness.llm.model_files import resolve_model
 
+    device = resolve_device(device) if isinstance(device, str) else device
     base_dir = resolve_model(model_name)
-    dtype = getattr(torch, recipe.dtype)
+    dtype = resolve_dtype(recipe.dtype, device)
     tok = AutoTokenizer.from_pretrained(str(base_dir))
-    policy = AutoModelForCausalLM.from_pretrained(str(base_dir), dtype=dtype)
+    policy = AutoModelForCausalLM.from_pretrained(str(base_dir), dtype=dtype).to(device)
+    if recipe.gradient_checkpointing:
+        # non-reentrant: works with frozen embeddings (LoRA) without enable_input_require_grads
+        policy.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        policy.config.use_cache = False
     ref = None
     if with_reference and recipe.lora is None:
         ref = copy.deepcopy(policy).eval()
@@ -760,6 +683,19 @@ def load_policy(model_name: str, recipe: Recipe, *, with_reference: bool) -> tup
         )
     policy.train()
     return policy, ref, tok
+
+
+def loss_masks(trajs: list[Trajectory], *, device: Any, drop_truncated: bool = False) -> torch.Tensor:
+    """(B, T) float loss masks of ``trajs`` (1 on model tokens, 0 on observations and padding), on
+    ``device``; ``drop_truncated``: a truncated trajectory's row is all 0 (DAPO's overlong filter)."""
+    t_len = max(max(len(t.response_ids or []) for t in trajs), 1)
+    rows = [
+        [0.0] * t_len
+        if drop_truncated and t.extraction_status == "truncated"
+        else list(map(float, t.loss_mask or [])) + [0.0] * (t_len - len(t.loss_mask or []))
+        for t in trajs
+    ]
+    return torch.tensor(rows, dtype=torch.float32, device=device)
 
 
 def training_examples(recipe: Recipe, data_dir: Path | None = None) -> list[QAExample]:

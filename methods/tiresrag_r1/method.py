@@ -599,10 +599,11 @@ class TiresRAG(TrainableMethod):
         if v.penalty == "none" and not v.difficulty:
             return None
         b = len(rewards)
-        pen = torch.zeros(b, dtype=torch.float64)
-        weight = torch.ones(b, dtype=torch.float64)
+        dev = group.device  # the trainer's device: every tensor here meets the advantages there
+        pen = torch.zeros(b, dtype=torch.float64, device=dev)
+        weight = torch.ones(b, dtype=torch.float64, device=dev)
         comp = {
-            k: torch.tensor([r.components[k] for r in rewards], dtype=torch.float64)
+            k: torch.tensor([r.components[k] for r in rewards], dtype=torch.float64, device=dev)
             for k in ("f1", "thinking", "sufficiency", "a_t")
         }
         for g in torch.unique(group):

@@ -1,0 +1,212 @@
+"""Sequence layout and per-token log-probs for the trainer, SFT and PPO's critic.
+
+A batch of (prompt, response) pairs is laid out for one forward (:func:`pack_sequences`): prompts
+left-padded to one width, responses right-padded, on the model's device. :func:`sequence_logprobs`
+runs the model's backbone once and projects only the response positions it is asked for through
+the LM head, in chunks of tokens, each chunk under activation checkpointing: the (B, T, V) logits
+are never materialised, and the backward pass keeps only the hidden states (it recomputes each
+chunk's logits). On SmolLM2's 49,152-token vocabulary a (32, 128, V) float32 logits tensor is
+805 MB, and the log-softmax, entropy and temperature copies of it that autograd kept were most of
+a GRPO step's peak memory. TRL's ``add_fused_lm_head`` (trl/trainer/utils.py, TRL 1.16) does the
+same with a hand-written autograd function; this module uses torch's own checkpointing, so the
+gradient is autograd's, not ours.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch.nn import functional as F  # noqa: N812
+from torch.utils.checkpoint import checkpoint
+
+from harness.errors import ConfigError
+
+# float32 logits held at once per chunk (elements): 2**26 = 256 MB; a chunk is this many logits'
+# worth of tokens (1,365 tokens at SmolLM2's vocabulary, 441 at Qwen2.5's 151,936)
+CHUNK_LOGITS = 1 << 26
+
+
+@dataclass(frozen=True)
+class Packed:
+    """A batch of (prompt, response) pairs laid out for one forward: prompts left-padded to
+    ``prompt_len``, responses right-padded to ``response_len``; ``labels`` are the response ids."""
+
+    input_ids: torch.Tensor
+    attention: torch.Tensor
+    position_ids: torch.Tensor
+    labels: torch.Tensor
+    prompt_len: int
+    response_len: int
+
+
+def pack_sequences(
+    model: Any, prompts: list[list[int]], responses: list[list[int]], *, pad_id: int
+) -> Packed:
+    """The layout the policy (:func:`sequence_logprobs`) and the critic
+    (:func:`harness.rl.ppo.sequence_values`) share, on ``model``'s device."""
+    p_len = max(len(p) for p in prompts)
+    t_len = max(max(len(r) for r in responses), 1)
+    ids, attn, labels = [], [], []
+    for p, r in zip(prompts, responses, strict=True):
+        pad_l, pad_r = p_len - len(p), t_len - len(r)
+        ids.append([pad_id] * pad_l + p + r + [pad_id] * pad_r)
+        attn.append([0] * pad_l + [1] * (len(p) + len(r)) + [0] * pad_r)
+        labels.append(r + [pad_id] * pad_r)
+    device = next(model.parameters()).device
+    attention = torch.tensor(attn, device=device)
+    return Packed(
+        input_ids=torch.tensor(ids, device=device),
+        attention=attention,
+        position_ids=(attention.cumsum(-1) - 1).clamp(min=0),
+        labels=torch.tensor(labels, device=device),
+        prompt_len=p_len,
+        response_len=t_len,
+    )
+
+
+def causal_lm_parts(model: Any) -> tuple[Any, Any, float, float | None]:
+    """(backbone, LM head, logit scale, final logit soft-cap) of a transformers causal LM, or of
+    the model a peft wrapper holds (its layers carry the adapters)."""
+    core = model.get_base_model() if hasattr(model, "get_base_model") else model
+    backbone = getattr(core, getattr(core, "base_model_prefix", "model"), None)
+    head = core.get_output_embeddings() if hasattr(core, "get_output_embeddings") else None
+    if backbone is None or head is None or not isinstance(head, torch.nn.Linear):
+        raise ConfigError(
+            f"{type(core).__name__}: no backbone and linear LM head found; the trainer needs a "
+            "transformers causal LM (AutoModelForCausalLM)"
+        )
+    cfg = core.config.get_text_config() if hasattr(core.config, "get_text_config") else core.config
+    scale = getattr(cfg, "logit_scale", None)
+    return (
+        backbone,
+        head,
+        1.0 if scale is None else float(scale),
+        getattr(cfg, "final_logit_softcapping", None),
+    )
+
+
+def _head_chunk(
+    hidden: torch.Tensor,
+    weight: torch.Tensor,
+    bias: torch.Tensor | None,
+    labels: torch.Tensor,
+    scale: float,
+    softcap: float | None,
+    want_entropy: bool,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Log-prob of ``labels`` and entropy (zeros unless ``want_entropy``) for ``n`` hidden states;
+    the logits are float32 whatever the model's dtype (as verl and TRL compute them)."""
+    z = F.linear(hidden, weight, bias).float()
+    if softcap is not None:
+        z = torch.tanh(z / softcap) * softcap
+    z = z * scale
+    lse = torch.logsumexp(z, dim=-1)
+    logp = z.gather(-1, labels.unsqueeze(-1)).squeeze(-1) - lse
+    if not want_entropy:
+        return logp, torch.zeros_like(logp)
+    ent = lse - (torch.softmax(z, dim=-1) * z).sum(dim=-1)
+    return logp, ent
+
+
+def token_logprobs(
+    hidden: torch.Tensor,
+    head: torch.nn.Linear,
+    labels: torch.Tensor,
+    *,
+    scale: float = 1.0,
+    softcap: float | None = None,
+    with_entropy: bool = False,
+    entropy_grad: bool = True,
+    chunk_tokens: int | None = None,
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """Per-token log-probs (and entropies) of ``labels`` (N,) from ``hidden`` (N, H) through
+    ``head``, ``chunk_tokens`` tokens at a time (default: :data:`CHUNK_LOGITS` logits' worth).
+    With gradients on, each chunk runs under non-reentrant checkpointing, so its logits are
+    recomputed in the backward pass instead of being kept. ``scale`` multiplies the logits
+    (1 / temperature, times any logit scale of the model)."""
+    n = hidden.shape[0]
+    step = chunk_tokens or max(1, CHUNK_LOGITS // head.weight.shape[0])
+    grad = torch.is_grad_enabled()
+    logps, ents = [], []
+    for s in range(0, n, step):
+        args = (
+            hidden[s : s + step],
+            head.weight,
+            head.bias,
+            labels[s : s + step],
+            scale,
+            softcap,
+            with_entropy,
+        )
+        if grad:
+            lp, en = checkpoint(_head_chunk, *args, use_reentrant=False)
+        else:
+            lp, en = _head_chunk(*args)
+        logps.append(lp)
+        ents.append(en if entropy_grad else en.detach())
+    if not logps:  # nothing selected: an empty result still connected to the graph, so a
+        # micro-batch whose loss mask is all 0 contributes a differentiable 0
+        empty = hidden.sum(-1).float()
+        return empty, (empty if with_entropy else None)
+    logp = torch.cat(logps)
+    return logp, (torch.cat(ents) if with_entropy else None)
+
+
+def sequence_logprobs(
+    model: Any,
+    prompts: list[list[int]],
+    responses: list[list[int]],
+    *,
+    pad_id: int,
+    temperature: float,
+    with_entropy: bool,
+    mask: torch.Tensor | None = None,
+    entropy_grad: bool = True,
+    keep: torch.Tensor | None = None,
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """Log-probs (B, T) of each response token under ``model`` given its prompt and the response
+    so far, at the sampling temperature; prompts are left-padded, responses right-padded.
+
+    ``keep`` (B, T'), T' <= T: only the positions where ``keep`` is non-zero go through the LM
+    head; every other position's log-prob is returned as 0. A search trajectory is mostly
+    observation tokens (loss mask 0), and the vocabulary projection over them was a large share
+    of a step with 500-token observations. ``keep=None``: every response position.
+
+    ``with_entropy`` and a ``mask``: the per-token entropy (B, T) at the same temperature, 0 where
+    ``mask`` is 0; it is part of the autograd graph only with ``entropy_grad`` (as a logged metric
+    it costs no graph memory)."""
+    pk = pack_sequences(model, prompts, responses, pad_id=pad_id)
+    b, t_len = pk.labels.shape
+    backbone, head, scale, softcap = causal_lm_parts(model)
+    sel = torch.ones_like(pk.labels, dtype=torch.bool)
+    if keep is not None:
+        k = keep.to(device=sel.device).bool()[:, :t_len]
+        sel = F.pad(k, (0, t_len - k.shape[1]))
+    hidden = backbone(
+        input_ids=pk.input_ids,
+        attention_mask=pk.attention,
+        position_ids=pk.position_ids,
+        use_cache=False,
+    ).last_hidden_state
+    # position p - 1 + j holds the distribution of response token j
+    resp = hidden[:, pk.prompt_len - 1 : pk.prompt_len - 1 + t_len]
+    want_ent = with_entropy and mask is not None
+    lp, en = token_logprobs(
+        resp[sel],
+        head,
+        pk.labels[sel],
+        scale=scale / temperature,
+        softcap=softcap,
+        with_entropy=want_ent,
+        entropy_grad=entropy_grad,
+    )
+    logp = torch.zeros(b, t_len, dtype=lp.dtype, device=lp.device).masked_scatter(sel, lp)
+    if not want_ent:
+        return logp, None
+    assert mask is not None and en is not None
+    m = mask.to(device=sel.device).bool()[:, :t_len]
+    m = F.pad(m, (0, t_len - m.shape[1]))
+    ent = torch.zeros(b, t_len, dtype=en.dtype, device=en.device).masked_scatter(sel, en)
+    return logp, ent * m
