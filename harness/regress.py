@@ -62,6 +62,7 @@ class Baseline(BaseModel):
     created_at: str
     tolerance: float = 0.0
     runs: dict[str, str] = {}  # run_id -> the command that produced it (provenance)
+    reasons: list[str] = []  # one line per deliberate update (``--update --reason``), oldest first
     entries: list[BaselineEntry]
 
     @classmethod
@@ -116,6 +117,7 @@ def baseline_from_values(
     tolerance: float = 0.0,
     runs: dict[str, str] | None = None,
     per_question: bool = True,
+    reasons: list[str] | None = None,
 ) -> Baseline:
     """A baseline from :func:`leaderboards.queries.latest_values` rows."""
     entries = []
@@ -140,6 +142,7 @@ def baseline_from_values(
         tolerance=tolerance,
         # a committed file: no credentials, no paths of the machine that wrote it
         runs={run_id: portable_command(redact(command)) for run_id, command in (runs or {}).items()},
+        reasons=list(reasons or []),
         entries=entries,
     )
 

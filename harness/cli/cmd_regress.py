@@ -1,4 +1,5 @@
-"""``harness regress``: fail when a score drops beyond noise against a committed baseline."""
+"""``harness regress``: the regression gate, exact layers first (:mod:`harness.gate`), then the
+model's scores against a committed baseline (:mod:`harness.regress`)."""
 
 from __future__ import annotations
 
@@ -9,48 +10,84 @@ from pathlib import Path
 from harness.cli import add_command
 
 EXAMPLES = """\
-  harness run --method direct,naive_rag --bench mini-multihop --limit 3 --db /tmp/ci.duckdb --no-progress
-  harness regress --against results/baseline.json --db /tmp/ci.duckdb      # exit 1 on a drop
-  harness regress --against results/baseline.json --db /tmp/ci.duckdb --update   # accept the new scores
-  harness regress --against old.json --db results/harness.duckdb --tolerance 0.02
+  harness regress --layers exact                      # specs, retrieval, prompts, extraction: seconds, no model
+  harness run --method direct,cot,naive_rag --bench mini --limit 5 --model qwen2.5-coder-1.5b-instruct \\
+      --batch-size 1 --db /tmp/ci.duckdb --no-progress
+  harness regress --db /tmp/ci.duckdb                  # every layer, the model scores last; exit 1 on a move
+  harness regress --layers exact --update --reason "naive_rag: renderer keeps titles with brackets"
+  harness regress --layers scores --db /tmp/ci.duckdb --update --reason "reader slice: llama.cpp one slot"
+  harness regress --against old.json --db results/harness.duckdb --layers scores --tolerance 0.02
 """
 
 DESCRIPTION = """\
-Compare the latest scores of every (method, model, protocol, dataset, metric) in the database with
-a baseline file, print a markdown table of every comparison, and exit 1 when any fails.
+The regression gate. It checks, in this order, each layer against its committed baseline and
+names the first layer and item that moved (docs/regression-gate.md):
 
-With per-question values in the baseline (what --update writes), the current run is paired with
-the baseline on the same questions: a score fails when the paired-bootstrap 95% interval of
-(current - baseline) lies below zero and the drop exceeds the tolerance. Entries without
-per-question values fail when the mean drops by more than the tolerance. A baseline entry with no
-counterpart in the database (method, dataset or metric missing, or questions missing) fails.
-Keys in the database that the baseline lacks are listed as `new` and do not fail.
+  specs       every registered protocol id and method spec hash
+  retrieval   top-k passage ids and scores of each packaged-corpus retriever on a fixed query set
+  prompts     every method's fully rendered prompt of each turn, replaying recorded model outputs
+              (hashes; the first difference is shown as text)
+  extraction  extracted answers, statuses and every metric on the replayed and recorded outputs
+  scores      the model's scores on the reader slice (--db): paired bootstrap, below
 
-Only runs that ended `complete` are compared (and written by --update): a killed, failed or
-incomplete run (failed samples) is left out, and a baseline entry found only in such a run fails
-with a detail naming it. --include-partial compares them too (their missing questions fail)."""
+The first four (`--layers exact`) run no model and take seconds; they compare exactly against
+--exact-against (results/regress/exact.json). A change that is meant is recorded with --update and
+a one-line --reason, in the same commit as the change.
+
+Scores: the latest scores of every (method, model, protocol, dataset, metric) in the database are
+compared with --against. With per-question values in the baseline (what --update writes), the
+current run is paired with the baseline on the same questions: a score fails when the
+paired-bootstrap 95% interval of (current - baseline) lies below zero and the drop exceeds the
+tolerance. Entries without per-question values fail when the mean drops by more than the
+tolerance. A baseline entry with no counterpart in the database (method, dataset or metric
+missing, or questions missing) fails. Keys in the database that the baseline lacks are listed as
+`new` and do not fail. Only runs that ended `complete` are compared (and written by --update): a
+killed, failed or incomplete run (failed samples) is left out, and a baseline entry found only in
+such a run fails with a detail naming it. --include-partial compares them too (their missing
+questions fail)."""
+
+SCORES = "scores"
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = add_command(
         sub,
         "regress",
-        help="compare the latest scores with a committed baseline (exit 1 on a drop beyond noise)",
+        help="the regression gate: exact layers (specs, retrieval, prompts, extraction), then model scores",
         description=DESCRIPTION,
         examples=EXAMPLES,
         handler=handle,
     )
-    p.add_argument("--against", type=Path, default=Path("results/baseline.json"), help="baseline JSON file")
-    p.add_argument("--db", type=Path, default=Path("results/harness.duckdb"), help="results database")
-    p.add_argument("--update", action="store_true", help="rewrite the baseline from the database")
+    p.add_argument(
+        "--layers",
+        default="all",
+        help="all (default), exact (every layer but scores), or a comma list of "
+        "specs,retrieval,prompts,extraction,scores",
+    )
+    p.add_argument(
+        "--against", type=Path, default=Path("results/baseline.json"), help="score baseline JSON file"
+    )
+    p.add_argument(
+        "--exact-against",
+        type=Path,
+        default=Path("results/regress/exact.json"),
+        help="exact-layer baseline (the prompt texts beside it: <name>.prompts.json.gz)",
+    )
+    p.add_argument(
+        "--db", type=Path, default=None, help="results database of the reader slice (scores layer)"
+    )
+    p.add_argument("--update", action="store_true", help="rewrite the baselines of the chosen layers")
+    p.add_argument("--reason", default=None, help="with --update: one line saying why (kept in the baseline)")
     p.add_argument(
         "--tolerance",
         type=float,
         default=None,
         help="largest drop of a mean that never fails (default: the baseline's own, written by --update; 0)",
     )
-    p.add_argument("--protocol", default=None, help="with --update: only this protocol id")
-    p.add_argument("--output", type=Path, default=None, help="also write the markdown table here")
+    p.add_argument("--protocol", default=None, help="scores with --update: only this protocol id")
+    p.add_argument(
+        "--output", type=Path, default=None, help="also write the report (text, then the score table) here"
+    )
     p.add_argument(
         "--include-partial",
         action="store_true",
@@ -58,12 +95,93 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
 
 
+def parse_layers(value: str) -> list[str]:
+    """``all`` | ``exact`` | a comma list -> layer names in gate order."""
+    from harness.errors import ConfigError
+    from harness.gate.layers import LAYERS
+
+    order = [*LAYERS, SCORES]
+    v = value.strip()
+    if v == "all":
+        return order
+    if v == "exact":
+        return list(LAYERS)
+    names = [x.strip() for x in v.split(",") if x.strip()]
+    bad = [x for x in names if x not in order]
+    if bad or not names:
+        raise ConfigError(
+            f"--layers {value!r}: unknown layer {bad[0] if bad else ''!r}; use all, exact or {','.join(order)}"
+        )
+    return [x for x in order if x in names]
+
+
 def handle(args: argparse.Namespace) -> int:
     from harness.errors import ConfigError
-    from harness.regress import Baseline, baseline_from_values, compare, markdown
-    from leaderboards.queries import latest_runs, latest_values, open_results
 
-    store = open_results(args.db)
+    layers = parse_layers(args.layers)
+    if args.update and not (args.reason or "").strip():
+        raise ConfigError("--update needs --reason '...': one line saying why the baseline changes")
+    if SCORES in layers and args.db is None:
+        raise ConfigError(
+            "the scores layer needs --db (the reader slice's results database, see `harness regress --help`); "
+            "for the model-free layers alone pass --layers exact"
+        )
+    exact = [x for x in layers if x != SCORES]
+    texts: list[str] = []
+    store = None
+    if SCORES in layers:  # a missing or damaged database is refused before any work
+        from leaderboards.queries import open_results
+
+        store = open_results(args.db)
+    rc = 0
+    if exact:
+        rc = max(rc, handle_exact(args, exact, texts))
+    if store is not None:
+        rc = max(rc, handle_scores(args, store, texts))
+    if args.output is not None:
+        args.output.write_text("\n\n".join(texts) + "\n")
+    return rc
+
+
+def handle_exact(args: argparse.Namespace, layers: list[str], texts: list[str]) -> int:
+    from harness import gate
+    from harness.gate.layers import compute
+
+    current = compute(layers)
+    if args.update:
+        old = gate.ExactBaseline.load(args.exact_against) if args.exact_against.is_file() else None
+        new = gate.updated(old, current, args.reason)
+        new.save(
+            args.exact_against,
+            current.prompt_texts if "prompts" in current.items else gate.load_texts(args.exact_against),
+        )
+        n = sum(len(v) for v in current.items.values())
+        print(f"wrote {args.exact_against}: {', '.join(current.items)} ({n} items)", file=sys.stderr)
+        return 0
+    baseline = gate.ExactBaseline.load(args.exact_against)
+    verdicts = gate.compare(baseline, current, baseline_texts=gate.load_texts(args.exact_against))
+    text = gate.report(verdicts)
+    print(text)
+    texts.append(text)
+    first = gate.first_moved(verdicts)
+    if first is not None:
+        layer, item = first
+        print(
+            f"regress: FAILED at layer {layer}"
+            + (f", item {item.key}" if item else "")
+            + f" against {args.exact_against} (intended? --update --reason '...')",
+            file=sys.stderr,
+        )
+        return 1
+    print(f"regress: exact layers passed ({', '.join(layers)}) against {args.exact_against}", file=sys.stderr)
+    return 0
+
+
+def handle_scores(args: argparse.Namespace, store, texts: list[str]) -> int:
+    from harness.errors import ConfigError
+    from harness.regress import Baseline, baseline_from_values, compare, markdown
+    from leaderboards.queries import latest_runs, latest_values
+
     complete_only = not args.include_partial
     values = latest_values(store, args.protocol, complete_only=complete_only)
     partial = latest_values(store, args.protocol, complete_only=False) if complete_only else values
@@ -79,7 +197,10 @@ def handle(args: argparse.Namespace) -> int:
             raise ConfigError(f"{args.db}: no complete evaluation runs to take a baseline from")
         runs = latest_runs(store, args.protocol, complete_only=complete_only)
         provenance = {str(r.run_id): str(r.command or "") for r in runs.itertuples()}
-        baseline = baseline_from_values(values, tolerance=args.tolerance or 0.0, runs=provenance)
+        old = Baseline.load(args.against).reasons if args.against.is_file() else []
+        baseline = baseline_from_values(
+            values, tolerance=args.tolerance or 0.0, runs=provenance, reasons=[*old, args.reason.strip()]
+        )
         baseline.save(args.against)
         keys = {(e.method, e.model, e.protocol_id) for e in baseline.entries}
         print(
@@ -92,8 +213,7 @@ def handle(args: argparse.Namespace) -> int:
     comparisons = compare(baseline, values, tolerance=args.tolerance, partial=partial)
     text = markdown(comparisons)
     print(text)
-    if args.output is not None:
-        args.output.write_text(text)
+    texts.append(text)
     failed = [c for c in comparisons if c.failed]
     counts = {v: sum(c.verdict == v for c in comparisons) for v in ("ok", "improved", "new", "FAIL")}
     summary = ", ".join(f"{n} {v}" for v, n in counts.items() if n)

@@ -17,7 +17,23 @@ from tests.leaderboard import fixtures
 @pytest.fixture(scope="module")
 def baseline_file(fixture_db, tmp_path_factory):
     path = tmp_path_factory.mktemp("baseline") / "baseline.json"
-    assert main(["regress", "--update", "--against", str(path), "--db", str(fixture_db.path)]) == 0
+    assert (
+        main(
+            [
+                "regress",
+                "--layers",
+                "scores",
+                "--update",
+                "--reason",
+                "test",
+                "--against",
+                str(path),
+                "--db",
+                str(fixture_db.path),
+            ]
+        )
+        == 0
+    )
     return path
 
 
@@ -37,7 +53,9 @@ def test_update_writes_per_question_values(baseline_file, fixture_db):
 
 def test_unchanged_run_passes(baseline_file, tmp_path, capsys):
     again = fixtures.build(tmp_path / "again.duckdb", tag="-again")  # new run ids, same questions and answers
-    assert main(["regress", "--against", str(baseline_file), "--db", str(again.path)]) == 0
+    assert (
+        main(["regress", "--layers", "scores", "--against", str(baseline_file), "--db", str(again.path)]) == 0
+    )
     out = capsys.readouterr()
     assert out.out.startswith(
         "| verdict | method | model | protocol | dataset | metric | n | baseline | current | delta |"
@@ -48,7 +66,10 @@ def test_unchanged_run_passes(baseline_file, tmp_path, capsys):
 
 def test_corrupted_method_fails(baseline_file, tmp_path, capsys):
     broken = fixtures.build(tmp_path / "broken.duckdb", corrupt="naive_rag", tag="-broken")
-    assert main(["regress", "--against", str(baseline_file), "--db", str(broken.path)]) == 1
+    assert (
+        main(["regress", "--layers", "scores", "--against", str(baseline_file), "--db", str(broken.path)])
+        == 1
+    )
     out = capsys.readouterr()
     assert "regress: FAILED" in out.err
     fails = [line for line in out.out.splitlines() if line.startswith("| **FAIL**")]
@@ -157,14 +178,28 @@ def _set_status(path, method: str, status: str) -> None:
 def test_partial_runs_are_left_out_and_named(baseline_file, tmp_path, capsys):
     db = fixtures.build(tmp_path / "partial.duckdb", tag="-partial")  # same scores as the baseline
     _set_status(db.path, "naive_rag", "incomplete")  # e.g. a run with failed samples, or killed
-    assert main(["regress", "--against", str(baseline_file), "--db", str(db.path)]) == 1
+    assert main(["regress", "--layers", "scores", "--against", str(baseline_file), "--db", str(db.path)]) == 1
     out = capsys.readouterr()
     assert "regress: left out 2 run(s) that did not end complete: naive_rag-fixture-partial-1, " in out.err
     fails = [line for line in out.out.splitlines() if line.startswith("| **FAIL**")]
     assert fails and all("| naive_rag |" in line for line in fails)
     assert all("it did not finish" in line for line in fails if "| all (pooled) |" not in line)
     # asked for explicitly, the partial runs are compared (here their scores are unchanged)
-    assert main(["regress", "--against", str(baseline_file), "--db", str(db.path), "--include-partial"]) == 0
+    assert (
+        main(
+            [
+                "regress",
+                "--layers",
+                "scores",
+                "--against",
+                str(baseline_file),
+                "--db",
+                str(db.path),
+                "--include-partial",
+            ]
+        )
+        == 0
+    )
 
 
 def test_update_never_writes_credentials(tmp_path):
@@ -176,7 +211,23 @@ def test_update_never_writes_credentials(tmp_path):
             "UPDATE runs SET command = 'harness run --base-url http://me:sk-SECRET@host/v1?api_key=sk-TWO'"
         )
     out = tmp_path / "b.json"
-    assert main(["regress", "--update", "--against", str(out), "--db", str(db.path)]) == 0
+    assert (
+        main(
+            [
+                "regress",
+                "--layers",
+                "scores",
+                "--update",
+                "--reason",
+                "test",
+                "--against",
+                str(out),
+                "--db",
+                str(db.path),
+            ]
+        )
+        == 0
+    )
     text = out.read_text()
     assert "sk-SECRET" not in text and "sk-TWO" not in text
     assert "http://me:***@host/v1?api_key=***" in text
