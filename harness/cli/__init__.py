@@ -19,6 +19,7 @@ from contextlib import contextmanager
 from typing import NoReturn
 
 from harness.errors import HarnessError
+from harness.secrets import redact
 
 EXAMPLES = """\
 examples:
@@ -153,10 +154,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         with _sigterm_interrupts():
             return int(args.func(args) or 0)
     except HarnessError as e:
-        print(f"error: {e}", file=sys.stderr)
+        print(f"error: {redact(str(e))}", file=sys.stderr)  # a message may quote a URL
         return 2
     except KeyboardInterrupt as e:
-        print("interrupted; finished samples are saved (use --resume to continue)", file=sys.stderr)
+        if hasattr(args, "resume"):  # a command whose work can be resumed (run, train)
+            print("interrupted; finished samples are saved (use --resume to continue)", file=sys.stderr)
+        else:  # a server, an export, ...: nothing to resume
+            print(f"harness {args.command}: stopped", file=sys.stderr)
         return 143 if isinstance(e, Terminated) else 130
 
 

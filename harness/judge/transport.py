@@ -88,23 +88,25 @@ def probe_server(url: str, *, api_key_env: str = "OPENAI_API_KEY", timeout: floa
     naming ``url`` when it cannot be reached or does not answer like an OpenAI-compatible API."""
     import httpx
 
-    base = url.rstrip("/")
+    from harness.secrets import join_url, redact
+
+    shown = redact(url.rstrip("/"))  # the URL as messages show it
     key = os.environ.get(api_key_env)
     headers = {"Authorization": f"Bearer {key}"} if key else {}
     try:
-        r = httpx.get(f"{base}/models", headers=headers, timeout=timeout)
+        r = httpx.get(join_url(url, "models"), headers=headers, timeout=timeout)
     except httpx.HTTPError as e:
         raise ServerError(
-            f"the judge server at {base} cannot be reached ({type(e).__name__}: {e}); start it "
+            f"the judge server at {shown} cannot be reached ({type(e).__name__}: {e}); start it "
             f"(e.g. `harness serve-model`) or fix --judge-url. Nothing was judged."
         ) from e
     if r.status_code in (401, 403):
         raise ServerError(
-            f"the judge server at {base} refused the API key ({r.status_code}): set ${api_key_env}"
+            f"the judge server at {shown} refused the API key ({r.status_code}): set ${api_key_env}"
         )
     if r.status_code != 200:
         raise ServerError(
-            f"the judge server at {base} answered GET /models with HTTP {r.status_code}; "
+            f"the judge server at {shown} answered GET /models with HTTP {r.status_code}; "
             "is this an OpenAI-compatible base URL ending in /v1? Nothing was judged."
         )
     try:
@@ -112,13 +114,13 @@ def probe_server(url: str, *, api_key_env: str = "OPENAI_API_KEY", timeout: floa
         ids = tuple(str(m["id"]) for m in data)
         owners = {str(m.get("owned_by", "")) for m in data}
     except (ValueError, KeyError, TypeError) as e:
-        raise ServerError(f"the judge server at {base}: GET /models returned no model list ({e})") from e
+        raise ServerError(f"the judge server at {shown}: GET /models returned no model list ({e})") from e
     kind: Literal["generic", "vllm", "llamacpp"] = "generic"
     if "vllm" in owners:
         kind = "vllm"
     elif owners & {"me", "llamacpp"}:  # llama-cpp-python / llama.cpp's server
         kind = "llamacpp"
-    return ServerInfo(url=base, models=ids, kind=kind)
+    return ServerInfo(url=url.rstrip("/"), models=ids, kind=kind)
 
 
 class OpenAITransport:

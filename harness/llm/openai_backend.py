@@ -56,7 +56,7 @@ from harness.errors import ConfigError, ServerError
 from harness.llm.base import GREEDY, Backend, BackendSpec, GenerateArgs, hf_encode
 from harness.llm.decoding import StopMatch, find_stop
 from harness.llm.llamacpp_backend import llamacpp_penalty_window
-from harness.secrets import redact
+from harness.secrets import join_url, redact, split_query
 from harness.types import Completion, FinishReason, SamplingParams
 
 T = TypeVar("T")
@@ -88,9 +88,13 @@ class OpenAIBackend(Backend):
             raise ConfigError(f"OpenAIBackend got a {spec.kind!r} spec")
         self.spec = spec
         key = os.environ.get(spec.api_key_env) or "EMPTY"
+        # the query of a base URL (``/v1?api_key=K``) goes as the client's default query: the
+        # client appends request paths to its base URL as text, which would put them after it
         self.clients = [
-            openai.OpenAI(base_url=u, api_key=key, timeout=spec.timeout, max_retries=0)
-            for u in spec.base_urls
+            openai.OpenAI(
+                base_url=b, default_query=q or None, api_key=key, timeout=spec.timeout, max_retries=0
+            )
+            for b, q in map(split_query, spec.base_urls)
         ]
         self._rr = itertools.count()
         self._lock = threading.Lock()
@@ -113,7 +117,9 @@ class OpenAIBackend(Backend):
         url = self.spec.base_urls[0]
         ids = [m.id for m in self._call(lambda c: c.models.list(), fixed=0).data]
         if len(ids) != 1:
-            raise ConfigError(f"{url}/models lists {ids or 'no models'}; name the model to use (--model)")
+            raise ConfigError(
+                f"{redact(join_url(url, 'models'))} lists {ids or 'no models'}; name the model to use (--model)"
+            )
         return ids[0]
 
     def _llamacpp_context(self) -> int:
@@ -127,7 +133,7 @@ class OpenAIBackend(Backend):
                     n = ((m.model_extra or {}).get("meta") or {}).get("n_ctx")
                     if not isinstance(n, int) or n < 1:
                         raise ServerError(
-                            f"{redact(url)}/models gives no meta.n_ctx for {m.id!r}: is it llama.cpp's "
+                            f"{redact(join_url(url, 'models'))} gives no meta.n_ctx for {m.id!r}: is it llama.cpp's "
                             "server? A repetition penalty with server='llamacpp' needs it"
                         )
                     sizes.append(n)
@@ -501,10 +507,9 @@ def probe_urls(
     key = os.environ.get(api_key_env)
     headers = {"Authorization": f"Bearer {key}"} if key else {}
     for url in urls:
-        base = url.rstrip("/")
-        shown = redact(base)
+        shown = redact(url.rstrip("/"))
         try:
-            r = httpx.get(f"{base}/models", headers=headers, timeout=timeout)
+            r = httpx.get(join_url(url, "models"), headers=headers, timeout=timeout)
         except httpx.HTTPError as e:
             raise ServerError(
                 f"cannot reach the OpenAI-compatible server at {shown} ({type(e).__name__}); start it "

@@ -12,12 +12,14 @@ from __future__ import annotations
 
 import time
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError
 
 from harness.errors import ServerError
 from harness.retrieval.base import Retriever
 from harness.retrieval.spec import CorpusSpec, RetrieverSpec
+from harness.secrets import join_url, redact
 from harness.types import Hit, join_contents
 
 
@@ -49,20 +51,21 @@ class RetrievalClient(Retriever):
     ):
         import httpx
 
-        base = url.rstrip("/")
-        self.base_url = base.removesuffix("/retrieve")
+        parts = urlsplit(url)  # the path ends in /retrieve or not; a query (?token=) is kept
+        self.base_url = urlunsplit(parts._replace(path=parts.path.rstrip("/").removesuffix("/retrieve")))
+        self.shown_url = redact(self.base_url)  # the URL as messages show it
         self.retries = retries
         self.backoff = backoff
         self._http = httpx.Client(timeout=httpx.Timeout(timeout, connect=connect_timeout))
         self._info: dict[str, Any] | None = None
 
     def __repr__(self) -> str:
-        return f"RetrievalClient({self.base_url!r})"
+        return f"RetrievalClient({self.shown_url!r})"
 
     def _request(self, method: str, path: str, payload: Any = None) -> Any:
         import httpx
 
-        url = self.base_url + path
+        url, shown = join_url(self.base_url, path), redact(join_url(self.base_url, path))
         last = ""
         for attempt in range(self.retries + 1):
             if attempt:
@@ -80,13 +83,14 @@ class RetrievalClient(Retriever):
                 continue
             if resp.status_code >= 400:
                 raise HTTPStatusError(
-                    f"{url} rejected the request: HTTP {resp.status_code}: {_detail(resp)}", resp.status_code
+                    f"{shown} rejected the request: HTTP {resp.status_code}: {_detail(resp)}",
+                    resp.status_code,
                 )
             try:
                 return resp.json()
             except ValueError:
-                raise ServerError(f"{url} answered with invalid JSON: {resp.text[:200]!r}") from None
-        raise ServerError(f"retrieval server {url} failed after {self.retries + 1} attempt(s): {last}")
+                raise ServerError(f"{shown} answered with invalid JSON: {resp.text[:200]!r}") from None
+        raise ServerError(f"retrieval server {shown} failed after {self.retries + 1} attempt(s): {last}")
 
     def info(self) -> dict[str, Any]:
         """The server's ``/health`` answer (fetched once); ``{}`` if the server has no ``/health``.
@@ -111,7 +115,7 @@ class RetrievalClient(Retriever):
             return TypeAdapter(RetrieverSpec).validate_python(raw)
         except ValidationError as e:
             raise ServerError(
-                f"{self.base_url}/health: unknown retriever spec {raw!r} ({e.errors()[0]['msg']})"
+                f"{redact(join_url(self.base_url, 'health'))}: unknown retriever spec {raw!r} ({e.errors()[0]['msg']})"
             ) from None
 
     @property
@@ -126,10 +130,12 @@ class RetrievalClient(Retriever):
         try:
             return CorpusSpec.model_validate(raw)
         except ValidationError:
-            raise ServerError(f"{self.base_url}/health: malformed corpus description {raw!r}") from None
+            raise ServerError(
+                f"{redact(join_url(self.base_url, 'health'))}: malformed corpus description {raw!r}"
+            ) from None
 
     def _search(self, queries: list[str], k: int) -> list[list[Hit]]:
-        url = self.base_url + "/retrieve"
+        url = redact(join_url(self.base_url, "retrieve"))  # as messages show it
         body = self._request("POST", "/retrieve", {"queries": queries, "topk": k, "return_scores": True})
         result = body.get("result") if isinstance(body, dict) else None
         if not isinstance(result, list) or len(result) != len(queries):

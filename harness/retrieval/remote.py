@@ -26,6 +26,7 @@ from harness.errors import ConfigError
 from harness.protocol import CorpusRef, Protocol, RemoteRetrieval, resolve_corpus
 from harness.retrieval.base import Retriever
 from harness.retrieval.client import RemoteSpec, RetrievalClient
+from harness.secrets import redact
 
 
 def remote_protocol(
@@ -41,7 +42,7 @@ def remote_protocol(
     the server does not describe its corpus; without it such a protocol keeps an unpinned corpus."""
     info = client.info()  # an unreachable server fails here, with the URL
     described = info.get("spec") is not None and info.get("corpus") is not None
-    url = client.base_url
+    url = client.shown_url  # messages show the URL redacted
     if not described:
         remote = RemoteRetrieval(described_by="user" if declared is not None else "nobody")
         out = protocol.with_(
@@ -94,7 +95,7 @@ def protocol_retriever(
     client = RetrievalClient(retriever_url)
     if protocol.remote.described_by == "server" and client.index_id != protocol.remote.index_id:
         raise ConfigError(
-            f"retrieval server {client.base_url} now serves index {client.index_id}, but protocol "
+            f"retrieval server {client.shown_url} now serves index {client.index_id}, but protocol "
             f"{protocol.name!r} ({protocol.protocol_id}) recorded {protocol.remote.index_id}"
         )
     return client
@@ -120,4 +121,4 @@ def describe_remote(protocol: Protocol, url: str) -> str:
     }[r.described_by]
     corpus = protocol.corpus
     hash_ = f"{corpus.content_hash[:12]}..." if corpus.content_hash else "unpinned"
-    return f"retrieval: remote {url} ({what}; corpus {corpus.id} {hash_})"
+    return f"retrieval: remote {redact(url)} ({what}; corpus {corpus.id} {hash_})"

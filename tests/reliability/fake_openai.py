@@ -27,6 +27,7 @@ import time
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+from urllib.parse import urlsplit
 
 MODEL = "fake-model"
 WORDS = ("Paris", "London", "1999", "yes", "no", "Einstein", "blue", "Nile")
@@ -65,6 +66,7 @@ class FakeOpenAI:
         self.on_request: Callable[[int], None] | None = None
         self.requests = 0
         self.faults = 0
+        self.paths: list[str] = []  # every request's target (path and query), in order
         self._stop = threading.Event()
         self._lock = threading.Lock()
         self.server = _Server(("127.0.0.1", 0), self._handler())
@@ -113,13 +115,15 @@ class FakeOpenAI:
                 self.wfile.write(body)
 
             def do_GET(self) -> None:
-                if self.path.rstrip("/").endswith("/models"):
+                fake.paths.append(self.path)
+                if urlsplit(self.path).path.rstrip("/").endswith("/models"):
                     data = {"object": "list", "data": [{"id": MODEL, "object": "model", "owned_by": "fake"}]}
                     self._send(200, json.dumps(data).encode())
                 else:
                     self._send(404, b'{"error": {"message": "not found"}}')
 
             def do_POST(self) -> None:
+                fake.paths.append(self.path)
                 n = int(self.headers.get("Content-Length") or 0)
                 body = json.loads(self.rfile.read(n) or b"{}")
                 with fake._lock:
@@ -127,7 +131,7 @@ class FakeOpenAI:
                     n_request = fake.requests
                 if fake.on_request is not None:
                     fake.on_request(n_request)
-                chat = self.path.rstrip("/").endswith("/chat/completions")
+                chat = urlsplit(self.path).path.rstrip("/").endswith("/chat/completions")
                 prompt = (
                     "\n".join(str(m.get("content", "")) for m in body.get("messages", []))
                     if chat
