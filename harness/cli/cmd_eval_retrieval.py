@@ -88,7 +88,7 @@ def _run(args: argparse.Namespace) -> int:
         name = "remote" if remote_corpus is not None else "remote-unverified"
         if remote_corpus is None:
             remote_corpus = CorpusSpec(id="unknown", content_hash="", n_passages=0)
-        out.print(f"[dim]{name}: {client.base_url} serves {client.spec.model_dump_json()}[/dim]")
+        out.print(f"[dim]{name}: {client.shown_url} serves {client.spec.model_dump_json()}[/dim]")
         names.append(name)
         todo.append((name, client.spec, remote_corpus, lambda: client))
 
