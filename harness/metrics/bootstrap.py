@@ -115,3 +115,20 @@ def paired_bootstrap_diff(
             f"paired values must be two 1-D arrays of equal length, got {va.shape} and {vb.shape}"
         )
     return bootstrap_ci(vb - va, n_resamples=n_resamples, alpha=alpha, seed=seed)
+
+
+def wilson_ci(values: Sequence[float] | np.ndarray, alpha: float = 0.05) -> Aggregate:
+    """Mean of 0/1 ``values`` with the ``1 - alpha`` Wilson score interval
+    (``scipy.stats.binomtest(k, n).proportion_ci(method="wilson")``). For a 0/1 metric on few
+    questions the percentile bootstrap degenerates: 0 of 3 gives [0, 0], Wilson [0, 0.561]."""
+    from scipy.stats import binomtest
+
+    v = np.asarray(values, dtype=np.float64)
+    if v.ndim != 1 or len(v) == 0:
+        raise ValueError(f"wilson_ci needs a non-empty 1-D array of 0/1 values, got shape {v.shape}")
+    if not np.all((v == 0) | (v == 1)):
+        raise ValueError("wilson_ci needs 0/1 values (a binary metric); use bootstrap_ci for others")
+    _check(1, alpha)
+    n, k = len(v), int(v.sum())
+    ci = binomtest(k, n).proportion_ci(confidence_level=1 - alpha, method="wilson")
+    return Aggregate(k / n, float(ci.low), float(ci.high), n)

@@ -2,26 +2,36 @@
 
 ``harness run`` scores a checkpoint on the held-out questions and stores per-question metrics;
 :func:`heldout_report` reads them back as the numbers a learning run is judged by: EM with its
-bootstrap interval (:func:`harness.metrics.bootstrap.bootstrap_ci`, the leaderboard's), the share
-of questions answered, and a reward-hack guard over the predictions (normalised): the share of the
-most frequent answer and the entropy (bits) of the answer distribution. A policy that collapses to
-one string ("and" for every question) has a top-answer share near 1 and entropy near 0.
-:func:`record_heldout` writes them into ``train_steps`` of the training run (metrics
-``heldout/*`` at the step of the checkpoint), so the training page draws held-out EM per
-checkpoint beside the reward curves.
+Wilson score interval (:func:`harness.metrics.bootstrap.wilson_ci`: EM is 0/1, and a percentile
+bootstrap of 0 of 3 is [0, 0]), F1 with its percentile-bootstrap interval, the share of questions
+answered, and a reward-hack guard over the predictions (normalised): the share of the most
+frequent answer and the entropy (bits) of the answer distribution. A policy that collapses to one
+string ("and" for every question) has a top-answer share near 1 and entropy near 0.
+
+Two checkpoints are compared on the same questions only: :func:`paired_diff` is the paired
+bootstrap (:func:`harness.metrics.bootstrap.paired_bootstrap_diff`) of the per-question
+difference, and refuses two reports over different question sets. :func:`template_majority` is
+the trivial baseline every learning run is read against: for each question template (PopQA's
+relation, ``qtype``) the commonest gold answer of the training split.
+
+:func:`record_heldout` writes a report into ``train_steps`` of the training run (metrics
+``heldout/*`` at the step of the checkpoint, with the paired difference against the run's
+starting checkpoint when given), so the training page draws held-out EM per checkpoint beside the
+reward curves.
 """
 
 from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from harness.errors import ConfigError
-from harness.metrics.bootstrap import Aggregate, bootstrap_ci
+from harness.metrics.bootstrap import Aggregate, bootstrap_ci, paired_bootstrap_diff, wilson_ci
 from harness.metrics.normalize import normalize_answer
+from harness.types import QAExample
 
 
 @dataclass(frozen=True)
@@ -57,11 +67,18 @@ def answer_stats(predictions: Sequence[str | None]) -> AnswerStats:
 
 @dataclass(frozen=True)
 class HeldoutReport:
+    """One checkpoint's held-out scores: per question (``sample_ids``, ``predictions``,
+    ``em_values``, ``f1_values``, aligned) and aggregated (``em`` with its Wilson interval, ``f1``
+    with its bootstrap interval, ``answers``)."""
+
     run_id: str
     em: Aggregate
     f1: Aggregate
     answers: AnswerStats
     sample_ids: tuple[str, ...]
+    predictions: tuple[str | None, ...] = ()
+    em_values: tuple[float, ...] = ()
+    f1_values: tuple[float, ...] = ()
 
     def metrics(self, prefix: str = "heldout/") -> dict[str, float]:
         a = self.answers
@@ -79,30 +96,131 @@ class HeldoutReport:
     def line(self, label: str) -> str:
         a = self.answers
         return (
-            f"{label}: EM {self.em.mean:.3f} [{self.em.lo:.3f}, {self.em.hi:.3f}] (n={self.em.n}), "
+            f"{label}: EM {self.em.mean:.3f} [{self.em.lo:.3f}, {self.em.hi:.3f}] (n={self.em.n}, Wilson), "
             f"F1 {self.f1.mean:.3f}, answered {a.answered:.0%}, top answer {a.top_answer!r} "
             f"{a.top_share:.0%}, entropy {a.entropy_bits:.2f} bits"
         )
 
 
+def report_from_rows(
+    run_id: str,
+    sample_ids: Sequence[str],
+    predictions: Sequence[str | None],
+    em: Sequence[float],
+    f1: Sequence[float],
+) -> HeldoutReport:
+    """A report from per-question rows (an eval run's samples, or a committed record of them)."""
+    n = len(sample_ids)
+    if not n or not len(predictions) == len(em) == len(f1) == n:
+        raise ConfigError(
+            f"held-out rows of {run_id!r}: {n} ids, {len(predictions)} predictions, {len(em)} EM and "
+            f"{len(f1)} F1 values (need the same non-zero number of each)"
+        )
+    if len(set(sample_ids)) != n:
+        raise ConfigError(f"held-out rows of {run_id!r}: a question id occurs twice")
+    preds = tuple(p if isinstance(p, str) else None for p in predictions)
+    return HeldoutReport(
+        run_id=run_id,
+        em=wilson_ci([float(x) for x in em]),
+        f1=bootstrap_ci([float(x) for x in f1]),
+        answers=answer_stats(preds),
+        sample_ids=tuple(sample_ids),
+        predictions=preds,
+        em_values=tuple(float(x) for x in em),
+        f1_values=tuple(float(x) for x in f1),
+    )
+
+
 def heldout_report(store: Any, eval_run_id: str) -> HeldoutReport:
-    """EM / F1 with bootstrap intervals and the answer statistics of one eval run."""
+    """EM (Wilson) / F1 (bootstrap) intervals and the answer statistics of one eval run."""
     from harness.queries import scored_predictions
 
     df = scored_predictions(store, eval_run_id)
     if not len(df):
         raise ConfigError(f"eval run {eval_run_id!r} has no scored samples")
-    return HeldoutReport(
-        run_id=eval_run_id,
-        em=bootstrap_ci(df["em"].to_numpy(dtype=float)),
-        f1=bootstrap_ci(df["f1"].to_numpy(dtype=float)),
-        answers=answer_stats([p if isinstance(p, str) else None for p in df["prediction"]]),
-        sample_ids=tuple(df["sample_id"]),
+    return report_from_rows(
+        eval_run_id, list(df["sample_id"]), list(df["prediction"]), list(df["em"]), list(df["f1"])
     )
 
 
-def record_heldout(store: Any, train_run_id: str, step: int, report: HeldoutReport) -> dict[str, float]:
-    """Write the report's ``heldout/*`` metrics into ``train_steps`` of ``train_run_id`` at ``step``."""
+@dataclass(frozen=True)
+class PairedDiff:
+    """``b - a`` over the same questions: ``diff`` (mean with its paired-bootstrap 95% interval),
+    ``b_only`` questions b gets right and a not, ``a_only`` the reverse (EM: the discordant pairs)."""
+
+    metric: str
+    diff: Aggregate
+    b_only: int
+    a_only: int
+
+    def excludes_zero(self) -> bool:
+        return self.diff.lo > 0 or self.diff.hi < 0
+
+
+def paired_diff(a: HeldoutReport, b: HeldoutReport, metric: str = "em") -> PairedDiff:
+    """The paired bootstrap of ``b - a`` on ``metric`` (``em`` | ``f1``), question by question;
+    the two reports must cover exactly the same questions (else one ConfigError line)."""
+    if metric not in ("em", "f1"):
+        raise ConfigError(f"paired_diff: metric {metric!r} is not 'em' or 'f1'")
+    if set(a.sample_ids) != set(b.sample_ids):
+        raise ConfigError(
+            f"paired_diff: {a.run_id!r} ({len(a.sample_ids)} questions) and {b.run_id!r} "
+            f"({len(b.sample_ids)}) are not over the same questions; evaluate both on the same held-out ids"
+        )
+    va = dict(zip(a.sample_ids, getattr(a, f"{metric}_values"), strict=True))
+    vb = dict(zip(b.sample_ids, getattr(b, f"{metric}_values"), strict=True))
+    ids = sorted(va)
+    xa, xb = [va[i] for i in ids], [vb[i] for i in ids]
+    return PairedDiff(
+        metric=metric,
+        diff=paired_bootstrap_diff(xa, xb),
+        b_only=sum(y > x for x, y in zip(xa, xb, strict=True)),
+        a_only=sum(x > y for x, y in zip(xa, xb, strict=True)),
+    )
+
+
+def template_majority(train: Iterable[QAExample]) -> dict[str, str]:
+    """Per question template (``qtype``: PopQA's relation), the commonest canonical gold answer
+    (the first alias, normalised) among the training questions; ties go to the alphabetically
+    first. Computed from the training split only."""
+    counts: dict[str, Counter[str]] = {}
+    for ex in train:
+        if ex.qtype is None:
+            raise ConfigError(f"template_majority: question {ex.id!r} ({ex.dataset}) has no qtype (template)")
+        counts.setdefault(ex.qtype, Counter())[normalize_answer(ex.answers[0])] += 1
+    return {t: min(c.items(), key=lambda kv: (-kv[1], kv[0]))[0] for t, c in counts.items()}
+
+
+def template_majority_report(
+    split: str, *, run_id: str = "template majority", data_dir: Any = None
+) -> HeldoutReport:
+    """The template-majority baseline of a split, scored on its held-out questions as ``harness
+    run`` scores a prediction (EM and F1 of :mod:`harness.metrics.answer`). A held-out template the
+    training part never shows gets no answer."""
+    from harness.metrics.answer import exact_match, f1
+    from harness.rl.split import split_examples
+
+    majority = template_majority(split_examples(split, "train", data_dir))
+    held = sorted(split_examples(split, "heldout", data_dir), key=lambda e: e.id)
+    preds = [majority.get(e.qtype or "") for e in held]
+    return report_from_rows(
+        run_id,
+        [e.id for e in held],
+        preds,
+        [exact_match(p, e.answers) if p else 0.0 for p, e in zip(preds, held, strict=True)],
+        [f1(p, e.answers) if p else 0.0 for p, e in zip(preds, held, strict=True)],
+    )
+
+
+def record_heldout(
+    store: Any, train_run_id: str, step: int, report: HeldoutReport, *, against: HeldoutReport | None = None
+) -> dict[str, float]:
+    """Write the report's ``heldout/*`` metrics into ``train_steps`` of ``train_run_id`` at ``step``;
+    with ``against`` (the run's starting checkpoint, on the same questions) also the paired EM
+    difference ``heldout/em_diff`` and its interval ``heldout/em_diff_lo`` .. ``heldout/em_diff_hi``."""
     m = report.metrics()
+    if against is not None:
+        d = paired_diff(against, report).diff
+        m |= {"heldout/em_diff": d.mean, "heldout/em_diff_lo": d.lo, "heldout/em_diff_hi": d.hi}
     store.add_train_steps(train_run_id, step, m)
     return m

@@ -234,6 +234,17 @@ class SearchR1(TrainableMethod):
         r = em_reward(trajectory)
         return RewardBreakdown(total=r, components={"outcome": r})
 
+    @reward_fn("f1")
+    def reward_f1(self, trajectory: Trajectory, ctx: RewardContext) -> RewardBreakdown:
+        """Ours, not the paper's: token F1 of the last ``<answer>`` (partial credit, so a group whose
+        rollouts are all EM-wrong still has a spread when some overlap the gold); ``em`` is logged
+        beside it. No answer -> 0."""
+        from harness.metrics.answer import f1
+
+        pred = extract_tagged(trajectory.model_text, "<answer>", "</answer>").prediction
+        score = f1(pred, trajectory.answers) if pred else 0.0
+        return RewardBreakdown(total=score, components={"f1": score, "em": em_reward(trajectory)})
+
     @reward_fn("em_format")
     def reward_em_format(self, trajectory: Trajectory, ctx: RewardContext) -> RewardBreakdown:
         total, parts = format_reward(trajectory)

@@ -1,0 +1,229 @@
+"""The committed record of a learning run, and the tables ``docs/training.md`` prints from it.
+
+A learning run (SFT warm-up, then RL; ``tests/rl/test_learning_sft_rl.py``) is judged on the
+held-out questions of its split. Its record is one small JSON file under ``results/``: for every
+checkpoint evaluated (the untrained model, the SFT checkpoint, RL checkpoints, the final one) and
+for the template-majority baseline, the per-question ``id``, ``prediction``, ``em`` and ``f1`` of
+its ``harness run`` on the held-out questions; and the per-step curves of the SFT and RL runs
+(``train_steps``). :func:`learning_tables` renders the documented tables from the record alone
+(Wilson intervals for EM, paired bootstraps between checkpoints: :mod:`harness.rl.heldout`), so a
+test checks that ``docs/training.md`` prints exactly what the record holds.
+
+Build one with ``python scripts/learning_record.py build`` (``--help``) from the run's databases.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from harness.errors import ConfigError
+from harness.rl.heldout import (
+    HeldoutReport,
+    heldout_report,
+    paired_diff,
+    report_from_rows,
+    template_majority_report,
+)
+
+SCHEMA = 1
+BASELINE = "template majority"
+# RL curve columns: (logged metric, column title, format); the sampled/* metrics are over every
+# rollout generated, kept for the update or not (harness.rl.trainer)
+RL_CURVE = (
+    ("sampled/reward/total_mean", "reward", "{:.3f}"),
+    ("sampled/reward/em_mean", "EM", "{:.3f}"),
+    ("sampled/reward/total_std", "reward std", "{:.3f}"),
+    ("sampled/zero_variance_groups", "all-equal groups", "{:.0%}"),
+    ("ds_rounds", "rounds", "{:.0f}"),
+    ("kl", "KL to SFT", "{:.4f}"),
+    ("approx_kl", "KL old-new", "{:.4f}"),
+    ("entropy", "entropy", "{:.3f}"),
+    ("sampled/response_len_mean", "response tokens", "{:.1f}"),
+    ("clip_frac", "clip frac", "{:.3f}"),
+    ("grad_norm", "grad norm", "{:.3f}"),
+    ("seconds", "seconds", "{:.0f}"),
+)
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    """One evaluated model of the record: its ``label`` (``untrained``, ``SFT``, ``SFT+RL step k``,
+    ``SFT+RL``, or the baseline), what was evaluated (``model``), the RL steps behind it (None
+    before RL) and its held-out report."""
+
+    label: str
+    model: str | None
+    rl_steps: int | None
+    report: HeldoutReport
+
+
+def checkpoint_entry(label: str, model: str | None, rl_steps: int | None, report: HeldoutReport) -> dict:
+    """The record's entry of one checkpoint (rows sorted by question id)."""
+    order = sorted(range(len(report.sample_ids)), key=lambda i: report.sample_ids[i])
+    return {
+        "label": label,
+        "model": model,
+        "rl_steps": rl_steps,
+        "eval_run_id": report.run_id,
+        "rows": [
+            {
+                "id": report.sample_ids[i],
+                "prediction": report.predictions[i],
+                "em": report.em_values[i],
+                "f1": report.f1_values[i],
+            }
+            for i in order
+        ],
+    }
+
+
+def eval_entry(label: str, rl_steps: int | None, db: Path, run_label: str) -> dict:
+    """:func:`checkpoint_entry` of the eval run labelled ``run_label`` in the database ``db`` (its
+    ``--model`` as the run stored it)."""
+    from harness.store import Store
+
+    store = Store(db)
+    runs = store.query("SELECT run_id, model FROM runs WHERE label = $l", {"l": run_label})
+    if len(runs) != 1:
+        raise ConfigError(f"{db}: {len(runs)} runs labelled {run_label!r} (need exactly one)")
+    run_id, model = str(runs["run_id"].iloc[0]), str(runs["model"].iloc[0])
+    return checkpoint_entry(label, model, rl_steps, heldout_report(store, run_id))
+
+
+def train_curve(db: Path, run_id: str) -> dict[str, list[float | None]]:
+    """Every metric of one training run's ``train_steps`` (held-out metrics left out) as
+    ``{"step": [1, 2, ...], metric: [value or None per step]}``, steps numbered from 1."""
+    from harness.store import Store
+
+    df = Store(db).query(
+        "SELECT step, metric, value FROM train_steps WHERE run_id = $r AND metric NOT LIKE 'heldout/%'",
+        {"r": run_id},
+    )
+    if not len(df):
+        raise ConfigError(f"{db}: training run {run_id!r} logged no steps")
+    wide = df.pivot_table(index="step", columns="metric", values="value", aggfunc="first").sort_index()
+    out: dict[str, list[Any]] = {"step": [int(s) + 1 for s in wide.index]}
+    for m in sorted(wide.columns):
+        out[m] = [None if math.isnan(v) else float(v) for v in wide[m]]
+    return out
+
+
+def load_record(path: Path) -> dict:
+    rec = json.loads(Path(path).read_text())
+    if rec.get("schema") != SCHEMA:
+        raise ConfigError(f"{path}: schema {rec.get('schema')!r}, this code reads schema {SCHEMA}")
+    return rec
+
+
+def write_record(path: Path, record: dict) -> None:
+    Path(path).write_text(json.dumps(record, indent=1, ensure_ascii=False) + "\n")
+
+
+def checkpoints(record: dict) -> list[Checkpoint]:
+    """The record's checkpoints with their reports, in record order."""
+    out = []
+    for c in record["checkpoints"]:
+        rows = c["rows"]
+        rep = report_from_rows(
+            c.get("eval_run_id") or c["label"],
+            [r["id"] for r in rows],
+            [r["prediction"] for r in rows],
+            [r["em"] for r in rows],
+            [r["f1"] for r in rows],
+        )
+        out.append(Checkpoint(c["label"], c["model"], c["rl_steps"], rep))
+    return out
+
+
+def check_record(record: dict, data_dir: Path | None = None) -> None:
+    """Every checkpoint covers exactly the split's held-out questions, and the baseline's rows are
+    :func:`template_majority_report` of the split recomputed now (one ConfigError line otherwise)."""
+    from harness.rl.split import load_split
+
+    held = {i for ids in load_split(record["split"]).heldout.values() for i in ids}
+    cps = checkpoints(record)
+    for c in cps:
+        if set(c.report.sample_ids) != held:
+            raise ConfigError(
+                f"record checkpoint {c.label!r}: {len(c.report.sample_ids)} questions, not the "
+                f"{len(held)} held-out questions of split {record['split']!r}"
+            )
+    base = [c for c in cps if c.label == BASELINE]
+    if len(base) != 1:
+        raise ConfigError(f"record: {len(base)} {BASELINE!r} rows (need one)")
+    fresh = template_majority_report(record["split"], data_dir=data_dir)
+    if (
+        checkpoint_entry(BASELINE, None, None, fresh)["rows"]
+        != next(c for c in record["checkpoints"] if c["label"] == BASELINE)["rows"]
+    ):
+        raise ConfigError(f"record: the {BASELINE!r} rows differ from the split's baseline recomputed now")
+
+
+def _interval(a: Any, fmt: str = "{:.3f}") -> str:
+    return f"{fmt.format(a.mean)} [{fmt.format(a.lo)}, {fmt.format(a.hi)}]"
+
+
+def _signed(a: Any) -> str:
+    return f"{a.mean:+.3f} [{a.lo:+.3f}, {a.hi:+.3f}]"
+
+
+def heldout_table(cps: Sequence[Checkpoint]) -> str:
+    lines = [
+        "| checkpoint | held-out n | EM [95% Wilson] | F1 [95% bootstrap] | answered | top answer (share) | answer entropy |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for c in cps:
+        r, a = c.report, c.report.answers
+        lines.append(
+            f"| {c.label} | {r.em.n} | {_interval(r.em)} | {_interval(r.f1)} | {a.answered:.0%} | "
+            f"`{a.top_answer}` ({a.top_share:.0%}) | {a.entropy_bits:.2f} bits |"
+        )
+    return "\n".join(lines)
+
+
+def comparisons(cps: Sequence[Checkpoint]) -> list[tuple[str, str]]:
+    """The pairs (a, b) the paired table shows as b - a: SFT against the untrained model and the
+    baseline, every RL checkpoint against SFT."""
+    labels = [c.label for c in cps]
+    pairs = [(a, "SFT") for a in ("untrained", BASELINE) if a in labels and "SFT" in labels]
+    pairs += [("SFT", c.label) for c in cps if c.rl_steps is not None and "SFT" in labels]
+    return pairs
+
+
+def paired_table(cps: Sequence[Checkpoint]) -> str:
+    by = {c.label: c.report for c in cps}
+    lines = [
+        "| comparison (same questions) | EM difference [95% paired bootstrap] | F1 difference [95% paired bootstrap] | right only in the first | right only in the second |",
+        "|---|---|---|---|---|",
+    ]
+    for a, b in comparisons(cps):
+        em, f1 = paired_diff(by[a], by[b], "em"), paired_diff(by[a], by[b], "f1")
+        lines.append(f"| {b} - {a} | {_signed(em.diff)} | {_signed(f1.diff)} | {em.b_only} | {em.a_only} |")
+    return "\n".join(lines)
+
+
+def rl_curve_table(curve: dict[str, list[float | None]]) -> str:
+    cols = [(m, t, f) for m, t, f in RL_CURVE if m in curve]
+    lines = ["| step | " + " | ".join(t for _m, t, _f in cols) + " |", "|---" * (len(cols) + 1) + "|"]
+    for i, step in enumerate(curve["step"]):
+        cells = []
+        for m, _t, f in cols:
+            v = curve[m][i]
+            cells.append("" if v is None else f.format(v))
+        lines.append(f"| {step} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def learning_tables(record: dict) -> str:
+    """The markdown ``docs/training.md`` prints from the record: held-out scores per checkpoint,
+    the paired differences, and the RL run's per-step curve (when the record has one)."""
+    cps = checkpoints(record)
+    parts = [heldout_table(cps), paired_table(cps)]
+    if "rl" in record.get("curves", {}):
+        parts.append(rl_curve_table(record["curves"]["rl"]))
+    return "\n\n".join(parts)
