@@ -27,8 +27,12 @@ Run rows are created, resumed and finished through :mod:`harness.lifecycle` (``h
 ``train``, ``sft``); reports read through :mod:`harness.queries`, where every read query over these
 tables lives, with values passed as parameters.
 
-Opening checks the file first: a truncated or damaged file is one :class:`StoreError` naming the
-file and what to do, before any work starts.
+Opening checks the file first, and tells apart, each in its own one-line :class:`StoreError`
+naming the file and what to do, before any work starts: a file that is not a DuckDB database (a
+SQLite file, text; DuckDB is never asked to read it, so it never fetches an extension), a file or
+folder that cannot be written (a read-only filesystem, no permission: the file is intact), a file
+another process holds locked, and a truncated or damaged file. DuckDB never reaches the network:
+every connection turns extension autoloading and autoinstalling off (:data:`DUCKDB_CONFIG`).
 
 Concurrency: DuckDB allows one writing process per file. Every operation opens a short-lived
 connection around one transaction and retries on the lock error with backoff until
@@ -288,6 +292,13 @@ class ScoredSample:
     latency_s: float = 0.0
 
 
+# every connection: no extension is ever loaded or installed behind our back (a SQLite file, a
+# function name, would make DuckDB download one)
+DUCKDB_CONFIG = {"autoload_known_extensions": False, "autoinstall_known_extensions": False}
+# a DuckDB file's magic bytes, at offset 8 of its first header block
+DUCKDB_MAGIC = b"DUCK"
+
+
 def _is_lock_error(e: Exception) -> bool:
     msg = str(e)
     return "Could not set lock" in msg or "Conflicting lock" in msg
@@ -314,6 +325,8 @@ class Store:
         if self.path.is_dir():
             raise StoreError(f"{self.path}: is a directory, not a results database; pass a file to --db")
         self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._check_kind()
+        self._check_writable()
         self._check_file()
         if not read_only:
             try:
@@ -332,6 +345,35 @@ class Store:
             f"{self.path}: the results database is damaged or truncated ({first}); move it aside "
             "(its finished runs cannot be read) and run again, or pass another --db"
         )
+
+    def _check_kind(self) -> None:
+        """A file that is not a DuckDB database is refused by its first bytes, before DuckDB opens it."""
+        if not self.path.exists() or self.path.stat().st_size < 12:
+            return  # new, or empty (damaged: _check_file says so)
+        with self.path.open("rb") as f:
+            head = f.read(16)
+        if head[8:12] == DUCKDB_MAGIC:
+            return
+        what = (
+            "a SQLite database"
+            if head.startswith(b"SQLite format 3")
+            else "a Parquet file"
+            if head.startswith(b"PAR1")
+            else f"a file starting {head[:12]!r}"
+        )
+        raise StoreError(
+            f"{self.path}: not a DuckDB results database ({what}); it was left untouched. "
+            "Pass the results file to --db (default results/harness.duckdb)"
+        )
+
+    def _check_writable(self) -> None:
+        """A store that writes needs the file and its folder (for DuckDB's ``.wal``) writable; a
+        read-only filesystem or a missing permission is said as such (the file is intact)."""
+        if self.read_only:
+            return
+        for target in (self.path, self.path.parent) if self.path.exists() else (self.path.parent,):
+            if not os.access(target, os.W_OK):
+                raise StoreError(_unwritable(self.path, target))
 
     def _check_file(self) -> None:
         """Refuse a truncated or damaged file before any work starts: it must open, and every block
@@ -369,7 +411,7 @@ class Store:
                     for table in tables:
                         con.execute(f'SELECT max(hash(COLUMNS(*))) FROM "{table}"').fetchall()
         except StoreError as e:
-            if "lock" in str(e) or "ermission" in str(e):
+            if "lock" in str(e) or "ermission" in str(e) or "cannot be written" in str(e):
                 raise
             raise self._damaged(e.__cause__ or e) from e
         except duckdb.Error as e:
@@ -383,9 +425,11 @@ class Store:
         delay = 0.01
         while True:
             try:
-                con = duckdb.connect(str(self.path), read_only=self.read_only)
+                con = duckdb.connect(str(self.path), read_only=self.read_only, config=DUCKDB_CONFIG)
                 break
             except duckdb.IOException as e:
+                if "Read-only file system" in str(e) or "Permission denied" in str(e):
+                    raise StoreError(_unwritable(self.path, self.path)) from e
                 if not _is_lock_error(e):
                     raise StoreError(f"{self.path}: cannot open the results database: {e}") from e
                 if time.monotonic() > deadline:
@@ -680,3 +724,12 @@ def _insert(con: duckdb.DuckDBPyConnection, table: str, df: pd.DataFrame, *, rep
         # error would hide the insert's own (e.g. a duplicate key); connect() rolls back anyway
         with suppress(duckdb.TransactionException):
             con.unregister("_incoming")
+
+
+def _unwritable(path: Path, target: Path) -> str:
+    where = "the file" if target == path else f"its folder {target}"
+    return (
+        f"{path}: cannot be written ({where} is on a read-only filesystem or lacks write permission); "
+        "nothing was changed: read it with the read-only commands (export, leaderboard), or copy it "
+        "somewhere writable and pass that to --db"
+    )

@@ -135,7 +135,9 @@ def test_create_and_get_run_round_trip_with_credentials_redacted(store):
     )
     store.create_run(run)
     got = store.get_run("r1")
-    assert got.command == "harness run --base-url http://u:***@h:1/v1 --x 'https://h/v1?api_key=***&y=2'"
+    assert (
+        got.command == "harness run --base-url http://u:***@h:1/v1 --x 'https://h/v1?api_key=***&y=***'"
+    )  # every query value
     expected = {**run.__dict__, "command": got.command}
     assert got.__dict__ == expected
     assert got.status == "running" and got.ended_at is None and got.seconds == 0.0
