@@ -32,7 +32,7 @@ import pandas as pd
 
 from harness.data.benches import MULTIHOP, SINGLEHOP
 from harness.errors import ConfigError
-from harness.metrics.bootstrap import Aggregate, bootstrap_ci
+from harness.metrics.bootstrap import Aggregate, bootstrap_ci, wilson_ci
 from leaderboards import queries
 from leaderboards.schema import (
     COST_COLUMNS,
@@ -68,12 +68,8 @@ def is_binary(values: np.ndarray) -> bool:
 
 
 def wilson_aggregate(values: np.ndarray) -> Aggregate:
-    """Mean of 0/1 values with the Wilson score 95% interval."""
-    from scipy.stats import binomtest
-
-    n, k = len(values), int(values.sum())
-    ci = binomtest(k, n).proportion_ci(confidence_level=0.95, method="wilson")
-    return Aggregate(k / n, float(ci.low), float(ci.high), n)
+    """Mean of 0/1 values with the Wilson score 95% interval (:func:`harness.metrics.bootstrap.wilson_ci`)."""
+    return wilson_ci(values)
 
 
 def dataset_aggregate(
@@ -1077,7 +1073,21 @@ def glossary() -> list[dict[str, str]]:
 SFT_LABEL = "sft recipe "  # `harness sft` labels its train run "sft recipe <recipe>" (harness.rl.sft)
 SFT_OUT_DEFAULT = "runs/{method}-{recipe}-sft"  # `harness sft --out`'s default (harness.cli.cmd_sft)
 HELDOUT = "heldout/"  # harness.rl.heldout.record_heldout's metric prefix
-HELDOUT_FIELDS = ("em", "em_lo", "em_hi", "f1", "n", "answered", "top_answer_share", "answer_entropy_bits")
+HELDOUT_FIELDS = (
+    "em",
+    "em_lo",
+    "em_hi",
+    "f1",
+    "n",
+    "answered",
+    "top_answer_share",
+    "answer_entropy_bits",
+    "em_diff",  # paired against the run's starting checkpoint (harness.rl.heldout.record_heldout)
+    "em_diff_lo",
+    "em_diff_hi",
+)
+# heldout/baseline/*: the template-majority baseline (harness.rl.heldout.record_baseline)
+BASELINE = "baseline/"
 SAMPLED = "sampled/"  # harness.rl.trainer: the rollout metrics over every rollout generated
 
 
@@ -1133,7 +1143,9 @@ def heldout_points(steps: pd.DataFrame) -> pd.DataFrame:
     """Held-out evaluations of one run's checkpoints (``heldout/*`` rows of ``train_steps``): one
     row per step with ``step`` as stored (optimizer steps behind the checkpoint, 0 = the run's
     starting model) and the columns of :data:`HELDOUT_FIELDS` (NaN where one was not logged)."""
-    rows = steps[steps["metric"].str.startswith(HELDOUT)]
+    rows = steps[
+        steps["metric"].str.startswith(HELDOUT) & ~steps["metric"].str.startswith(HELDOUT + BASELINE)
+    ]
     wide = rows.assign(metric=rows["metric"].str.removeprefix(HELDOUT)).pivot_table(
         index="step", columns="metric", values="value", aggfunc="first"
     )
@@ -1186,11 +1198,31 @@ def heldout_table(chain: list[tuple[str, str, pd.DataFrame]]) -> pd.DataFrame:
     row named by its run label and step; ``checkpoint`` says which model it is: in an SFT run step 0
     is ``untrained`` and the last step ``SFT``; in another run step 0 is ``SFT`` and the last step
     ``SFT+RL`` when an SFT run precedes it in the chain (the caller vouches it started from that
-    run's checkpoint), else ``start`` and ``RL``; steps between are ``<that> step k``. Columns:
-    ``checkpoint, run, step, EM [95%]`` (text) and :data:`HELDOUT_FIELDS`."""
+    run's checkpoint), else ``start`` and ``RL``; steps between are ``<that> step k``. The first
+    template-majority baseline a run of the chain logged (``heldout/baseline/*``) is a row
+    ``template majority`` before that run's rows. Columns: ``checkpoint, run, step, EM [95%]``
+    and ``EM vs start [95% paired]`` (text: the paired difference against the run's step 0) and
+    :data:`HELDOUT_FIELDS`."""
     rows = []
     after_sft = False
+    baseline_done = False
     for run_id, label, steps in chain:
+        base = steps[steps["metric"].str.startswith(HELDOUT + BASELINE)]
+        if len(base) and not baseline_done:
+            b = dict(zip(base["metric"].str.removeprefix(HELDOUT + BASELINE), base["value"], strict=True))
+            rows.append(
+                {
+                    "checkpoint": "template majority",
+                    "run": label or run_id,
+                    "run_id": run_id,
+                    "step": None,
+                    "EM [95%]": f"{b['em']:.3f} [{b['em_lo']:.3f}, {b['em_hi']:.3f}]",
+                    "EM vs start [95% paired]": "",
+                    **{f: b.get(f, math.nan) for f in HELDOUT_FIELDS},
+                    "n": int(b["n"]),
+                }
+            )
+            baseline_done = True
         pts = heldout_points(steps)
         sft = is_sft_run(label)
         first, last = ("untrained", "SFT") if sft else ("SFT", "SFT+RL") if after_sft else ("start", "RL")
@@ -1207,10 +1239,13 @@ def heldout_table(chain: list[tuple[str, str, pd.DataFrame]]) -> pd.DataFrame:
                     "run_id": run_id,
                     "step": int(p.step),
                     "EM [95%]": f"{p.em:.3f} [{p.em_lo:.3f}, {p.em_hi:.3f}]",
+                    "EM vs start [95% paired]": ""
+                    if math.isnan(p.em_diff)
+                    else f"{p.em_diff:+.3f} [{p.em_diff_lo:+.3f}, {p.em_diff_hi:+.3f}]",
                     **{f: getattr(p, f) for f in HELDOUT_FIELDS},
                     "n": None if math.isnan(p.n) else int(p.n),
                 }
             )
         after_sft = after_sft or sft
-    cols = ["checkpoint", "run", "run_id", "step", "EM [95%]", *HELDOUT_FIELDS]
+    cols = ["checkpoint", "run", "run_id", "step", "EM [95%]", "EM vs start [95% paired]", *HELDOUT_FIELDS]
     return pd.DataFrame(rows, columns=cols)

@@ -6,7 +6,9 @@ import argparse
 from pathlib import Path
 
 from harness.cli import add_command
+from harness.device import add_device_arg
 from harness.retrieval.cli_options import setup_logging
+from harness.retrieval.encoder import set_encoder_device
 
 EXAMPLES = """\
   harness eval-retrieval                                      # bm25s on mini-multihop, k = 1,3,5
@@ -25,6 +27,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         examples=EXAMPLES,
         handler=_run,
     )
+    add_device_arg(p, what="the dense encoder")
     p.add_argument("--bench", default="mini-multihop", help="bench name (default mini-multihop)")
     p.add_argument(
         "--retrievers",
@@ -47,6 +50,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
+    set_encoder_device(args.device)
     from rich.console import Console
     from rich.table import Table
 

@@ -224,3 +224,12 @@ def record_heldout(
         m |= {"heldout/em_diff": d.mean, "heldout/em_diff_lo": d.lo, "heldout/em_diff_hi": d.hi}
     store.add_train_steps(train_run_id, step, m)
     return m
+
+
+def record_baseline(store: Any, train_run_id: str, report: HeldoutReport) -> dict[str, float]:
+    """Write a baseline's report (:func:`template_majority_report`) into ``train_steps`` of
+    ``train_run_id`` as ``heldout/baseline/*`` at step 0: the training page shows it as a row of the
+    held-out table, not as a checkpoint."""
+    m = report.metrics(prefix="heldout/baseline/")
+    store.add_train_steps(train_run_id, 0, m)
+    return m

@@ -123,7 +123,7 @@ if len(points):
     st.subheader("Held-out EM at checkpoints")
     st.altair_chart(heldout_chart(points), key="train_heldout_chart")
     st.caption(
-        "`heldout/em` with its 95% bootstrap interval (`heldout/em_lo` .. `heldout/em_hi`) at the "
+        "`heldout/em` with its 95% Wilson interval (`heldout/em_lo` .. `heldout/em_hi`) at the "
         "optimizer steps behind each checkpoint: start (0) is the run's starting model, k the "
         "checkpoint after the step shown as k in the curves above."
     )
@@ -160,6 +160,7 @@ if len(table):
             "run",
             "step",
             "EM [95%]",
+            "EM vs start [95% paired]",
             "n",
             "answered",
             "top_answer_share",
@@ -168,6 +169,10 @@ if len(table):
         ],
         column_config={
             "step": st.column_config.NumberColumn("step", help="optimizer steps behind the checkpoint"),
+            "EM vs start [95% paired]": st.column_config.TextColumn(
+                "EM vs start [95% paired]",
+                help="EM minus the run's starting checkpoint's, question by question (paired bootstrap)",
+            ),
             "answered": st.column_config.NumberColumn("answered", format="percent"),
             "top_answer_share": st.column_config.NumberColumn("top answer share", format="percent"),
             "answer_entropy_bits": st.column_config.NumberColumn("answer entropy (bits)", format="%.2f"),
@@ -178,7 +183,11 @@ if len(table):
 else:
     st.caption("No held-out evaluations logged for these runs (`harness.rl.heldout.record_heldout`).")
 st.caption(
-    "Rows are the held-out evaluations (`heldout/*`) of the runs picked, named by run and step. "
+    "Rows are the held-out evaluations (`heldout/*`) of the runs picked, named by run and step, every "
+    "one on the same held-out questions: EM with its 95% Wilson interval, and (`heldout/em_diff`) its "
+    "paired difference from the run's starting checkpoint with the paired-bootstrap 95% interval. "
+    "*template majority* (`heldout/baseline/*`) answers each question with the commonest training "
+    "gold of its template, the floor a trained checkpoint must clear. "
     "The database does not record which SFT run an RL run started from: the default pairs a run "
     "with the SFT run whose checkpoint (`harness sft --out DIR` writes DIR/final) is the RL run's "
     "`--model`, as both command lines spelled the path. An SFT run's step 0 is the untrained model "

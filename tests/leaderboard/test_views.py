@@ -544,6 +544,28 @@ def test_heldout_table_of_an_rl_run_alone_says_start_and_rl():
     assert views.heldout_table([("x", "recipe r", _steps({0: {"kl": 0.0}}))]).empty
 
 
+def test_heldout_table_shows_the_baseline_row_and_the_paired_difference():
+    base = {
+        f"heldout/baseline/{k.removeprefix('heldout/')}": v
+        for k, v in _heldout(0.19, 0.12, 0.28, 20, 1, 0.6, 0.97).items()
+    }
+    sft = pd.concat([SFT_STEPS, _steps({0: base})])
+    paired = {"heldout/em_diff": 0.15, "heldout/em_diff_lo": 0.05, "heldout/em_diff_hi": 0.25}
+    rl = pd.concat([RL_STEPS, _steps({3: paired})])
+    t = views.heldout_table([("sft-1", "sft recipe r", sft), ("rl-1", "recipe r", rl)])
+    assert t["checkpoint"].tolist() == [
+        "template majority",
+        "untrained",
+        "SFT",
+        "SFT",
+        "SFT+RL step 1",
+        "SFT+RL",
+    ]
+    assert t["EM [95%]"].tolist()[0] == "0.190 [0.120, 0.280]" and t["n"].tolist()[0] == 20
+    assert t["EM vs start [95% paired]"].tolist() == ["", "", "", "", "", "+0.150 [+0.050, +0.250]"]
+    assert views.heldout_points(sft)["step"].tolist() == [0, 2]  # the baseline is no checkpoint
+
+
 def test_heldout_points_and_curves_keep_checkpoints_apart_from_steps():
     pts = views.heldout_points(SFT_STEPS)
     assert pts["step"].tolist() == [0, 2]
