@@ -241,7 +241,30 @@ def read_predictions(path: str | os.PathLike[str], needs: frozenset[str] = froze
         is_array = False
     if not rows:
         raise DataError(p, "no predictions in file")
+    _refuse_duplicate_ids(p, rows, "item" if is_array else "line")
     return PredictionsFile(path=p, is_array=is_array, rows=rows)
+
+
+def _refuse_duplicate_ids(path: str, rows: Sequence[PredictionRow], unit: str) -> None:
+    """Two rows with the same ``id`` would be scored twice (or one would hide the other): refused,
+    naming the id and the lines (items) it is on."""
+    seen: dict[str, list[int]] = {}
+    for row in rows:
+        if row.id is not None:
+            seen.setdefault(str(row.id), []).append(row.line)
+    dups = [(rid, lines) for rid, lines in seen.items() if len(lines) > 1]
+    if dups:
+        rid, lines = dups[0]
+        more = f" ({len(dups) - 1} more duplicated id(s))" if len(dups) > 1 else ""
+        raise DataError(
+            path,
+            f"duplicate id {rid!r} on {unit}s {', '.join(map(str, lines))}{more}; each row needs its own id",
+        )
+
+
+_TOO_DEEP = (
+    "JSON nested too deeply to read (beyond Python's recursion limit); a prediction row is one flat object"
+)
 
 
 def _read_jsonl(path: str, data: bytes, needs: frozenset[str]) -> list[PredictionRow]:
@@ -259,6 +282,8 @@ def _read_jsonl(path: str, data: bytes, needs: frozenset[str]) -> list[Predictio
             obj = json.loads(text)
         except json.JSONDecodeError as e:
             raise DataError(path, f"invalid JSON: {e.msg} at column {e.colno}", lineno) from None
+        except RecursionError:
+            raise DataError(path, _TOO_DEEP, lineno) from None
         try:
             rows.append(_parse_row(obj, lineno, needs))
         except _RowError as e:
@@ -276,6 +301,8 @@ def _read_array(path: str, data: bytes, needs: frozenset[str]) -> list[Predictio
         items = json.loads(text)
     except json.JSONDecodeError as e:
         raise DataError(path, f"invalid JSON: {e.msg} at column {e.colno}", e.lineno) from None
+    except RecursionError:
+        raise DataError(path, _TOO_DEEP) from None
     if not isinstance(items, list):
         raise DataError(path, "expected a JSON array of prediction objects")
     rows = []
