@@ -7,7 +7,9 @@ import argparse
 from pathlib import Path
 
 from harness.cli import add_command
+from harness.device import add_device_arg
 from harness.retrieval.cli_options import add_retriever_args, setup_logging
+from harness.retrieval.encoder import set_encoder_device
 
 EXAMPLES = """\
   harness index                                  # bm25s over the packaged closed corpus (seconds)
@@ -35,6 +37,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         examples=EXAMPLES,
         handler=_run,
     )
+    add_device_arg(p, what="the dense encoder")
     p.add_argument(
         "action",
         nargs="?",
@@ -119,6 +122,7 @@ def _import(args: argparse.Namespace, spec) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
+    set_encoder_device(args.device)
     from rich.console import Console
 
     from harness.errors import ConfigError

@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 from harness.cli import add_command, non_negative_int, positive_float, positive_int
+from harness.device import device_arg
 from harness.judge.cli_options import add_judge_args
 
 EXAMPLES = """\
@@ -84,6 +85,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         default=None,
         help="llama.cpp / transformers threads (default $OMP_NUM_THREADS, else 1); 2 on an idle "
         "2-core machine is about twice as fast, but collapses when another process is busy",
+    )
+    p.add_argument(
+        "--device",
+        type=device_arg,
+        default=None,
+        help="transformers backend: where the model runs: auto (the first GPU when torch sees one, "
+        "else the CPU; the default), cpu, cuda, cuda:N",
     )
     p.add_argument(
         "--slots",
@@ -255,6 +263,14 @@ def backend_options(args: argparse.Namespace) -> dict[str, object]:
 
             raise ConfigError("--threads sets an in-process model's threads; a --base-url server has its own")
         opts["threads"] = args.threads
+    if args.device is not None:
+        # auto picks transformers only for a local HF directory (a training checkpoint)
+        hf_dir = args.backend == "auto" and Path(args.model).is_dir()
+        if args.base_url or not (args.backend == "transformers" or hf_dir):
+            from harness.errors import ConfigError
+
+            raise ConfigError("--device places the transformers backend's model; use --backend transformers")
+        opts["device"] = args.device
     if args.slots is not None:
         opts["max_batch_size"] = args.slots
     if args.draft is not None:

@@ -5,7 +5,9 @@ from __future__ import annotations
 import argparse
 
 from harness.cli import add_command
+from harness.device import add_device_arg
 from harness.retrieval.cli_options import add_retriever_args, setup_logging
+from harness.retrieval.encoder import set_encoder_device
 
 EXAMPLES = """\
   harness serve-retriever                                   # bm25s, closed corpus, 127.0.0.1:8000, top-3
@@ -37,6 +39,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         examples=EXAMPLES,
         handler=_run,
     )
+    add_device_arg(p, what="the dense encoder")
     add_retriever_args(p)
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
     p.add_argument("--port", type=int, default=8000, help="port, 0 for any free one (default 8000)")
@@ -109,6 +112,7 @@ def limits_from_args(args: argparse.Namespace):
 
 
 def _run(args: argparse.Namespace) -> int:
+    set_encoder_device(args.device)
     from harness.errors import ConfigError
     from harness.retrieval.factory import make_retriever
     from harness.retrieval.server import bind, create_app, serve

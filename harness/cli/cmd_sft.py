@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from harness.cli import add_command
+from harness.device import add_device_arg
 
 EXAMPLES = """\
   harness sft --method search_r1 --recipe cpu-sft-rl --out runs/sft           # warm-up on this CPU
@@ -44,6 +45,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--out", type=Path, default=None, help="output dir (default runs/<method>-<recipe>-sft)")
     p.add_argument("--db", type=Path, default=Path("results/harness.duckdb"), help="results database")
     p.add_argument("--show", action="store_true", help="print the resolved sft config as JSON and exit")
+    add_device_arg(p, what="the policy being trained")
 
 
 def handle(args: argparse.Namespace) -> int:
@@ -72,6 +74,7 @@ def handle(args: argparse.Namespace) -> int:
         out=args.out or Path("runs") / f"{method.name}-{recipe.name}-sft",
         db=args.db,
         log=lambda s: print(s, file=sys.stderr),
+        device=args.device,
     )
     print(f"checkpoint: {final}\nrun: {run_id} (metrics in {args.db}, table train_steps)")
     return 0

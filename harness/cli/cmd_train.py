@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from harness.cli import add_command, positive_int
+from harness.device import add_device_arg
 
 EXAMPLES = """\
   harness train --method eval_rar --recipe cpu-smoke                  # a few steps on this CPU
@@ -15,6 +16,7 @@ EXAMPLES = """\
   harness train --method search_r1 --recipe cpu-smoke --recipe-override algo.lr=5e-6 algo.group_size=4
   harness train --method search_r1 --recipe cpu-smoke --out runs/sr1 --resume   # continue from the checkpoint
   harness train --method search_r1 --recipe paper --show                         # print the recipe and exit
+  harness train --method search_r1 --recipe cpu-smoke --device cuda --recipe-override dtype=auto  # one GPU, bf16
   harness run --method search_r1 --model runs/sr1/final --bench mini-multihop   # evaluate the result
 """
 
@@ -52,6 +54,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--db", type=Path, default=Path("results/harness.duckdb"), help="results database")
     p.add_argument("--resume", action="store_true", help="continue from --out/checkpoint")
     p.add_argument("--show", action="store_true", help="print the resolved recipe as JSON and exit")
+    add_device_arg(p, what="the policy, its reference, the critic and every training tensor")
     from harness.retrieval.cli_options import add_remote_args
 
     add_remote_args(p)
@@ -71,6 +74,7 @@ def handle(args: argparse.Namespace) -> int:
 
 
 def run_training(method, recipe, args: argparse.Namespace) -> int:
+    from harness.device import describe_device, resolve_device
     from harness.lifecycle import create_train_run, running
     from harness.llm.base import make_backend
     from harness.protocol import preset, resolve_corpus
@@ -84,6 +88,7 @@ def run_training(method, recipe, args: argparse.Namespace) -> int:
     if proto.remote is None or args.corpus is not None:
         proto = resolve_corpus(proto, args.corpus)
     out = args.out or Path("runs") / f"{method.name}-{recipe.name}"
+    device = resolve_device(args.device)  # a GPU asked for but absent fails here, before any row
     out.mkdir(parents=True, exist_ok=True)
     store = Store(args.db)
     rp = rollout_protocol(proto, recipe)
@@ -95,6 +100,7 @@ def run_training(method, recipe, args: argparse.Namespace) -> int:
         protocol=rp,
         model=args.model,
         label=f"recipe {recipe.name}",
+        runtime=describe_device(device),
     )
     # a bad aux model or dead server still ends the run's row (failed), never `running`
     with running(store, run_id):
@@ -114,6 +120,7 @@ def run_training(method, recipe, args: argparse.Namespace) -> int:
             aux_models=aux,
             run_id=run_id,
             log=lambda s: print(s, file=sys.stderr),
+            device=str(device),
         )
         result = trainer.train()
     print(f"checkpoint: {result.checkpoint}\nrun: {run_id} (metrics in {args.db}, table train_steps)")

@@ -456,5 +456,9 @@ def _pick(logits: torch.Tensor, sampling: SamplingParams, gens: list[torch.Gener
         sorted_scores = sorted_scores.masked_fill(drop, float("-inf"))
         scores = torch.full_like(scores, float("-inf")).scatter(-1, sorted_idx, sorted_scores)
     probs = scores.softmax(dim=-1)
-    picks = [torch.multinomial(probs[j], 1, generator=g) for j, g in enumerate(gens)]
-    return torch.cat(picks).to(logits.device)
+    # the exponential race: argmax(p / E) with E ~ Exp(1) i.i.d. draws token i with probability
+    # p_i (vLLM's sampler does the same); one row's noise comes from that row's generator, and an
+    # elementwise draw is far cheaper than a torch.multinomial call per row (1.6 ms each on the CPU
+    # over SmolLM2's 49,152 tokens)
+    noise = torch.stack([torch.empty_like(probs[j]).exponential_(generator=g) for j, g in enumerate(gens)])
+    return (probs / noise).argmax(dim=-1)

@@ -136,8 +136,23 @@ _loaded: dict[tuple[EncoderSpec, str], Encoder] = {}
 _loaded_lock = threading.Lock()
 
 
-def load_encoder(spec: EncoderSpec, device: str = "cpu") -> Encoder:
-    """The encoder for ``spec``, loaded once per process (models take seconds to load)."""
+_device = "cpu"  # where load_encoder puts a model when no device is named (set_encoder_device)
+
+
+def set_encoder_device(spec: str) -> str:
+    """Make ``spec`` (``--device``: auto, cpu, cuda, cuda:N; :mod:`harness.device`) the device of
+    every encoder this process loads without naming one; returns the resolved device."""
+    from harness.device import resolve_device
+
+    global _device
+    _device = str(resolve_device(spec))
+    return _device
+
+
+def load_encoder(spec: EncoderSpec, device: str | None = None) -> Encoder:
+    """The encoder for ``spec`` on ``device`` (default: :func:`set_encoder_device`'s, else the
+    CPU), loaded once per process and device (models take seconds to load)."""
+    device = device or _device
     with _loaded_lock:
         key = (spec, device)
         if key not in _loaded:
