@@ -58,6 +58,20 @@ PARETO_COSTS = ("retrievals", "tokens", "usd")
 ROW_KEY = ["method", "model"]
 
 
+def inline_code(text: str) -> str:
+    """``text`` as one Markdown code span, rendered as text whatever it contains: the fence is one
+    backtick longer than the longest backtick run inside (CommonMark), padded with a space when the
+    text starts or ends with a backtick; newlines become spaces. Model output, queries and ids go
+    through this, so a backtick in a prediction cannot end the span and render the rest as Markdown
+    (an image link to any URL, say)."""
+    text = str(text).replace("\r", " ").replace("\n", " ")
+    if not text:
+        return "`∅`"
+    fence = "`" * (max((len(r) for r in re.findall(r"`+", text)), default=0) + 1)
+    pad = " " if text[0] == "`" or text[-1] == "`" or (text[0] == " " and text[-1] == " ") else ""
+    return f"{fence}{pad}{text}{pad}{fence}"
+
+
 def _nan_aggregate() -> Aggregate:
     return Aggregate(math.nan, math.nan, math.nan, 0)
 

@@ -14,6 +14,7 @@ from leaderboards import ui, views
 from leaderboards.schema import metric_label
 
 NONE = "(none)"
+code = views.inline_code  # model text, queries and ids render as text, whatever they contain
 
 st.title("Trajectory explorer")
 db = ui.db_path()
@@ -99,7 +100,7 @@ pjson = ui.load_protocol_json(db, ui.stamp(db), protocol)
 
 def show_passage(p: views.PassageView) -> None:
     score = "" if p.score is None else f" · score {p.score:.2f}"
-    head = f"**{'GOLD · ' if p.gold else ''}`{p.doc_id}`**{score}"
+    head = f"**{'GOLD · ' if p.gold else ''}{code(p.doc_id)}**{score}"
     body = (
         f"{head}  \n**{p.title}** — {p.text}"
         if p.title is not None
@@ -125,7 +126,7 @@ def show_sample(s: views.SampleView, system: str) -> None:
     st.subheader(system)
     st.markdown(
         f"**{mark} {verdict}** ({metric_label(metric)} {'' if value is None else f'{value:.2f}'}) · "
-        f"**answer:** `{s.prediction or '∅'}` · extraction: `{s.extraction_status}`"
+        f"**answer:** {code(s.prediction or '∅')} · extraction: {code(s.extraction_status)}"
     )
     if s.error:
         st.error(s.error)
@@ -142,7 +143,7 @@ def show_sample(s: views.SampleView, system: str) -> None:
             if t.kind == "retrieve":
                 found = f"{len(t.passages)} passages" if t.passages else "**0 passages**"
                 st.markdown(
-                    f"**turn {t.index} · search** `{t.query}` · {found} · {t.observation_tokens} observation tokens"
+                    f"**turn {t.index} · search** {code(t.query)} · {found} · {t.observation_tokens} observation tokens"
                 )
                 for p in t.passages:
                     show_passage(p)
@@ -152,11 +153,13 @@ def show_sample(s: views.SampleView, system: str) -> None:
                 st.markdown("**injected message** · after a generation without a search or an answer")
                 st.warning(t.text.strip(), icon=":material/reply:")
             elif t.kind == "message":
-                st.markdown(f"**turn {t.index} · injected message** ({t.status}) · refused query `{t.query}`")
+                st.markdown(
+                    f"**turn {t.index} · injected message** ({t.status}) · refused query {code(t.query)}"
+                )
                 st.warning(t.text.strip(), icon=":material/reply:")
             else:
                 st.markdown(
-                    f"**turn {t.index} · {t.kind}** · {tokens} · stop: `{t.stop_reason}` · {t.status}"
+                    f"**turn {t.index} · {t.kind}** · {tokens} · stop: {code(t.stop_reason)} · {t.status}"
                 )
                 show_text(t.text)
     if s.never_retrieved:
@@ -171,8 +174,8 @@ def show_sample(s: views.SampleView, system: str) -> None:
 first = ui.load_sample(db, ui.stamp(db), run_a, dataset, sample_id, pjson)
 st.markdown(f"### {first.question}")
 st.markdown(
-    f"**gold answers:** {', '.join(f'`{x}`' for x in first.answers)} · **gold passages:** "
-    + (", ".join(f"`{g}`" for g in first.gold_ids) or "unknown")
+    f"**gold answers:** {', '.join(code(x) for x in first.answers)} · **gold passages:** "
+    + (", ".join(code(g) for g in first.gold_ids) or "unknown")
 )
 if run_b is not None and sample_id in set(ui.load_questions(db, ui.stamp(db), run_b, dataset)["sample_id"]):
     left, right = st.columns(2)
