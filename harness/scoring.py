@@ -46,6 +46,7 @@ from harness.metrics.registry import (
     resolve_metrics,
     score_answer,
 )
+from harness.types import is_unmapped_id
 
 if TYPE_CHECKING:
     from harness.protocol import Protocol
@@ -507,7 +508,9 @@ class RunScoring:
         m = score_answer(t.prediction, t.answers, self.answer) if self.answer else {}
         if self.answer:
             m.update(score_alternatives(t.alt_predictions, t.answers, self.answer))
-        if gold_ids and self.retrieval:
+        # a passage a remote server returned that maps to no corpus id (harness.types.is_unmapped_id):
+        # the sample's retrieval metrics are not computable, so none is stored (never a 0)
+        if gold_ids and self.retrieval and not any(is_unmapped_id(i) for i in t.retrieved_doc_ids):
             first = next((turn.doc_ids for turn in t.turns if turn.kind == "retrieve"), [])
             ids = {"first": first, "all": t.retrieved_doc_ids}
             for name, metric, which in self.retrieval:

@@ -101,6 +101,15 @@ def join_contents(title: str, text: str) -> str:
     return f'"{title}"\n{text}'
 
 
+# A remote hit that could not be mapped to a corpus passage id (harness.retrieval.client.PassageIds)
+# is stored as this prefix + a hash of its text; retrieval metrics are not computed over such ids.
+UNMAPPED_ID_PREFIX = "unmapped:"
+
+
+def is_unmapped_id(doc_id: str) -> bool:
+    return doc_id.startswith(UNMAPPED_ID_PREFIX)
+
+
 @dataclass(frozen=True)
 class Hit:
     """One retrieved passage: corpus id, wiki-18 ``contents`` and the retriever's score."""

@@ -87,7 +87,8 @@ def _run(args: argparse.Namespace) -> int:
         from harness.retrieval.client import RetrievalClient
         from harness.retrieval.spec import CorpusSpec
 
-        client = RetrievalClient(args.retriever_url)
+        # hits are mapped to the corpus's passage ids (Search-R1's own server sends none, or row numbers)
+        client = RetrievalClient(args.retriever_url, corpus=corpus or as_corpus(args.corpus, progress=True))
         remote_corpus = client.corpus_spec  # an unreachable server fails here, naming the URL
         name = "remote" if remote_corpus is not None else "remote-unverified"
         if remote_corpus is None:
@@ -132,7 +133,7 @@ def _run(args: argparse.Namespace) -> int:
                 cells = [f"{sum(r.recall * r.n for r in rows[k]) / n:.3f}" if n else "-" for k in ks]
             else:
                 n = by_key[(ds, nm, ks[0])].n
-                cells = [f"{by_key[(ds, nm, k)].recall:.3f}" if n else "-" for k in ks]
+                cells = [_cell(by_key[(ds, nm, k)].recall) if n else "-" for k in ks]
             end_section = ni == len(names) - 1 and si < len(sections) - 1
             table.add_row(ds if ni == 0 else "", nm, str(n), *cells, end_section=end_section)
     out.print(table)
@@ -155,7 +156,13 @@ def _run(args: argparse.Namespace) -> int:
                 seconds=row.seconds,
             )
             for spec, corpus_spec, row in results
+            if row.recall == row.recall  # NaN: not computable (unmapped remote hits), never stored
         ]
         Store(db).add_retrieval_evals(store_rows)
         out.print(f"[dim]{len(store_rows)} rows stored in {db} (table retrieval_evals)[/dim]")
     return 0
+
+
+def _cell(recall: float) -> str:
+    """A recall, or "n/a" when it is not computable (a remote server's passages mapped to no corpus id)."""
+    return "n/a" if recall != recall else f"{recall:.3f}"

@@ -3,7 +3,8 @@
 For each dataset the questions that have gold passage ids (``QAExample.gold_passage_ids``) are
 searched once at the largest k; recall@k is the mean over those questions of
 :func:`harness.metrics.retrieval.retrieval_recall_at_k` (distinct gold ids among the first k
-hits / distinct gold ids). Questions without gold ids are counted and skipped.
+hits / distinct gold ids). Questions without gold ids are counted and skipped. Recall is NaN (not
+computable) when a remote server returned a passage that maps to no corpus id.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from dataclasses import dataclass
 from harness.errors import ConfigError
 from harness.metrics.retrieval import retrieval_recall_at_k
 from harness.retrieval.base import Retriever
-from harness.types import QAExample
+from harness.types import QAExample, is_unmapped_id
 
 
 @dataclass(frozen=True)
@@ -53,6 +54,9 @@ def recall_at_ks(
         for hits in retriever.search([ex.question for ex in batch], k_max):
             ranked.append([h.doc_id for h in hits])
     seconds = time.perf_counter() - t0
+    if any(is_unmapped_id(i) for ids in ranked for i in ids):
+        # a remote server returned passages that map to no corpus id: recall is not computable
+        return [RecallAtK(dataset, label, k, float("nan"), len(with_gold), skipped, seconds) for k in ks]
     out = []
     for k in ks:
         total = sum(

@@ -138,6 +138,13 @@ def make_protocol_retriever(
     """The retriever a :class:`harness.protocol.Protocol` pins, over ``corpus_path`` (default: the
     packaged closed corpus). The corpus file must have the protocol's content hash and size when
     the protocol pins them, otherwise :class:`ConfigError` (scores would not be comparable)."""
+    corpus = protocol_corpus(protocol, corpus_path, progress=progress)
+    return build_retriever(protocol.retriever, corpus, mode=mode, progress=progress)
+
+
+def protocol_corpus(protocol, corpus_path: str | Path | None = None, *, progress: bool = False) -> Corpus:
+    """The corpus file ``corpus_path`` (default: the packaged closed corpus), checked against the
+    content hash and size ``protocol`` pins (:class:`ConfigError` if they differ)."""
     corpus = as_corpus(corpus_path, progress=progress)
     ref = protocol.corpus
     if ref.content_hash is not None and ref.content_hash != corpus.spec.content_hash:
@@ -150,4 +157,4 @@ def make_protocol_retriever(
             f"corpus {corpus.path} has {len(corpus)} passages, but protocol {protocol.name!r} pins "
             f"{ref.n_passages} (corpus {ref.id!r}); use the protocol's corpus"
         )
-    return build_retriever(protocol.retriever, corpus, mode=mode, progress=progress)
+    return corpus

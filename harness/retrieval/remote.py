@@ -14,6 +14,10 @@ Any Search-R1-compatible ``POST /retrieve`` server works through :class:`Retriev
   must agree with the declaration;
 - nobody describes it: the protocol's own corpus and retriever are assumed, unverified;
   ``described_by = "nobody"``, id suffix ``-remote-unverified``.
+
+Unless the server described itself, the protocol's corpus must be at hand (the packaged one, or
+``--corpus``): hits are mapped to its passage ids (:class:`harness.retrieval.client.PassageIds`),
+and a hit that maps to none makes the retrieval metrics of its question not computable.
 """
 
 from __future__ import annotations
@@ -92,7 +96,13 @@ def protocol_retriever(
         raise ConfigError(
             f"protocol {protocol.name!r} ({protocol.protocol_id}) uses a remote retriever: pass --retriever-url"
         )
-    client = RetrievalClient(retriever_url)
+    from harness.retrieval.factory import protocol_corpus
+
+    # A server that described itself serves the protocol's corpus (checked by content hash) with its
+    # ids. Any other server's hits are mapped to the protocol corpus's passage ids, which needs that
+    # corpus here: Search-R1's own server sends no ids, or row numbers (client.PassageIds).
+    corpus = None if protocol.remote.described_by == "server" else protocol_corpus(protocol, corpus_path)
+    client = RetrievalClient(retriever_url, corpus=corpus)
     if protocol.remote.described_by == "server" and client.index_id != protocol.remote.index_id:
         raise ConfigError(
             f"retrieval server {client.shown_url} now serves index {client.index_id}, but protocol "
