@@ -447,10 +447,15 @@ class Store:
             yield con
             if not self.read_only:
                 con.execute("COMMIT")
-        except BaseException:
+        except BaseException as e:
             if not self.read_only:
                 with suppress(duckdb.Error):
                     con.execute("ROLLBACK")
+            if isinstance(e, duckdb.Error | OSError) and "No space left on device" in str(e):
+                raise StoreError(
+                    f"{self.path}: the disk is full; this batch was not written, everything before it "
+                    "is saved. Free space (or pass --db on another disk) and rerun with --resume"
+                ) from e
             raise
         finally:
             con.close()
