@@ -63,15 +63,39 @@ def example_from_verl(data_source: str, ground_truth: Any, extra_info: dict[str,
     info = extra_info or {}
     if info.get("example"):
         return QAExample.from_dict(json.loads(info["example"]))
-    target = ground_truth["target"] if isinstance(ground_truth, dict) else ground_truth
-    answers = tuple(str(a) for a in (target if isinstance(target, list | tuple) else list(target)))
     return QAExample(
         id=str(info.get("id", "")),
         dataset=data_source,
         split=str(info.get("split", "")),
         question=str(info.get("question", "")),
-        answers=answers,
+        answers=gold_answers(ground_truth),
     )
+
+
+def gold_answers(ground_truth: Any) -> tuple[str, ...]:
+    """The gold answers of a verl row's ``reward_model.ground_truth`` in any of the forms in use:
+    a string (one answer, never split into characters), a list / tuple / array of answers, or
+    verl's Search-R1 form ``{"target": [...]}`` (``verl/utils/reward_score/search_r1_like_qa_em.py``
+    reads ``ground_truth["target"]``; read from parquet the list is a numpy array)."""
+    target = ground_truth
+    if isinstance(ground_truth, dict):
+        if "target" not in ground_truth:
+            raise ValueError(
+                f"reward_model.ground_truth {str(ground_truth)[:200]} is a dict without 'target'; "
+                "give the answers as a string, a list, or {'target': [...]}"
+            )
+        target = ground_truth["target"]
+    if isinstance(target, str):
+        return (target,)
+    if isinstance(target, bytes | dict) or not hasattr(target, "__iter__"):
+        raise ValueError(
+            f"reward_model.ground_truth {str(ground_truth)[:200]} is not a string, a list of answers "
+            "or {'target': [...]}"
+        )
+    answers = tuple(str(a) for a in target)
+    if not answers:
+        raise ValueError("reward_model.ground_truth has no answer; give at least one")
+    return answers
 
 
 def row_example(row: dict[str, Any]) -> QAExample:
