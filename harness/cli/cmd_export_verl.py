@@ -8,12 +8,13 @@ from pathlib import Path
 from harness.cli import add_command
 
 EXAMPLES = """\
-  harness export-verl --method search_r1 --out verl-jobs/search_r1
+  harness export-verl --method search_r1 --recipe cpu-smoke --out verl-jobs/search_r1   # packaged questions
+  harness export-verl --method search_r1 --data-dir ~/data/flashrag --out verl-jobs/search_r1  # the paper's train set
   harness export-verl --method eval_rar --recipe paper --model Qwen/Qwen2.5-3B --n-gpus 8 --out verl-jobs/eval_rar
   harness export-verl --method r_search --retriever-url http://10.0.0.5:8000/retrieve --out verl-jobs/r_search
   harness export-verl --method tiresrag_r1 --model /models/Qwen2.5-3B-Instruct --out verl-jobs/tiresrag_r1
   harness export-verl --method arena --test-bench mini-multihop --out verl-jobs/arena
-  # then, on the GPU cluster: harness serve-retriever ... &  bash verl-jobs/search_r1/run.sh
+  # then, on the GPU cluster: harness serve-retriever --port 8000 &  bash verl-jobs/search_r1/run.sh
 """
 
 
@@ -51,6 +52,8 @@ def handle(args: argparse.Namespace) -> int:
     from harness.verl.job import export_verl
 
     method, recipe = get_trainable(args.method, args.recipe, args.recipe_override)
+    if args.data_dir is None:
+        check_packaged(method.name, recipe)
     files = export_verl(
         method,
         recipe,
@@ -66,3 +69,20 @@ def handle(args: argparse.Namespace) -> int:
     for f in files:
         print(f)
     return 0
+
+
+def check_packaged(method: str, recipe) -> None:
+    """One line, before any work, when the recipe trains on splits that are not packaged (a
+    paper's train set): it names ``--data-dir`` and a recipe whose questions are packaged."""
+    from harness.data.benches import get_bench
+    from harness.data.datasets import get_dataset_info
+    from harness.errors import ConfigError
+
+    bench = get_bench(recipe.bench)
+    missing = [e.describe() for e in bench.entries if e.split != get_dataset_info(e.dataset).split]
+    if missing:
+        raise ConfigError(
+            f"recipe {recipe.name!r} of {method} trains on bench {bench.name!r}, whose "
+            f"{', '.join(missing)} questions are not packaged: pass --data-dir DIR (FlashRAG layout "
+            f"DIR/<dataset>/train.jsonl, or the original files), or --recipe cpu-smoke (packaged questions)"
+        )

@@ -402,8 +402,9 @@ def write_verl_job(
     if method.uses_retrieval:
         script += [
             "# 1) start the retriever on the node(s) that run rollouts:",
-            "#      harness serve-retriever --host 127.0.0.1 --port 8000 --protocol PROTOCOL --corpus CORPUS.jsonl &",
-            "#    (PROTOCOL: the corpus and retriever to train with, see `harness list protocols`)",
+            "#      harness serve-retriever --host 127.0.0.1 --port 8000 &",
+            "#    (the packaged closed corpus with bm25s; add --corpus CORPUS.jsonl and --retriever SPEC",
+            "#     for the corpus and retriever to train with, see `harness serve-retriever --help`)",
             f"#    (job.json 'retriever_url' is where the {AGENT_NAME} loop sends the method's queries;",
             "#     the harness must be installed where verl's agent loop workers run)",
             "# 2) then:",
