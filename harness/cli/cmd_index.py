@@ -18,6 +18,7 @@ EXAMPLES = """\
   harness index --retriever hybrid               # both of the above
   harness index --corpus wiki18.jsonl.gz --retriever bm25s --force
   harness index --retriever dense --check        # load only: verify the index matches, never build
+  harness index --retriever pyserini --export-searchr1 searchr1-bm25   # for Search-R1's retrieval_server.py
   # a prebuilt Search-R1 / FlashRAG e5 Flat index over wiki-18 (no re-encoding; validated, then linked):
   harness index import --corpus wiki-18.jsonl --faiss-index e5_Flat.index --retriever \
       '{"kind": "dense", "encoder": {"model": "/models/e5-base-v2", "query_prefix": "query: ", "passage_prefix": "passage: "}}'
@@ -61,6 +62,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     mode = p.add_mutually_exclusive_group()
     mode.add_argument("--force", action="store_true", help="rebuild even when a matching index exists")
     mode.add_argument("--check", action="store_true", help="only load and verify an existing index")
+    p.add_argument(
+        "--export-searchr1",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="with --retriever pyserini: write DIR/corpus.jsonl (row-number ids) and the Lucene index "
+        "DIR/bm25 in the layout Search-R1's retrieval_server.py (BM25) reads; see docs/remote-retrieval.md",
+    )
     p.add_argument(
         "--reencode",
         action="store_true",
@@ -140,6 +149,18 @@ def _run(args: argparse.Namespace) -> int:
     if args.faiss_index is not None or args.lucene_index is not None:
         raise ConfigError("--faiss-index / --lucene-index go with `harness index import`")
     corpus = as_corpus(args.corpus, progress=True)
+    if args.export_searchr1 is not None:
+        if spec.kind != "pyserini" or args.check or args.reencode:
+            raise ConfigError("--export-searchr1 goes with --retriever pyserini (Search-R1's BM25 server)")
+        from harness.retrieval.lucene import export_searchr1
+
+        path, index = export_searchr1(corpus, args.export_searchr1, progress=True)
+        Console().print(
+            f"Search-R1 layout: corpus {path} ({len(corpus)} passages, ids = row numbers), Lucene index {index}\n"
+            f"start upstream's server as docs/remote-retrieval.md says, with --index_path {index} "
+            f"--corpus_path {path} --retriever_name bm25"
+        )
+        return 0
     if args.reencode:
         from harness.retrieval.dense import remove_embeddings
         from harness.retrieval.encoder import load_encoder

@@ -98,7 +98,9 @@ def start_jvm() -> None:
                 os.environ.pop("OPENAI_API_KEY", None)
 
 
-def _run_indexer(input_dir: Path, out_dir: Path, threads: int, progress: bool) -> None:
+def _run_indexer(
+    input_dir: Path, out_dir: Path, threads: int, progress: bool, *, store_raw: bool = True
+) -> None:
     java = java_home() / "bin" / "java"
     heap = os.environ.get("RAR_HARNESS_JAVA_INDEX_HEAP", "4g")
     cmd = [
@@ -117,7 +119,7 @@ def _run_indexer(input_dir: Path, out_dir: Path, threads: int, progress: bool) -
         "DefaultLuceneDocumentGenerator",
         "-threads",
         str(threads),
-        "-storeRaw",
+        *(["-storeRaw"] if store_raw else []),
     ]
     if progress:
         log.warning("running Anserini: %s", " ".join(cmd))
@@ -232,3 +234,46 @@ class PyseriniRetriever(Retriever):
         if searcher is not None:
             searcher.close()
             self._searcher = None
+
+
+# Search-R1's BM25 server (PeterGriffinJin/Search-R1@a14dc3a4ffc6fe88c1e95038d9738e21ba3f7a06):
+# search_r1/search/index_builder.py builds the index with pyserini's JsonCollection and
+# DefaultLuceneDocumentGenerator, one thread, no stored documents, into <save_dir>/bm25; its
+# retrieval_server.py then answers each hit with the corpus row at int(docid) (load_docs), so the
+# ids must be row numbers of the corpus jsonl (example/retriever/retrieval_launch_bm25.sh passes
+# --index_path $dir/bm25 --corpus_path $dir/<corpus>.jsonl).
+SEARCHR1_INDEX = "bm25"
+SEARCHR1_CORPUS = "corpus.jsonl"
+
+
+def export_searchr1(corpus: Corpus, out: str | Path, *, progress: bool = False) -> tuple[Path, Path]:
+    """Write ``corpus`` for Search-R1's ``retrieval_server.py`` (BM25): ``out/corpus.jsonl`` (rows
+    ``{"id": "<row>", "contents"}`` in the corpus's order) and the Lucene index ``out/bm25`` built
+    as upstream's ``index_builder.py`` builds it (see :data:`SEARCHR1_INDEX`). Row ``r`` is our
+    passage ``corpus.id_at(r)``: our client maps the server's row ids back (its text verified).
+    Returns (corpus file, index dir). A non-empty ``out`` is refused."""
+    out = Path(out)
+    if out.exists() and any(out.iterdir()):
+        raise ConfigError(f"--export-searchr1 {out}: the directory is not empty; choose a new one")
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / SEARCHR1_CORPUS
+    with open(path, "w", encoding="utf-8") as f:
+        for batch in corpus.iter_batches(4096):
+            for i, contents in enumerate(batch.contents):
+                f.write(
+                    json.dumps({"id": str(batch.start + i), "contents": contents}, ensure_ascii=False) + "\n"
+                )
+    inp = out / "input"
+    inp.mkdir()
+    try:
+        os.link(path, inp / SEARCHR1_CORPUS)
+    except OSError:
+        import shutil
+
+        shutil.copyfile(path, inp / SEARCHR1_CORPUS)
+    try:
+        _run_indexer(inp, out / SEARCHR1_INDEX, 1, progress, store_raw=False)
+    finally:
+        (inp / SEARCHR1_CORPUS).unlink()
+        inp.rmdir()
+    return path, out / SEARCHR1_INDEX
