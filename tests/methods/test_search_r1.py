@@ -78,8 +78,8 @@ def test_prompt_example_answer_is_never_read():
 
 
 def test_unknown_reward_is_refused():
-    with pytest.raises(ConfigError, match="no reward 'f1'"):
-        M.reward(trajectory([("<answer>x</answer>", True)], ["x"]), name="f1", ctx=RCTX)
+    with pytest.raises(ConfigError, match="no reward 'recall'"):  # ('f1' is one since issue 35)
+        M.reward(trajectory([("<answer>x</answer>", True)], ["x"]), name="recall", ctx=RCTX)
 
 
 def test_spec_records_protocol_settings():
