@@ -14,7 +14,7 @@ What it runs (``python scripts/gpu_check.py``, one GPU, about 5 minutes on an H2
 4. **GRPO step, ours vs TRL**, at the 0.4B (hidden 896, 24 layers) and 1.4B (hidden 1536,
    28 layers) Qwen2 shapes with random weights and the packaged SmolLM2 tokenizer, group 8,
    4 prompts, 128 new tokens, one update per step, no KL, in float32 and bfloat16: seconds per
-   step (the mean of steps 2-3) and peak GPU memory (``torch.cuda.max_memory_allocated``) of
+   step (the mean of steps 2-5; the first warms up) and peak GPU memory (``torch.cuda.max_memory_allocated``) of
    each, with the ratios. Both trainers get the same arithmetic: weights in the named dtype, TRL's
    ``bf16`` autocast only for bfloat16, gradient checkpointing on for both (TRL's GRPOConfig
    default; ``recipe.gradient_checkpointing`` for ours), the same toy reward.
@@ -75,10 +75,11 @@ TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "chat_template.jin
 SHAPES = {  # Qwen2 shapes (hidden, layers, intermediate, heads, kv heads)
     "0.4b": (896, 24, 4864, 14, 2),
     "1.4b": (1536, 28, 8960, 12, 2),
+    "small": (512, 8, 1024, 8, 2),  # the generation checks: the property does not depend on size
     "tiny": (64, 2, 128, 4, 2),
 }
-GROUP, PROMPTS, NEW_TOKENS, STEPS = 8, 4, 128, 3
-TINY = {"group": 4, "prompts": 2, "new_tokens": 16}
+GROUP, PROMPTS, NEW_TOKENS, STEPS = 8, 4, 128, 5
+TINY = {"group": 4, "prompts": 2, "new_tokens": 16, "steps": 3}
 PROMPT_SET = [
     "The capital of France is",
     "Write a short sentence about topic number 3.",
@@ -326,7 +327,7 @@ def ours_grpo(model_dir: Path, device: torch.device, dtype: str, work: Path, siz
         name="gpu-check",
         method=Toy.name,
         algo=algo,
-        steps=STEPS,
+        steps=sizes["steps"],
         bench="none",
         max_new_tokens=t,
         max_turns=0,
@@ -385,7 +386,7 @@ def trl_grpo(model_dir: Path, device: torch.device, dtype: str, work: Path, size
         per_device_train_batch_size=g * p,
         num_generations=g,
         max_completion_length=t,
-        max_steps=STEPS,
+        max_steps=sizes["steps"],
         beta=0.0,
         loss_type="grpo",
         learning_rate=1e-5,
@@ -432,6 +433,9 @@ def main(argv: list[str] | None = None) -> int:
         "--tokenizer", default=None, help="dir with the SmolLM2 tokenizer files (default: packaged)"
     )
     ap.add_argument("--encoder", default=None, help="MiniLM dir (weights, or config+tokenizer only)")
+    ap.add_argument(
+        "--steps", type=int, default=STEPS, help=f"GRPO steps per trainer (default {STEPS}; --tiny: 3)"
+    )
     ap.add_argument("--skip", default="", help="comma list of parts to skip: generation, encoder, grpo, trl")
     ap.add_argument("--json", type=Path, default=None, help="also write every figure to this JSON file")
     args = ap.parse_args(argv)
@@ -443,7 +447,9 @@ def main(argv: list[str] | None = None) -> int:
     dtypes = [d for d in args.dtypes.split(",") if d]
     if device.type == "cpu":
         dtypes = [d for d in dtypes if d == "float32"] or ["float32"]
-    sizes = TINY if tiny else {"group": GROUP, "prompts": PROMPTS, "new_tokens": NEW_TOKENS}
+    sizes = (
+        TINY if tiny else {"group": GROUP, "prompts": PROMPTS, "new_tokens": NEW_TOKENS, "steps": args.steps}
+    )
     import transformers
 
     report: dict[str, Any] = {
@@ -453,7 +459,7 @@ def main(argv: list[str] | None = None) -> int:
         "torch": torch.__version__,
         "transformers": transformers.__version__,
         "sizes": sizes,
-        "steps": STEPS,
+        "steps": sizes["steps"],
     }
     try:
         import trl
@@ -477,7 +483,7 @@ def main(argv: list[str] | None = None) -> int:
         work = Path(tmp)
         if "generation" not in skip:
             t0 = time.perf_counter()
-            gen_dir = make_model_dir(work, "tiny" if tiny else "0.4b", tok_dir, device, init_range=0.3)
+            gen_dir = make_model_dir(work, "tiny" if tiny else "small", tok_dir, device, init_range=0.3)
             report["generation"] = [
                 check_generation(gen_dir, device, dt, 16 if tiny else 48) for dt in dtypes
             ]

@@ -460,5 +460,7 @@ def _pick(logits: torch.Tensor, sampling: SamplingParams, gens: list[torch.Gener
     # p_i (vLLM's sampler does the same); one row's noise comes from that row's generator, and an
     # elementwise draw is far cheaper than a torch.multinomial call per row (1.6 ms each on the CPU
     # over SmolLM2's 49,152 tokens)
-    noise = torch.stack([torch.empty_like(probs[j]).exponential_(generator=g) for j, g in enumerate(gens)])
+    noise = torch.empty_like(probs)
+    for j, g in enumerate(gens):
+        noise[j].exponential_(generator=g)
     return (probs / noise).argmax(dim=-1)

@@ -23,9 +23,10 @@ from torch.utils.checkpoint import checkpoint
 
 from harness.errors import ConfigError
 
-# float32 logits held at once per chunk (elements): 2**26 = 256 MB; a chunk is this many logits'
-# worth of tokens (1,365 tokens at SmolLM2's vocabulary, 441 at Qwen2.5's 151,936)
-CHUNK_LOGITS = 1 << 26
+# float32 logits held at once per chunk (elements): 2**24 = 64 MB; a chunk is this many logits'
+# worth of tokens (341 tokens at SmolLM2's vocabulary, 110 at Qwen2.5's 151,936). With 2**26 a
+# chunk's logits, softmax and their gradients in the backward pass were over 1 GB of transients.
+CHUNK_LOGITS = 1 << 24
 
 
 @dataclass(frozen=True)

@@ -195,12 +195,12 @@ def train_sft(
     """Minimise the token-mean NLL of the model tokens (loss mask 1) of ``trajectories``;
     returns the per-optimizer-step metrics (``sft/loss``, ``sft/tokens``, ``lr``, ``grad_norm``)."""
     from harness.rl.sequences import sequence_logprobs
-    from harness.rl.trainer import loss_masks
+    from harness.rl.trainer import loss_masks, make_adamw
 
     if not trajectories:
         raise ConfigError("no demonstrations to train on")
     params = [p for p in policy.parameters() if p.requires_grad]
-    opt = torch.optim.AdamW(params, lr=cfg.lr, betas=cfg.adam_betas, weight_decay=cfg.weight_decay)
+    opt = make_adamw(params, lr=cfg.lr, betas=cfg.adam_betas, weight_decay=cfg.weight_decay)
     warm = cfg.lr_warmup_steps
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda n: (n + 1) / warm if n < warm else 1.0)
     rng = random.Random(seed)
