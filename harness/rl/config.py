@@ -22,7 +22,7 @@ from harness.errors import ConfigError
 from harness.rl.advantages import AdvantageParams
 from harness.rl.dapo import AllOf, DropZeroVariance, GroupFilter, ThresholdFilter
 from harness.rl.kl import KlEstimatorName
-from harness.rl.losses import AggMode
+from harness.rl.losses import POLICY_LOSSES, AggMode
 
 AdvEstimatorName = Literal["grpo", "dr_grpo", "reinforce_pp", "reinforce_pp_baseline", "rloo", "gae"]
 
@@ -212,6 +212,9 @@ class AlgoConfig(_Strict):
     gamma: float = Field(gt=0, le=1)
     critic: CriticConfig | None
 
+    # a name in harness.rl.losses.POLICY_LOSSES; "clipped" is PPO's clipped surrogate (verl's
+    # loss_mode "vanilla"), which clip_low / clip_high / dual_clip_c parameterise
+    policy_loss: str
     clip_low: float = Field(gt=0, lt=1)
     clip_high: float = Field(gt=0)
     dual_clip_c: float | None
@@ -244,6 +247,10 @@ class AlgoConfig(_Strict):
 
     @model_validator(mode="after")
     def _check(self) -> AlgoConfig:
+        if self.policy_loss not in POLICY_LOSSES:
+            raise ValueError(
+                f"unknown policy_loss {self.policy_loss!r}; registered: {', '.join(POLICY_LOSSES.names())}"
+            )
         if (self.adv_estimator == "gae") != (self.critic is not None):
             raise ValueError(
                 "a critic config is required by, and only by, adv_estimator 'gae' "
@@ -349,6 +356,7 @@ def grpo() -> AlgoConfig:
         adv_eps=1e-6,
         gamma=1.0,
         critic=None,
+        policy_loss="clipped",
         clip_low=0.2,
         clip_high=0.2,
         dual_clip_c=None,
@@ -395,6 +403,7 @@ def dr_grpo() -> AlgoConfig:
         adv_eps=1e-6,
         gamma=1.0,
         critic=None,
+        policy_loss="clipped",
         clip_low=0.2,
         clip_high=0.2,
         dual_clip_c=None,
@@ -442,6 +451,7 @@ def dapo() -> AlgoConfig:
         adv_eps=1e-6,
         gamma=1.0,
         critic=None,
+        policy_loss="clipped",
         clip_low=0.2,
         clip_high=0.28,
         dual_clip_c=None,
@@ -494,6 +504,7 @@ def reinforce_pp() -> AlgoConfig:
         adv_eps=1e-8,
         gamma=1.0,
         critic=None,
+        policy_loss="clipped",
         clip_low=0.2,
         clip_high=0.2,
         dual_clip_c=None,
@@ -549,6 +560,7 @@ def ppo() -> AlgoConfig:
             weight_decay=0.01,
             grad_clip=1.0,
         ),
+        policy_loss="clipped",
         clip_low=0.2,
         clip_high=0.2,
         dual_clip_c=None,

@@ -32,13 +32,15 @@ sum exactly to the mini-batch loss (gradient accumulation without bias). An empt
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Literal, get_args
+from typing import Any, Literal, get_args
 
 import torch
 from torch import Tensor
 
 from harness.errors import ConfigError
+from harness.registry import Registry
 from harness.rl.masked import (
     as_bool,
     masked_count,
@@ -51,6 +53,7 @@ from harness.rl.masked import (
 __all__ = [
     "AGG_MODES",
     "AggMode",
+    "POLICY_LOSSES",
     "PolicyLossStats",
     "agg_loss",
     "agg_units",
@@ -250,3 +253,41 @@ def log_probs_from_logits(logits: Tensor, labels: Tensor) -> Tensor:
         )
     picked = torch.gather(logits, -1, labels.long().unsqueeze(-1)).squeeze(-1)
     return picked - torch.logsumexp(logits, dim=-1)
+
+
+PolicyLossFn = Callable[
+    [Tensor, Tensor, Tensor, Tensor, Any, "float | None"], "tuple[Tensor, PolicyLossStats]"
+]
+"""``(log_prob, old_log_prob, advantages, mask, algo, num_units) -> (loss, stats)``: a policy
+loss as the trainer calls it, with the recipe's :class:`harness.rl.config.AlgoConfig` as ``algo``
+(its clip ranges, aggregation mode, ...). Tensors are (B, T) as in :func:`policy_loss`."""
+
+POLICY_LOSSES: Registry[PolicyLossFn] = Registry("policy loss")
+"""Policy losses by name (``AlgoConfig.policy_loss``), registered the way advantage estimators
+are (:data:`harness.rl.advantages.ADV_ESTIMATORS`): ``@POLICY_LOSSES.register("name")`` on a
+:data:`PolicyLossFn`."""
+
+
+@POLICY_LOSSES.register("clipped")
+def clipped_policy_loss(
+    log_prob: Tensor,
+    old_log_prob: Tensor,
+    advantages: Tensor,
+    mask: Tensor,
+    algo: Any,
+    num_units: float | None,
+) -> tuple[Tensor, PolicyLossStats]:
+    """PPO's clipped surrogate with decoupled clip range and optional dual clip
+    (:func:`policy_loss`; verl's ``loss_mode: vanilla``), with the recipe's settings."""
+    return policy_loss(
+        log_prob,
+        old_log_prob,
+        advantages,
+        mask,
+        clip_low=algo.clip_low,
+        clip_high=algo.clip_high,
+        agg_mode=algo.loss_agg_mode,
+        dual_clip_c=algo.dual_clip_c,
+        norm_length=algo.loss_norm_length,
+        num_units=num_units,
+    )

@@ -45,7 +45,7 @@ from harness.protocol import Protocol
 from harness.rl.advantages import AdvantageBatch, compute_advantages, gae_advantages_returns
 from harness.rl.dapo import DynamicSampler, GroupRewards, overlong_penalty
 from harness.rl.kl import kl_loss, kl_penalty_reward, kl_values
-from harness.rl.losses import agg_loss, agg_units, policy_loss
+from harness.rl.losses import POLICY_LOSSES, agg_loss, agg_units
 from harness.rl.masked import masked_mean
 from harness.rl.recipe import Recipe
 from harness.rl.sequences import sequence_logprobs
@@ -108,6 +108,41 @@ def _lr_lambda(recipe: Recipe, total_updates: int) -> Callable[[int], float]:
         return a.min_lr_ratio + (1 - a.min_lr_ratio) * 0.5 * (1 + math.cos(math.pi * progress))
 
     return f
+
+
+@dataclass(frozen=True)
+class _UpdateBatch:
+    """The trajectories of one update laid out once: token ids, their group index (B,) and loss
+    masks (B, T) on the trainer's device."""
+
+    prompts: list[list[int]]
+    responses: list[list[int]]
+    gids: torch.Tensor
+    mask: torch.Tensor
+
+    @classmethod
+    def of(cls, groups: list[Group], *, device: Any, drop_truncated: bool) -> _UpdateBatch:
+        trajs = [t for g in groups for t in g.trajectories]
+        return cls(
+            prompts=[list(t.prompt_ids or []) for t in trajs],
+            responses=[list(t.response_ids or []) for t in trajs],
+            gids=torch.tensor(
+                [i for i, g in enumerate(groups) for _ in g.trajectories], dtype=torch.long, device=device
+            ),
+            mask=loss_masks(trajs, device=device, drop_truncated=drop_truncated),
+        )
+
+    def pairs(self, rows: list[int]) -> tuple[list[list[int]], list[list[int]]]:
+        return [self.prompts[i] for i in rows], [self.responses[i] for i in rows]
+
+    def pad(self, x: torch.Tensor) -> torch.Tensor:
+        """(b, t) -> (b, T): right-pad with 0 to the batch's response width."""
+        return torch.nn.functional.pad(x, (0, self.mask.shape[1] - x.shape[1]))
+
+    def per_chunk(self, size: int, fn: Callable[[list[int]], torch.Tensor]) -> torch.Tensor:
+        """``fn`` over consecutive chunks of ``size`` rows, padded and concatenated to (B, T)."""
+        n = len(self.prompts)
+        return torch.cat([self.pad(fn(list(range(i, min(i + size, n))))) for i in range(0, n, size)])
 
 
 class Trainer:
@@ -368,87 +403,32 @@ class Trainer:
     def _update(
         self, policy, ref, pad_id, groups, opt, sched, params, step: int, critic: Critic | None = None
     ) -> dict[str, float]:
+        """One training step's update: fixed log-probs (old policy, reference) and values, the
+        advantages, then ``ppo_epochs`` passes of one optimizer step per mini-batch of groups (the
+        critic's first, when there is one)."""
         a = self.algo
-        trajs = [t for g in groups for t in g.trajectories]
-        dev = self.device
-        gids = torch.tensor(
-            [i for i, g in enumerate(groups) for _ in g.trajectories], dtype=torch.long, device=dev
-        )
-        prompts = [list(t.prompt_ids or []) for t in trajs]
-        responses = [list(t.response_ids or []) for t in trajs]
-        mask = loss_masks(trajs, device=dev, drop_truncated=a.overlong.filter_truncated)
-        t_len = mask.shape[1]
-        scores = torch.cat([g.group_rewards["total"] for g in groups])
-        mb = self.recipe.micro_batch_size
-        chunks = [list(range(i, min(i + mb, len(trajs)))) for i in range(0, len(trajs), mb)]
-
-        def pad_t(x: torch.Tensor) -> torch.Tensor:
-            return torch.nn.functional.pad(x, (0, t_len - x.shape[1]))
-
-        need_old = a.updates_per_step > 1 or a.kl_placement == "reward"
-        old_logp = ref_logp = None
-        with torch.no_grad():
-            if need_old:
-                old_logp = torch.cat(
-                    [
-                        pad_t(
-                            sequence_logprobs(
-                                policy,
-                                [prompts[i] for i in c],
-                                [responses[i] for i in c],
-                                pad_id=pad_id,
-                                temperature=a.temperature,
-                                with_entropy=False,
-                                keep=mask[c],
-                            )[0]
-                        )
-                        for c in chunks
-                    ]
-                )
-            if a.needs_reference_model:
-                ref_logp = torch.cat(
-                    [
-                        pad_t(
-                            self._ref_logprobs(
-                                policy,
-                                ref,
-                                [prompts[i] for i in c],
-                                [responses[i] for i in c],
-                                pad_id,
-                                mask[c],
-                            )
-                        )
-                        for c in chunks
-                    ]
-                )
-        token_rewards = None
-        if a.kl_placement == "reward":
-            token_rewards = kl_penalty_reward(
-                old_logp, ref_logp, mask, estimator=a.kl_estimator, coef=a.kl_coef
-            )
-        adjust = self.method.advantage_adjust(
-            [r for g in groups for r in g.rewards], gids, name=self.recipe.reward_at(step)
-        )
+        b = _UpdateBatch.of(groups, device=self.device, drop_truncated=a.overlong.filter_truncated)
+        old_logp, ref_logp = self._fixed_logprobs(policy, ref, b, pad_id)
         old_values = returns = None
         if critic is not None:
             from harness.rl.ppo import sequence_values
 
             with torch.no_grad():
-                old_values = mask * torch.cat(
-                    [
-                        pad_t(
-                            sequence_values(
-                                critic.model,
-                                [prompts[i] for i in c],
-                                [responses[i] for i in c],
-                                pad_id=pad_id,
-                            )
-                        )
-                        for c in chunks
-                    ]
+                old_values = b.mask * b.per_chunk(
+                    self.recipe.micro_batch_size,
+                    lambda c: sequence_values(critic.model, *b.pairs(c), pad_id=pad_id),
                 )
+        token_rewards = None
+        if a.kl_placement == "reward":
+            token_rewards = kl_penalty_reward(
+                old_logp, ref_logp, b.mask, estimator=a.kl_estimator, coef=a.kl_coef
+            )
+        adjust = self.method.advantage_adjust(
+            [r for g in groups for r in g.rewards], b.gids, name=self.recipe.reward_at(step)
+        )
+        scores = torch.cat([g.group_rewards["total"] for g in groups])
         adv_batch = AdvantageBatch(
-            scores=scores, group=gids, response_mask=mask, token_rewards=token_rewards, values=old_values
+            scores=scores, group=b.gids, response_mask=b.mask, token_rewards=token_rewards, values=old_values
         )
         adv = compute_advantages(a.adv_estimator, adv_batch, a.advantage_params(), adjust)
         if critic is not None:
@@ -456,95 +436,34 @@ class Trainer:
         update_actor = a.critic is None or step >= a.critic.warmup_steps
 
         stats: dict[str, list[float]] = {
-            "clip_frac": [],
-            "approx_kl": [],
-            "entropy": [],
-            "kl": [],
-            "loss": [],
-            "grad_norm": [],
+            k: [] for k in ("clip_frac", "approx_kl", "entropy", "kl", "loss", "grad_norm")
         }
         if critic is not None:
             for k in ("vf_loss", "vf_clip_frac", "values_mean", "returns_mean", "grad_norm"):
                 stats[f"critic/{k}"] = []
-        group_idx = list(range(len(groups)))
         g = a.group_size
         for _epoch in range(a.ppo_epochs):
             for start in range(0, len(groups), a.mini_batch_size):
                 rows = [
                     r
-                    for gi in group_idx[start : start + a.mini_batch_size]
+                    for gi in range(start, min(start + a.mini_batch_size, len(groups)))
                     for r in range(gi * g, (gi + 1) * g)
                 ]
-                mini_mask = mask[rows]
                 if critic is not None:
                     self._critic_update(
-                        critic, prompts, responses, rows, mask, old_values, returns, pad_id, stats
+                        critic, b.prompts, b.responses, rows, b.mask, old_values, returns, pad_id, stats
                     )
                 if not update_actor:  # critic warm-up: the policy waits
                     continue
-                units = agg_units(mini_mask, a.loss_agg_mode)
+                units = agg_units(b.mask[rows], a.loss_agg_mode)
                 opt.zero_grad(set_to_none=True)
+                mb = self.recipe.micro_batch_size
                 for c0 in range(0, len(rows), mb):
                     c = rows[c0 : c0 + mb]
-                    m = mask[c]
-                    logp, ent = sequence_logprobs(
-                        policy,
-                        [prompts[i] for i in c],
-                        [responses[i] for i in c],
-                        pad_id=pad_id,
-                        temperature=a.temperature,
-                        with_entropy=True,
-                        mask=m[:, : max(len(responses[i]) for i in c) or 1],
-                        entropy_grad=bool(a.entropy_coef),
-                        keep=m,
-                    )
-                    logp = pad_t(logp)
-                    ent = pad_t(ent) if ent is not None else None
-                    old = old_logp[c] if old_logp is not None else logp.detach()
-                    loss, st = policy_loss(
-                        logp,
-                        old,
-                        adv[c],
-                        m,
-                        clip_low=a.clip_low,
-                        clip_high=a.clip_high,
-                        agg_mode=a.loss_agg_mode,
-                        dual_clip_c=a.dual_clip_c,
-                        norm_length=a.loss_norm_length,
-                        num_units=units,
-                    )
-                    if a.kl_placement == "loss":
-                        kl = kl_loss(
-                            logp,
-                            ref_logp[c],
-                            m,
-                            estimator=a.kl_estimator,
-                            agg_mode=a.loss_agg_mode,
-                            norm_length=a.loss_norm_length,
-                            num_units=units,
-                        )
-                        loss = loss + a.kl_coef * kl
-                        stats["kl"].append(
-                            float(
-                                masked_mean(
-                                    kl_values(logp.detach(), ref_logp[c], m, estimator=a.kl_estimator), m
-                                )
-                            )
-                        )
-                    if ent is not None:
-                        ent_agg = agg_loss(
-                            ent, m, a.loss_agg_mode, norm_length=a.loss_norm_length, num_units=units
-                        )
-                        if a.entropy_coef:
-                            loss = loss - a.entropy_coef * ent_agg
-                        stats["entropy"].append(float(masked_mean(ent.detach(), m)))
+                    loss = self._micro_loss(policy, b, c, pad_id, adv, old_logp, ref_logp, units, stats)
                     loss.backward()
-                    stats["clip_frac"].append(st.clip_frac)
-                    stats["approx_kl"].append(st.approx_kl)
-                    stats["loss"].append(float(loss.detach()))
                 if a.grad_clip is not None:
-                    gn = torch.nn.utils.clip_grad_norm_(params, a.grad_clip)
-                    stats["grad_norm"].append(float(gn))
+                    stats["grad_norm"].append(float(torch.nn.utils.clip_grad_norm_(params, a.grad_clip)))
                 opt.step()
                 sched.step()
         out = {k: (sum(v) / len(v) if v else 0.0) for k, v in stats.items()}
@@ -552,6 +471,94 @@ class Trainer:
             out["actor_updated"] = float(update_actor)
             out["critic/lr"] = critic.sched.get_last_lr()[0]
         return out
+
+    def _fixed_logprobs(
+        self, policy, ref, b: _UpdateBatch, pad_id: int
+    ) -> tuple[torch.Tensor | None, torch.Tensor | None]:
+        """The log-probs that stay fixed through the update, without gradients: the rollout
+        policy's (needed for more than one update per step, or for a KL in the reward) and the
+        reference model's (KL), each (B, T) over the loss mask."""
+        a = self.algo
+        mb = self.recipe.micro_batch_size
+        old_logp = ref_logp = None
+        with torch.no_grad():
+            if a.updates_per_step > 1 or a.kl_placement == "reward":
+                old_logp = b.per_chunk(
+                    mb,
+                    lambda c: sequence_logprobs(
+                        policy,
+                        *b.pairs(c),
+                        pad_id=pad_id,
+                        temperature=a.temperature,
+                        with_entropy=False,
+                        keep=b.mask[c],
+                    )[0],
+                )
+            if a.needs_reference_model:
+                ref_logp = b.per_chunk(
+                    mb, lambda c: self._ref_logprobs(policy, ref, *b.pairs(c), pad_id, b.mask[c])
+                )
+        return old_logp, ref_logp
+
+    def _micro_loss(
+        self,
+        policy,
+        b: _UpdateBatch,
+        rows: list[int],
+        pad_id: int,
+        adv: torch.Tensor,
+        old_logp: torch.Tensor | None,
+        ref_logp: torch.Tensor | None,
+        units: float,
+        stats: dict[str, list[float]],
+    ) -> torch.Tensor:
+        """The loss of one micro-batch (``rows``), already scaled to its share of the mini-batch
+        (``units``): the recipe's policy loss (:data:`harness.rl.losses.POLICY_LOSSES`), plus
+        ``kl_coef`` x KL for a KL in the loss, minus ``entropy_coef`` x entropy; logs its stats."""
+        a = self.algo
+        m = b.mask[rows]
+        prompts, responses = b.pairs(rows)
+        logp, ent = sequence_logprobs(
+            policy,
+            prompts,
+            responses,
+            pad_id=pad_id,
+            temperature=a.temperature,
+            with_entropy=True,
+            mask=m[:, : max(len(r) for r in responses) or 1],
+            entropy_grad=bool(a.entropy_coef),
+            keep=m,
+        )
+        logp = b.pad(logp)
+        old = old_logp[rows] if old_logp is not None else logp.detach()
+        loss, st = POLICY_LOSSES.get(a.policy_loss)(logp, old, adv[rows], m, a, units)
+        if a.kl_placement == "loss":
+            assert ref_logp is not None
+            ref = ref_logp[rows]
+            kl = kl_loss(
+                logp,
+                ref,
+                m,
+                estimator=a.kl_estimator,
+                agg_mode=a.loss_agg_mode,
+                norm_length=a.loss_norm_length,
+                num_units=units,
+            )
+            loss = loss + a.kl_coef * kl
+            stats["kl"].append(
+                float(masked_mean(kl_values(logp.detach(), ref, m, estimator=a.kl_estimator), m))
+            )
+        if ent is not None:
+            ent = b.pad(ent)
+            if a.entropy_coef:
+                loss = loss - a.entropy_coef * agg_loss(
+                    ent, m, a.loss_agg_mode, norm_length=a.loss_norm_length, num_units=units
+                )
+            stats["entropy"].append(float(masked_mean(ent.detach(), m)))
+        stats["clip_frac"].append(st.clip_frac)
+        stats["approx_kl"].append(st.approx_kl)
+        stats["loss"].append(float(loss.detach()))
+        return loss
 
     def _critic_update(
         self, critic: Critic, prompts, responses, rows, mask, old_values, returns, pad_id, stats

@@ -202,6 +202,11 @@ def verl_overrides(
     ``env_tokens``: the most tokens an observation or correction adds on top of ``max_obs_tokens``
     (its wrapper tags; the budget of the response holds every turn's)."""
     a = recipe.algo
+    if a.policy_loss != "clipped":  # verl's actor.policy_loss.loss_mode "vanilla" is our "clipped"
+        raise ConfigError(
+            f"recipe {recipe.name!r}: policy_loss {a.policy_loss!r} has no verl loss_mode here; "
+            "only 'clipped' (verl's 'vanilla') is exported"
+        )
     adv = {
         "grpo": "grpo",
         "dr_grpo": "grpo",

@@ -25,6 +25,7 @@ ALGO = {
     "adv_eps": 1.0e-6,
     "gamma": 1.0,
     "critic": None,
+    "policy_loss": "clipped",
     "clip_low": 0.2,
     "clip_high": 0.2,
     "dual_clip_c": None,

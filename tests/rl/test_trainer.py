@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from harness.errors import ConfigError
 from harness.method import RewardBreakdown
 from harness.protocol import CorpusRef, Protocol
 from harness.rl.config import grpo
@@ -322,3 +323,35 @@ def test_entropy_is_a_graph_node_only_when_it_is_in_the_loss(tiny_dir: Path):
         entropy_grad=False,
     )
     assert torch.allclose(e1.detach(), e2)
+
+
+def test_the_trainer_uses_the_policy_loss_the_recipe_names(toy_model_dir: Path, tmp_path: Path):
+    """Policy losses are looked up by name like advantage estimators: a loss registered under a new
+    name and named in the recipe is the one the update calls."""
+    from harness.rl.losses import POLICY_LOSSES, clipped_policy_loss
+
+    calls: list[int] = []
+
+    def counting(log_prob, old, adv, mask, algo, units):
+        calls.append(int(mask.sum()))
+        return clipped_policy_loss(log_prob, old, adv, mask, algo, units)
+
+    POLICY_LOSSES.register("test-counting", counting)
+    try:
+        recipe = toy_recipe(1)
+        recipe = recipe.model_copy(update={"algo": recipe.algo.replace(policy_loss="test-counting")})
+        Trainer(
+            FavouriteWords(),
+            recipe,
+            model=str(toy_model_dir),
+            out_dir=tmp_path / "out",
+            protocol=PROTO,
+            retriever=None,
+            examples=examples(4),
+            log=lambda s: None,
+        ).train()
+    finally:
+        POLICY_LOSSES._items.pop("test-counting")
+    assert calls and all(n > 0 for n in calls)
+    with pytest.raises(ConfigError, match="unknown policy_loss 'nope'"):
+        recipe.algo.replace(policy_loss="nope")
