@@ -18,7 +18,7 @@ EXAMPLES = """\
   harness index --retriever hybrid               # both of the above
   harness index --corpus wiki18.jsonl.gz --retriever bm25s --force
   harness index --retriever dense --check        # load only: verify the index matches, never build
-  harness index --retriever pyserini --export-searchr1 searchr1-bm25   # for Search-R1's retrieval_server.py
+  harness index --retriever pyserini --export-row-ids searchr1-bm25   # for Search-R1's retrieval_server.py
   # a prebuilt Search-R1 / FlashRAG e5 Flat index over wiki-18 (no re-encoding; validated, then linked):
   harness index import --corpus wiki-18.jsonl --faiss-index e5_Flat.index --retriever \
       '{"kind": "dense", "encoder": {"model": "/models/e5-base-v2", "query_prefix": "query: ", "passage_prefix": "passage: "}}'
@@ -63,7 +63,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     mode.add_argument("--force", action="store_true", help="rebuild even when a matching index exists")
     mode.add_argument("--check", action="store_true", help="only load and verify an existing index")
     p.add_argument(
-        "--export-searchr1",
+        "--export-row-ids",
         type=Path,
         default=None,
         metavar="DIR",
@@ -149,12 +149,12 @@ def _run(args: argparse.Namespace) -> int:
     if args.faiss_index is not None or args.lucene_index is not None:
         raise ConfigError("--faiss-index / --lucene-index go with `harness index import`")
     corpus = as_corpus(args.corpus, progress=True)
-    if args.export_searchr1 is not None:
+    if args.export_row_ids is not None:
         if spec.kind != "pyserini" or args.check or args.reencode:
-            raise ConfigError("--export-searchr1 goes with --retriever pyserini (Search-R1's BM25 server)")
-        from harness.retrieval.lucene import export_searchr1
+            raise ConfigError("--export-row-ids goes with --retriever pyserini (Search-R1's BM25 server)")
+        from harness.retrieval.lucene import export_row_id_lucene
 
-        path, index = export_searchr1(corpus, args.export_searchr1, progress=True)
+        path, index = export_row_id_lucene(corpus, args.export_row_ids, progress=True)
         Console().print(
             f"Search-R1 layout: corpus {path} ({len(corpus)} passages, ids = row numbers), Lucene index {index}\n"
             f"start upstream's server as docs/remote-retrieval.md says, with --index_path {index} "

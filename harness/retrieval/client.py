@@ -245,7 +245,7 @@ class RetrievalClient(Retriever):
         log.warning(
             "retrieval server %s returned a passage that is no passage %s (id %r, text %r): its text is stored, "
             "and retrieval metrics are not computed for the questions that retrieved such passages; "
-            "serve the protocol's corpus (harness index --export-searchr1) or pass --corpus",
+            "serve the protocol's corpus (harness index --export-row-ids) or pass --corpus",
             self.shown_url,
             where,
             raw_id,

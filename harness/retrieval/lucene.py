@@ -242,21 +242,21 @@ class PyseriniRetriever(Retriever):
 # retrieval_server.py then answers each hit with the corpus row at int(docid) (load_docs), so the
 # ids must be row numbers of the corpus jsonl (example/retriever/retrieval_launch_bm25.sh passes
 # --index_path $dir/bm25 --corpus_path $dir/<corpus>.jsonl).
-SEARCHR1_INDEX = "bm25"
-SEARCHR1_CORPUS = "corpus.jsonl"
+ROW_ID_INDEX = "bm25"
+ROW_ID_CORPUS = "corpus.jsonl"
 
 
-def export_searchr1(corpus: Corpus, out: str | Path, *, progress: bool = False) -> tuple[Path, Path]:
+def export_row_id_lucene(corpus: Corpus, out: str | Path, *, progress: bool = False) -> tuple[Path, Path]:
     """Write ``corpus`` for Search-R1's ``retrieval_server.py`` (BM25): ``out/corpus.jsonl`` (rows
     ``{"id": "<row>", "contents"}`` in the corpus's order) and the Lucene index ``out/bm25`` built
-    as upstream's ``index_builder.py`` builds it (see :data:`SEARCHR1_INDEX`). Row ``r`` is our
+    as upstream's ``index_builder.py`` builds it (see :data:`ROW_ID_INDEX`). Row ``r`` is our
     passage ``corpus.id_at(r)``: our client maps the server's row ids back (its text verified).
     Returns (corpus file, index dir). A non-empty ``out`` is refused."""
     out = Path(out)
     if out.exists() and any(out.iterdir()):
-        raise ConfigError(f"--export-searchr1 {out}: the directory is not empty; choose a new one")
+        raise ConfigError(f"--export-row-ids {out}: the directory is not empty; choose a new one")
     out.mkdir(parents=True, exist_ok=True)
-    path = out / SEARCHR1_CORPUS
+    path = out / ROW_ID_CORPUS
     with open(path, "w", encoding="utf-8") as f:
         for batch in corpus.iter_batches(4096):
             for i, contents in enumerate(batch.contents):
@@ -266,14 +266,14 @@ def export_searchr1(corpus: Corpus, out: str | Path, *, progress: bool = False) 
     inp = out / "input"
     inp.mkdir()
     try:
-        os.link(path, inp / SEARCHR1_CORPUS)
+        os.link(path, inp / ROW_ID_CORPUS)
     except OSError:
         import shutil
 
-        shutil.copyfile(path, inp / SEARCHR1_CORPUS)
+        shutil.copyfile(path, inp / ROW_ID_CORPUS)
     try:
-        _run_indexer(inp, out / SEARCHR1_INDEX, 1, progress, store_raw=False)
+        _run_indexer(inp, out / ROW_ID_INDEX, 1, progress, store_raw=False)
     finally:
-        (inp / SEARCHR1_CORPUS).unlink()
+        (inp / ROW_ID_CORPUS).unlink()
         inp.rmdir()
-    return path, out / SEARCHR1_INDEX
+    return path, out / ROW_ID_INDEX
