@@ -73,7 +73,6 @@ class MethodRun:
     method: str
     run_id: str
     n_total: int
-    n_done_before: int
     seconds: float
     n_errors: int = 0  # samples stored as errors (the run is then `incomplete`)
     first_error: str | None = None
@@ -350,7 +349,7 @@ class Runner:
                     len(examples), len(examples), f"{method.name} (complete, reused)", self.progress
                 ):
                     pass
-                return MethodRun(method.name, found[0], len(examples), len(examples), run.seconds or 0.0)
+                return MethodRun(method.name, found[0], len(examples), run.seconds or 0.0)
             run_id = found[0] if found is not None else None
         done: set[tuple[str, str]] = set()
         if run_id is not None:
@@ -417,7 +416,7 @@ class Runner:
                 if on_batch is not None:
                     on_batch(method.name, len(batch), bar.n)
             active.status = "incomplete" if n_errors else "complete"
-        return MethodRun(method.name, run_id, len(examples), len(done), active.seconds, n_errors, first_error)
+        return MethodRun(method.name, run_id, len(examples), active.seconds, n_errors, first_error)
 
 
 def _progress(total: int, initial: int, desc: str, enabled: bool):

@@ -48,7 +48,6 @@ class Metric:
     kind: MetricKind
     description: str
     source: str
-    higher_is_better: bool = True
     inputs: tuple[str, str] = ANSWER_INPUTS
     pair_fn: Callable[[answer.AnswerPair], float] | None = None
     in_default_protocols: bool = True  # False: only protocols that name it score it

@@ -436,8 +436,22 @@ class Trainer:
         update_actor = a.critic is None or step >= a.critic.warmup_steps
 
         stats: dict[str, list[float]] = {
-            k: [] for k in ("clip_frac", "approx_kl", "entropy", "kl", "loss", "grad_norm")
+            k: []
+            for k in (
+                *("clip_frac", "clip_frac_low", "clip_frac_high", "dual_clip_frac", "approx_kl"),
+                *(
+                    "ratio_mean",
+                    "ratio_min",
+                    "ratio_max",
+                    "policy_tokens",
+                    "entropy",
+                    "kl",
+                    "loss",
+                    "grad_norm",
+                ),
+            )
         }
+
         if critic is not None:
             for k in ("vf_loss", "vf_clip_frac", "values_mean", "returns_mean", "grad_norm"):
                 stats[f"critic/{k}"] = []
@@ -466,7 +480,9 @@ class Trainer:
                     stats["grad_norm"].append(float(torch.nn.utils.clip_grad_norm_(params, a.grad_clip)))
                 opt.step()
                 sched.step()
-        out = {k: (sum(v) / len(v) if v else 0.0) for k, v in stats.items()}
+        # the clipped loss's ratio range over the step; token counts add up; the rest are means
+        reduce = {"ratio_min": min, "ratio_max": max, "policy_tokens": sum}
+        out = {k: (reduce.get(k, lambda x: sum(x) / len(x))(v) if v else 0.0) for k, v in stats.items()}
         if critic is not None:
             out["actor_updated"] = float(update_actor)
             out["critic/lr"] = critic.sched.get_last_lr()[0]
@@ -555,8 +571,18 @@ class Trainer:
                     ent, m, a.loss_agg_mode, norm_length=a.loss_norm_length, num_units=units
                 )
             stats["entropy"].append(float(masked_mean(ent.detach(), m)))
-        stats["clip_frac"].append(st.clip_frac)
-        stats["approx_kl"].append(st.approx_kl)
+        for k in (
+            "clip_frac",
+            "clip_frac_low",
+            "clip_frac_high",
+            "dual_clip_frac",
+            "approx_kl",
+            "ratio_mean",
+        ):
+            stats[k].append(getattr(st, k))
+        stats["ratio_min"].append(st.ratio_min)
+        stats["ratio_max"].append(st.ratio_max)
+        stats["policy_tokens"].append(float(st.num_tokens))
         stats["loss"].append(float(loss.detach()))
         return loss
 
