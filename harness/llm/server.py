@@ -4,15 +4,18 @@ Two users:
 
 * the in-process ``llamacpp`` backend (:mod:`harness.llm.llamacpp_backend`) builds an
   ``xllamacpp.Server`` in its own process with :func:`server_params`;
-* :class:`ModelServer` (``harness serve-model``, the judge, tests) runs one in a child process
-  bound to 127.0.0.1, waits until ``/health`` answers (port bound *and* model loaded), and stops it
-  by its PID.
+* :class:`ModelServer` (``harness serve-model``, the judge, tests) runs one in a child process,
+  behind a Python front (:mod:`harness.llm.front`: limits, API key, request checks) that listens on
+  ``host:port``; llama.cpp itself binds a private port on 127.0.0.1 and requires a random key that
+  only the front has. It waits until the front's ``/health`` answers (port bound *and* model
+  loaded), and stops the child by its PID.
 
 The child never outlives its parent: it holds the read end of a pipe whose write end only the
 parent has (``stdin``), and exits -- deleting its log file first -- as soon as that pipe reaches
 end-of-file, which happens when the parent closes it (a normal stop) or dies in any way, SIGKILL
 included. The kernel closes a dead process's descriptors, so no signal handler is needed. The log
-lives under the harness cache (``<cache>/logs``) and is removed on exit.
+lives under the harness cache (``<cache>/logs``) and is removed on exit. The clients' API key goes
+to the child in its environment, never on its command line.
 
 Threads: llama.cpp's worker threads spin while waiting for work (OpenMP's active wait). On a busy
 2-core machine two spinning threads collapsed from 40 to 2 tokens/s, so the default is one thread,
@@ -33,11 +36,13 @@ from pathlib import Path
 from typing import Any, Literal
 
 from harness.errors import ConfigError, HarnessError, ServerError
+from harness.llm.front import FrontLimits
 from harness.llm.model_files import cache_root, resolve_gguf
 
 __all__ = ["ModelServer", "free_port", "port_is_free", "resolve_gguf", "server_params", "llama_threads"]
 
 LOG_DIR = "logs"
+CHILD_KEY_ENV = "_HARNESS_SERVE_MODEL_API_KEY"  # the clients' key, parent -> child (not argv)
 
 
 def llama_threads(threads: int | None) -> int:
@@ -76,6 +81,8 @@ def server_params(
     alias: str | None = None,
     verbosity: int = 1,
     draft: Literal["none", "ngram"] = "none",
+    http_threads: int | None = None,
+    api_key: str | None = None,
 ) -> Any:
     """``xllamacpp.CommonParams`` for a server over ``gguf``.
 
@@ -83,7 +90,8 @@ def server_params(
     own KV cache and cached prompt (``cache_prompt``, reused by longest common prefix). ``port=0``
     binds a free port. ``verbosity`` 1 logs errors only, 3 one line per request. ``draft="ngram"``:
     llama.cpp's draftless speculative decoding (``--spec-type ngram-simple``), see
-    :data:`NGRAM_DRAFT`."""
+    :data:`NGRAM_DRAFT`. ``http_threads`` (default: llama.cpp's) and ``api_key`` (a key every
+    request must send) are for the server behind ``serve-model``'s front."""
     import xllamacpp
 
     p = xllamacpp.CommonParams()
@@ -117,6 +125,10 @@ def server_params(
         p.speculative.draft.n_max = NGRAM_DRAFT["max"]
     if alias:
         p.model_alias = {alias}
+    if http_threads is not None:
+        p.n_threads_http = http_threads
+    if api_key is not None:
+        p.api_keys = [api_key]
     return p
 
 
@@ -180,6 +192,9 @@ class ModelServer:
         parallel: int = 4,
         alias: str = "smollm2",
         startup_timeout: float = 120.0,
+        api_key: str | None = None,
+        admin_routes: bool = False,
+        limits: FrontLimits | None = None,
     ):
         if port is not None:
             check_port(port)
@@ -193,12 +208,20 @@ class ModelServer:
         self.parallel = parallel
         self.alias = alias
         self.startup_timeout = startup_timeout
+        self.api_key = api_key or None
+        self.admin_routes = admin_routes
+        self.limits = limits or FrontLimits()
         self.log_path: Path | None = None
         self.proc: subprocess.Popen[bytes] | None = None
 
     @property
     def base_url(self) -> str:
         return f"http://{self.host}:{self.port}/v1"
+
+    @property
+    def headers(self) -> dict[str, str]:
+        """What a client sends with each request (the API key, when one is set)."""
+        return {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
 
     @property
     def pid(self) -> int | None:
@@ -213,6 +236,8 @@ class ModelServer:
             "n_ctx": self.n_ctx,
             "parallel": self.parallel,
             "alias": self.alias,
+            "admin_routes": self.admin_routes,
+            "limits": self.limits.model_dump(mode="json"),
             "log": str(self.log_path),
         }
 
@@ -233,6 +258,9 @@ class ModelServer:
         self.log_path = log_dir / f"model-server-{os.getpid()}-{self.port}.log"
         env = passive_omp_env(self.threads)
         env["OMP_NUM_THREADS"] = str(self.threads)
+        env.pop(CHILD_KEY_ENV, None)
+        if self.api_key:
+            env[CHILD_KEY_ENV] = self.api_key
         code = "import sys; from harness.llm.server import child_main; sys.exit(child_main(sys.argv[1]))"
         with open(self.log_path, "wb") as log:
             self.proc = subprocess.Popen(
@@ -254,7 +282,7 @@ class ModelServer:
                     f"{url}; its log ends with:\n{tail}"
                 )
             try:
-                if httpx.get(url, timeout=2.0).status_code == 200:  # 503 while the model loads
+                if httpx.get(url, headers=self.headers, timeout=2.0).status_code == 200:
                     return self
             except httpx.HTTPError:
                 pass
@@ -306,11 +334,18 @@ class ModelServer:
 
 
 def child_main(config_json: str) -> int:
-    """The server process :class:`ModelServer` starts (``python -c``); see the module docstring."""
+    """The server process :class:`ModelServer` starts (``python -c``): llama.cpp on a private
+    loopback port, then the front on ``host:port``; see the module docstring."""
+    import secrets
     import signal
+
+    import httpx
+
+    from harness.llm.front import FrontConfig, serve
 
     cfg = json.loads(config_json)
     log = Path(cfg["log"])
+    api_key = os.environ.pop(CHILD_KEY_ENV, None)
 
     def exit_with_parent() -> None:
         with contextlib.suppress(OSError):
@@ -322,21 +357,44 @@ def child_main(config_json: str) -> int:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C in a terminal is the parent's to handle
     import xllamacpp
 
+    private_port = free_port("127.0.0.1")
+    front = FrontConfig(
+        upstream=f"http://127.0.0.1:{private_port}",
+        alias=cfg["alias"],
+        n_ctx=cfg["n_ctx"],
+        parallel=cfg["parallel"],
+        upstream_key=secrets.token_urlsafe(32),
+        api_key=api_key,
+        admin_routes=cfg["admin_routes"],
+        limits=FrontLimits.model_validate(cfg["limits"]),
+    )
     params = server_params(
         Path(cfg["gguf"]),
         threads=cfg["threads"],
         n_ctx=cfg["n_ctx"],
         parallel=cfg["parallel"],
-        host=cfg["host"],
-        port=cfg["port"],
+        host="127.0.0.1",
+        port=private_port,
         alias=cfg["alias"],
         verbosity=3,  # one line per request: the log shows what was served
+        http_threads=front.llama_http_threads,
+        api_key=front.upstream_key,
     )
     try:
         server = xllamacpp.Server(params)
     except RuntimeError as e:
         print(f"model server: {e}", file=sys.stderr, flush=True)
         os._exit(1)  # not a normal exit: the interpreter would wait on the thread reading stdin
-    print(f"model server: listening on {server.listening_address}", flush=True)
-    threading.Event().wait()  # until the pipe closes (exit_with_parent) or a signal ends us
-    return 0
+    while True:  # the front starts once the model is loaded (llama.cpp: 503 while it loads)
+        with contextlib.suppress(httpx.HTTPError):
+            if httpx.get(f"{front.upstream}/health", timeout=2.0).status_code == 200:
+                break
+        time.sleep(0.05)
+    print(f"model server: llama.cpp on {server.listening_address} (private)", flush=True)
+
+    def ready() -> None:
+        print(f"model server: listening on http://{cfg['host']}:{cfg['port']} (front)", flush=True)
+
+    serve(front, host=cfg["host"], port=cfg["port"], ready=ready)
+    print("model server: the front stopped", file=sys.stderr, flush=True)
+    os._exit(1)  # the front only returns when it failed (e.g. its port was taken)

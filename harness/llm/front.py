@@ -1,0 +1,482 @@
+"""The Python front of ``harness serve-model``: every request passes here before llama.cpp.
+
+``harness serve-model`` listens on ``--host:--port`` with this front; llama.cpp's own HTTP server
+(the ``xllamacpp`` wheel) binds a private port on 127.0.0.1 behind it and requires a random key
+that only the front knows, so a local user cannot reach it around the front either.
+
+Why a front: llama.cpp's server (cpp-httplib) gives each connection one of a fixed pool of
+threads, reads a body of any size into memory before looking at it, accepts any model name and
+any bearer token, serves ``/slots``, ``/props`` and ``/metrics`` to everyone, wraps ``max_tokens``
+into an int32 and answers completions logprobs in the chat shape. What the front does:
+
+* **Connections** (:class:`FrontLimits`): uvicorn (asyncio, h11) holds a connection as a few KB of
+  state, not a thread, so 64 clients trickling bytes cost nothing and ``/health`` is answered at
+  once; at most ``max_connections`` are served (503 beyond, uvicorn's ``limit_concurrency``). A
+  client must send its whole request within ``read_timeout_s`` of connecting or of its previous
+  response, else 408 and the connection is closed: the uvicorn protocol of the retrieval server
+  (:func:`harness.retrieval.server.read_timeout_protocol`), reused.
+* **Body limit** (:class:`Guard`, by hand: Starlette reads a body without a bound and answers
+  nothing before it has it all): a declared ``Content-Length`` over ``max_body_bytes`` is
+  answered 413 at once, before a byte of the body is read; a body without one (chunked) is counted
+  as it arrives and answered 413 as soon as it passes the limit. Either way the rest of the body
+  is then read and dropped (constant memory, bounded by the read timeout) so the client, which
+  sends its whole body before reading, gets the 413 rather than a reset connection. A client that
+  sent ``Expect: 100-continue`` is told 413 without being asked for the body.
+* **API key** (``--api-key`` / ``HARNESS_API_KEY``): when set, every route, ``/health``
+  included, needs ``Authorization: Bearer KEY`` (or ``X-Api-Key: KEY``), else 401. Compared in
+  constant time.
+* **Routes**: the OpenAI ones (``/v1/chat/completions``, ``/v1/completions``, ``/v1/models``,
+  also without ``/v1``) and ``/health``; llama.cpp's admin routes (``/slots``, ``/props``,
+  ``/metrics``) only with ``--admin-routes``; any other path is 404.
+* **Request checks** (:func:`check_request`, before llama.cpp sees the request): a ``model``
+  other than the served alias is 404 naming the served model; ``messages`` must be a non-empty
+  list (400); ``max_tokens`` (also ``max_completion_tokens``, llama.cpp's ``n_predict``) must be
+  a whole number from 1 to the context per slot (400 naming the limit).
+* **Completions logprobs** (:func:`completion_logprobs`): llama.cpp answers ``/v1/completions``
+  logprobs as chat's ``{"content": [{"token", "logprob", "top_logprobs"}]}``; the front rewrites
+  them to the completions shape the OpenAI SDK parses (``openai/types/completion_choice.py``,
+  ``Logprobs``: ``tokens``, ``token_logprobs``, ``top_logprobs``, ``text_offset``), in replies
+  and in each streamed event. ``text_offset`` counts characters of the generated text from 0 (and
+  on across the events of a stream), as vLLM's ``serving_completion.py`` does.
+
+Forwarding uses ``httpx.AsyncClient`` with at most ``parallel + 2`` connections to llama.cpp (the
+rest wait in the front), and llama.cpp gets two HTTP threads more than that, one of them for the
+front's own ``/health`` client, so a busy server still answers ``/health``. A streamed reply (SSE)
+is passed through as it arrives; a client that goes away cancels its request in llama.cpp.
+Errors are one line in OpenAI's shape: ``{"error": {"message", "type", "code"}}``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hmac
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+__all__ = ["FrontConfig", "FrontLimits", "check_request", "completion_logprobs", "create_app", "serve"]
+
+API_KEY_ENV = "HARNESS_API_KEY"
+ADMIN_ROUTES = ("/slots", "/props", "/metrics")
+CHAT_PATHS = ("/v1/chat/completions", "/chat/completions")
+COMPLETION_PATHS = ("/v1/completions", "/completions")
+MODEL_PATHS = ("/v1/models", "/models")
+TOKEN_FIELDS = ("max_tokens", "max_completion_tokens", "n_predict")
+
+
+class FrontLimits(BaseModel):
+    """What a client may cost the front (``harness serve-model --help``)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    max_body_bytes: int = Field(4 * 2**20, ge=1)  # 413 above (a 4,096-token prompt is ~16 KB)
+    read_timeout_s: float = Field(10.0, gt=0)  # 408 and close when a request takes longer to arrive
+    keep_alive_s: int = Field(5, ge=1)  # an idle keep-alive connection is closed after this
+    max_connections: int = Field(256, ge=1)  # 503 beyond (uvicorn's limit_concurrency)
+
+
+@dataclass(frozen=True)
+class FrontConfig:
+    """The front of one llama.cpp server: what it serves and how it is reached."""
+
+    upstream: str  # llama.cpp's private base URL, e.g. http://127.0.0.1:41234
+    alias: str  # the one model name clients may send
+    n_ctx: int  # tokens per slot: the largest max_tokens
+    parallel: int  # llama.cpp slots
+    upstream_key: str | None = None  # llama.cpp's own API key (only the front knows it)
+    api_key: str | None = field(default=None, repr=False)  # clients' key; None: no key asked
+    admin_routes: bool = False
+    limits: FrontLimits = field(default_factory=FrontLimits)
+
+    @property
+    def upstream_connections(self) -> int:
+        return self.parallel + 2
+
+    @property
+    def llama_http_threads(self) -> int:
+        """llama.cpp's HTTP threads: the forwarding pool, one for ``/health``, one spare."""
+        return self.upstream_connections + 2
+
+
+class RequestError(Exception):
+    def __init__(self, status: int, message: str, param: str | None = None, code: str | None = None):
+        super().__init__(message)
+        self.status, self.message, self.param, self.code = status, message, param, code
+
+
+_TYPES = {400: "invalid_request_error", 401: "authentication_error", 404: "not_found_error"}
+
+
+def error_body(status: int, message: str, param: str | None = None, code: str | None = None) -> bytes:
+    """OpenAI's error shape, which the OpenAI SDK reads its message from."""
+    err: dict[str, Any] = {"message": message, "type": _TYPES.get(status, "server_error"), "code": code}
+    if param is not None:
+        err["param"] = param
+    return json.dumps({"error": err}).encode()
+
+
+def check_request(path: str, body: Any, *, alias: str, n_ctx: int) -> None:
+    """Raise :class:`RequestError` for a request llama.cpp would answer wrongly (see the module
+    docstring); return None for one it may see."""
+    if not isinstance(body, dict):
+        raise RequestError(400, "the request body must be a JSON object")
+    model = body.get("model")
+    if model is not None and model != alias:
+        raise RequestError(
+            404,
+            f"model {model!r} is not served here; this server serves {alias!r} (GET /v1/models)",
+            "model",
+            "model_not_found",
+        )
+    if path in CHAT_PATHS:
+        messages = body.get("messages")
+        if not isinstance(messages, list) or not messages:
+            raise RequestError(400, "'messages' must be a non-empty list of messages", "messages")
+    for name in TOKEN_FIELDS:
+        value = body.get(name)
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= n_ctx:
+            raise RequestError(
+                400,
+                f"'{name}' must be a whole number from 1 to {n_ctx} (the context per slot), got {value!r}",
+                name,
+            )
+
+
+def completion_logprobs(lp: Any, start: int = 0) -> tuple[Any, int]:
+    """llama.cpp's chat-shaped logprobs of a completion -> the completions shape, with text offsets
+    from ``start``; returns it and the offset after its last token. Anything else is returned as is."""
+    if not isinstance(lp, dict) or not isinstance(lp.get("content"), list):
+        return lp, start
+    tokens: list[str] = []
+    token_logprobs: list[float | None] = []
+    top: list[dict[str, float]] = []
+    offsets: list[int] = []
+    pos = start
+    for t in lp["content"]:
+        token = str(t.get("token", ""))
+        tokens.append(token)
+        token_logprobs.append(t.get("logprob"))
+        alternatives: dict[str, float] = {}
+        for alt in t.get("top_logprobs") or []:
+            alternatives.setdefault(str(alt.get("token", "")), alt.get("logprob"))  # first (likeliest) wins
+        top.append(alternatives)
+        offsets.append(pos)
+        pos += len(token)
+    shaped = {"tokens": tokens, "token_logprobs": token_logprobs, "top_logprobs": top, "text_offset": offsets}
+    return shaped, pos
+
+
+def _header(scope: dict[str, Any], name: bytes) -> bytes | None:
+    for k, v in scope.get("headers") or []:
+        if k == name:
+            return v
+    return None
+
+
+class Guard:
+    """ASGI middleware: the API key and the body limit, both decided before the body is read
+    (see the module docstring)."""
+
+    def __init__(self, app: Any, *, api_key: str | None, max_body_bytes: int):
+        self.app = app
+        self.api_key = api_key.encode() if api_key else None
+        self.max_body_bytes = max_body_bytes
+
+    def _key_ok(self, scope: dict[str, Any]) -> bool:
+        assert self.api_key is not None
+        given = _header(scope, b"x-api-key")
+        auth = _header(scope, b"authorization")
+        if auth is not None and auth[:7].lower() == b"bearer ":
+            given = auth[7:].strip()
+        return given is not None and hmac.compare_digest(given, self.api_key)
+
+    async def _refuse(self, scope, receive, send, status: int, message: str, extra=()) -> None:
+        """Answer at once, then read and drop what is left of the body (unless the client waits
+        for ``100 Continue``, which it is then never sent), then close."""
+        body = error_body(status, message)
+        headers = [
+            (b"content-type", b"application/json"),
+            (b"content-length", str(len(body)).encode()),
+            (b"connection", b"close"),
+            *extra,
+        ]
+        await send({"type": "http.response.start", "status": status, "headers": headers})
+        await send({"type": "http.response.body", "body": body, "more_body": True})
+        if (_header(scope, b"expect") or b"").lower() != b"100-continue":
+            while True:
+                message_in = await receive()
+                if message_in["type"] == "http.disconnect" or not message_in.get("more_body", False):
+                    break
+        await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+    async def __call__(self, scope, receive, send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        if self.api_key is not None and not self._key_ok(scope):
+            await self._refuse(
+                scope,
+                receive,
+                send,
+                401,
+                "missing or wrong API key: send 'Authorization: Bearer <key>' (the server's --api-key)",
+                [(b"www-authenticate", b"Bearer")],
+            )
+            return
+        limit = self.max_body_bytes
+        declared = _header(scope, b"content-length")
+        if declared is not None and declared.isdigit() and int(declared) > limit:
+            await self._refuse(
+                scope,
+                receive,
+                send,
+                413,
+                f"request body of {int(declared)} bytes is over the server's limit of {limit} bytes "
+                "(serve-model --max-body-bytes)",
+            )
+            return
+        chunks: list[bytes] = []
+        size = 0
+        while True:
+            message_in = await receive()
+            if message_in["type"] == "http.disconnect":
+                return
+            chunk = message_in.get("body", b"")
+            size += len(chunk)
+            if size > limit:
+                chunks.clear()
+                await self._refuse(
+                    scope,
+                    receive,
+                    send,
+                    413,
+                    f"request body over the server's limit of {limit} bytes (serve-model --max-body-bytes)",
+                )
+                return
+            chunks.append(chunk)
+            if not message_in.get("more_body", False):
+                break
+        data = b"".join(chunks)
+        replayed = False
+
+        async def replay():
+            nonlocal replayed
+            if not replayed:
+                replayed = True
+                return {"type": "http.request", "body": data, "more_body": False}
+            return await receive()
+
+        await self.app(scope, replay, send)
+
+
+def create_app(cfg: FrontConfig) -> Any:
+    """The front as an ASGI app (Starlette routes inside :class:`Guard`)."""
+    import httpx
+    from starlette.applications import Starlette
+    from starlette.requests import Request
+    from starlette.responses import Response, StreamingResponse
+    from starlette.routing import Route
+
+    headers = {"authorization": f"Bearer {cfg.upstream_key}"} if cfg.upstream_key else {}
+    clients: dict[str, httpx.AsyncClient] = {}
+
+    def client(name: str) -> httpx.AsyncClient:
+        # made on first use, inside the server's event loop
+        if name not in clients:
+            n = cfg.upstream_connections if name == "work" else 1
+            clients[name] = httpx.AsyncClient(
+                base_url=cfg.upstream,
+                headers=headers,
+                limits=httpx.Limits(max_connections=n, max_keepalive_connections=n),
+                # a generation may take minutes: the client's own timeout bounds it
+                timeout=httpx.Timeout(connect=10.0, read=None, write=60.0, pool=None)
+                if name == "work"
+                else httpx.Timeout(5.0),
+            )
+        return clients[name]
+
+    def error(status: int, message: str, param: str | None = None, code: str | None = None) -> Response:
+        return Response(error_body(status, message, param, code), status, media_type="application/json")
+
+    def passed(r: httpx.Response, content: bytes) -> Response:
+        return Response(content, r.status_code, media_type=r.headers.get("content-type", "application/json"))
+
+    async def until_disconnect(request: Request) -> None:
+        while (await request.receive())["type"] != "http.disconnect":
+            pass
+
+    async def race(coro: Any, request: Request) -> Any:
+        """``await coro`` unless the client goes away first (then None: the upstream request is
+        cancelled, its connection closed, and llama.cpp stops the generation)."""
+        work = asyncio.ensure_future(coro)
+        gone = asyncio.ensure_future(until_disconnect(request))
+        done, _ = await asyncio.wait({work, gone}, return_when=asyncio.FIRST_COMPLETED)
+        gone.cancel()
+        if work in done:
+            return work.result()
+        work.cancel()
+        return None
+
+    async def upstream_failed(e: httpx.HTTPError) -> Response:
+        return error(502, f"the llama.cpp server behind this front failed: {type(e).__name__}: {e}")
+
+    async def health(request: Request) -> Response:
+        try:
+            r = await client("health").get("/health")
+        except httpx.HTTPError as e:
+            return error(503, f"llama.cpp did not answer /health: {type(e).__name__}: {e}")
+        return passed(r, r.content)
+
+    async def models(request: Request) -> Response:
+        try:
+            r = await client("work").get("/v1/models")
+        except httpx.HTTPError as e:
+            return await upstream_failed(e)
+        return passed(r, r.content)
+
+    async def admin(request: Request) -> Response:
+        if not cfg.admin_routes:
+            return error(404, f"{request.url.path} is off; start serve-model with --admin-routes to serve it")
+        try:
+            r = await client("work").request(
+                request.method,
+                request.url.path,
+                params=request.query_params,
+                content=await request.body(),
+                headers={"content-type": request.headers.get("content-type", "application/json")},
+            )
+        except httpx.HTTPError as e:
+            return await upstream_failed(e)
+        return passed(r, r.content)
+
+    async def generate(request: Request) -> Response:
+        path = request.url.path
+        raw = await request.body()
+        try:
+            body = json.loads(raw)
+        except ValueError as e:
+            return error(400, f"the request body is not JSON: {e}")
+        try:
+            check_request(path, body, alias=cfg.alias, n_ctx=cfg.n_ctx)
+        except RequestError as e:
+            return error(e.status, e.message, e.param, e.code)
+        target = "/v1/chat/completions" if path in CHAT_PATHS else "/v1/completions"
+        convert = path in COMPLETION_PATHS and body.get("logprobs") not in (None, False)
+        req = client("work").build_request(
+            "POST", target, content=raw, headers={"content-type": "application/json"}
+        )
+        try:
+            r = await race(client("work").send(req, stream=True), request)
+        except httpx.HTTPError as e:
+            return await upstream_failed(e)
+        if r is None:
+            return Response(status_code=499)  # the client is gone; nobody reads this
+        streamed = r.headers.get("content-type", "").startswith("text/event-stream")
+        if not streamed:
+            try:
+                content = await race(r.aread(), request)
+            except httpx.HTTPError as e:
+                return await upstream_failed(e)
+            finally:
+                await r.aclose()
+            if content is None:
+                return Response(status_code=499)
+            if convert and r.status_code == 200:
+                reply = json.loads(content)
+                for choice in reply.get("choices") or []:
+                    choice["logprobs"], _ = completion_logprobs(choice.get("logprobs"))
+                content = json.dumps(reply, separators=(",", ":"), ensure_ascii=False).encode()
+            return passed(r, content)
+
+        async def events():
+            offsets: dict[int, int] = {}
+            try:
+                if not convert:
+                    async for chunk in r.aiter_raw():
+                        yield chunk
+                    return
+                async for line in r.aiter_lines():
+                    if line.startswith("data: {"):
+                        event = json.loads(line[6:])
+                        for choice in event.get("choices") or []:
+                            i = choice.get("index", 0)
+                            choice["logprobs"], offsets[i] = completion_logprobs(
+                                choice.get("logprobs"), offsets.get(i, 0)
+                            )
+                        line = "data: " + json.dumps(event, separators=(",", ":"), ensure_ascii=False)
+                    yield (line + "\n").encode()
+            finally:
+                await r.aclose()
+
+        return StreamingResponse(
+            events(), r.status_code, media_type="text/event-stream", headers={"x-accel-buffering": "no"}
+        )
+
+    async def not_found(request: Request) -> Response:
+        return error(
+            404,
+            f"{request.method} {request.url.path} is not served here; the routes are "
+            "/v1/chat/completions, /v1/completions, /v1/models and /health",
+        )
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_app: Any):
+        yield
+        for c in clients.values():
+            await c.aclose()
+
+    routes = [Route("/health", health, methods=["GET"])]
+    routes += [Route(p, models, methods=["GET"]) for p in MODEL_PATHS]
+    routes += [Route(p, generate, methods=["POST"]) for p in CHAT_PATHS + COMPLETION_PATHS]
+    for p in ADMIN_ROUTES:
+        routes += [
+            Route(p, admin, methods=["GET", "POST"]),
+            Route(p + "/{rest:path}", admin, methods=["GET", "POST"]),
+        ]
+    routes.append(Route("/{rest:path}", not_found, methods=["GET", "POST", "PUT", "DELETE", "PATCH", "HEAD"]))
+    app = Starlette(routes=routes, lifespan=lifespan)
+    return Guard(app, api_key=cfg.api_key, max_body_bytes=cfg.limits.max_body_bytes)
+
+
+def uvicorn_config(app: Any, limits: FrontLimits, *, host: str, port: int, log_level: str = "warning") -> Any:
+    """h11 with the request read timeout, keep-alive and connection limits from ``limits``."""
+    import uvicorn
+
+    from harness.retrieval.server import read_timeout_protocol
+
+    return uvicorn.Config(
+        app,
+        host=host,
+        port=port,
+        http=read_timeout_protocol(limits.read_timeout_s),
+        loop="asyncio",
+        timeout_keep_alive=limits.keep_alive_s,
+        limit_concurrency=limits.max_connections,
+        log_level=log_level,
+        access_log=False,
+        lifespan="on",
+    )
+
+
+def serve(cfg: FrontConfig, *, host: str, port: int, ready: Any = None) -> None:
+    """Serve the front on ``host:port`` until the process ends. uvicorn installs no signal handlers:
+    the process keeps its own (``serve-model``'s child ignores SIGINT and dies on SIGTERM)."""
+    import contextlib
+
+    import uvicorn
+
+    class _Server(uvicorn.Server):
+        def capture_signals(self):  # type: ignore[override]
+            return contextlib.nullcontext()
+
+        async def startup(self, sockets=None) -> None:  # type: ignore[override]
+            await super().startup(sockets)
+            if ready is not None and self.started:
+                ready()
+
+    _Server(uvicorn_config(create_app(cfg), cfg.limits, host=host, port=port)).run()
