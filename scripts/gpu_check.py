@@ -274,7 +274,7 @@ def encoder_throughput(encoder_arg: str | None, device: torch.device, n: int, wo
 def ours_grpo(model_dir: Path, device: torch.device, dtype: str, work: Path, sizes: dict[str, int]) -> dict:
     from harness.method import MethodSpec, RewardBreakdown, TrainableMethod, reward_fn
     from harness.protocol import CorpusRef, Protocol
-    from harness.rl.config import grpo
+    from harness.rl.config import preset
     from harness.rl.recipe import Recipe
     from harness.rl.trainer import Trainer
     from harness.rollout.engine import TagRolloutConfig, run_tag_rollouts
@@ -314,7 +314,7 @@ def ours_grpo(model_dir: Path, device: torch.device, dtype: str, work: Path, siz
         def recipes(self):
             return {}
 
-    algo = grpo().replace(
+    algo = preset("grpo").replace(
         group_size=g,
         train_batch_size=p,
         mini_batch_size=p,

@@ -5,8 +5,8 @@
 - ``losses``: ``agg_loss`` (4 modes), ``policy_loss`` (clip-higher, dual clip), entropy, log-probs.
 - ``kl``: k1/k2/k3(low_var_kl)/abs, KL as loss or as per-token reward.
 - ``dapo``: group filters, ``DynamicSampler``, overlong shaping and filtering.
-- ``config``: ``AlgoConfig`` (no defaults) and the presets ``grpo()``, ``dr_grpo()``, ``dapo()``,
-  ``reinforce_pp()``.
+- ``config``: ``AlgoConfig`` (no defaults) and ``preset(name)`` of ``presets.yaml``: grpo, dr_grpo, dapo,
+  reinforce_pp, ppo.
 
 The trainer loop lives elsewhere and composes these.
 """

@@ -1,8 +1,9 @@
 """``AlgoConfig``: every knob of the RL algorithm, explicit, with no defaults.
 
 No field has a default value: a recipe states every flag (the TRL lesson: its loss aggregation
-default silently changed to "dapo"). Start from a preset (``grpo()``, ``dr_grpo()``, ``dapo()``,
-``reinforce_pp()``; each value cites its source) and override with
+default silently changed to "dapo"). Start from a preset (``preset("grpo")``, ``"dr_grpo"``,
+``"dapo"``, ``"reinforce_pp"``, ``"ppo"``: ``harness/rl/presets.yaml``, each citing its source) and
+override with
 ``cfg.model_copy(update={...})`` or ``AlgoConfig.model_validate({...})``. Contradictory settings
 are refused with a ``ConfigError`` naming the fields.
 
@@ -14,8 +15,11 @@ update sees ``mini_batch_size * group_size`` trajectories; one training step mak
 
 from __future__ import annotations
 
+from functools import cache
+from pathlib import Path
 from typing import Literal
 
+import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from harness.errors import ConfigError
@@ -323,267 +327,34 @@ class AlgoConfig(_Strict):
         )
 
 
-_NO_OVERLONG = {
-    "soft_penalty": False,
-    "max_len": None,
-    "cache_len": None,
-    "penalty_factor": None,
-    "filter_truncated": False,
-}
-_NO_DYNAMIC = {"enabled": False, "max_rounds": None, "filters": ()}
-# verl's actor defaults, used where a paper states nothing: optim.weight_decay=0.01 and
-# clip_ratio=0.2 (verl/trainer/config/actor/actor.yaml), grad_clip=1.0 (dp_actor.yaml),
-# AdamW betas (0.9, 0.999).
-_VERL_OPTIM = {"adam_betas": (0.9, 0.999), "weight_decay": 0.01, "grad_clip": 1.0}
+PRESETS_FILE = Path(__file__).with_name("presets.yaml")
 
 
-def grpo() -> AlgoConfig:
-    """GRPO as in DeepSeekMath (Shao et al. 2024, arXiv 2402.03300, §4.1-4.2).
-
-    Paper: lr 1e-6; KL coefficient 0.04 in the loss with the unbiased estimator of Eq. 4 (= k3);
-    64 outputs per question; "training batch size 1024" (read here as 1024 outputs = 16 prompts
-    x 64); one policy update per exploration stage (ppo_epochs 1, mini = train batch);
-    advantages (r - mean)/std (§4.1.2); loss 1/G sum_i 1/|o_i| sum_t (Eq. 3) = seq-mean-token-mean.
-    Not in the paper, from verl: std unbiased + eps 1e-6 (``compute_grpo_outcome_advantage``),
-    clip 0.2 (``actor.clip_ratio``), temperature 1.0 / top_p 1.0, no warm-up, constant lr,
-    optimiser defaults. No dual clip (verl's default 3.0 is not part of GRPO).
-    """
-    return AlgoConfig(
-        adv_estimator="grpo",
-        group_size=64,
-        norm_adv_by_std=True,
-        adv_std_unbiased=True,
-        adv_eps=1e-6,
-        gamma=1.0,
-        critic=None,
-        policy_loss="clipped",
-        clip_low=0.2,
-        clip_high=0.2,
-        dual_clip_c=None,
-        loss_agg_mode="seq-mean-token-mean",
-        loss_norm_length=None,
-        kl_placement="loss",
-        kl_estimator="k3",
-        kl_coef=0.04,
-        entropy_coef=0.0,
-        overlong=OverlongConfig(**_NO_OVERLONG),
-        dynamic_sampling=DynamicSamplingConfig(**_NO_DYNAMIC),
-        train_batch_size=16,
-        mini_batch_size=16,
-        ppo_epochs=1,
-        lr=1e-6,
-        lr_schedule="constant",
-        lr_warmup_steps=0,
-        lr_warmup_ratio=None,
-        min_lr_ratio=0.0,
-        temperature=1.0,
-        top_p=1.0,
-        **_VERL_OPTIM,
-    )
+@cache
+def _preset_entries() -> dict[str, dict]:
+    with open(PRESETS_FILE, encoding="utf-8") as f:
+        return yaml.safe_load(f)
 
 
-def dr_grpo() -> AlgoConfig:
-    """Dr. GRPO (Liu et al. 2025, arXiv 2503.20783), values from the authors' recipe
-    sail-sg/understand-r1-zero ``examples/qwen2.5-math-7b.sh`` (``--critic_type drgrpo``).
-
-    Advantage R - mean_g (no std); loss sum over tokens / the generation budget
-    (``--generate_max_length 3000``) then mean over sequences = ``seq-mean-token-sum-norm`` with
-    ``loss_norm_length=3000``; ``--beta 0`` (no KL, no reference model); ``--num_samples 8``;
-    ``--rollout_batch_size 128`` prompts; ``--train_batch_size 128`` samples per update = 16
-    prompts (our reading of oat's units: 8 updates per step); ``--num_ppo_epochs 1``;
-    ``--learning_rate 1e-6 --lr_scheduler constant``; ``--temperature 1 --top_p 1``. Clip 0.2 is
-    oat's default; optimiser defaults from verl (the script sets none). ``adv_eps`` and
-    ``adv_std_unbiased`` are not read by ``dr_grpo``.
-    """
-    return AlgoConfig(
-        adv_estimator="dr_grpo",
-        group_size=8,
-        norm_adv_by_std=False,
-        adv_std_unbiased=True,
-        adv_eps=1e-6,
-        gamma=1.0,
-        critic=None,
-        policy_loss="clipped",
-        clip_low=0.2,
-        clip_high=0.2,
-        dual_clip_c=None,
-        loss_agg_mode="seq-mean-token-sum-norm",
-        loss_norm_length=3000,
-        kl_placement="none",
-        kl_estimator="k3",
-        kl_coef=0.0,
-        entropy_coef=0.0,
-        overlong=OverlongConfig(**_NO_OVERLONG),
-        dynamic_sampling=DynamicSamplingConfig(**_NO_DYNAMIC),
-        train_batch_size=128,
-        mini_batch_size=16,
-        ppo_epochs=1,
-        lr=1e-6,
-        lr_schedule="constant",
-        lr_warmup_steps=0,
-        lr_warmup_ratio=None,
-        min_lr_ratio=0.0,
-        temperature=1.0,
-        top_p=1.0,
-        **_VERL_OPTIM,
-    )
+def preset_names() -> list[str]:
+    """The algorithms of ``harness/rl/presets.yaml``, in file order."""
+    return list(_preset_entries())
 
 
-def dapo() -> AlgoConfig:
-    """DAPO (Yu et al. 2025, arXiv 2503.14476), values from the released verl recipe
-    ``recipe/dapo/run_dapo_qwen2.5_32b.sh``, which matches the paper.
-
-    GRPO advantages (std, verl's unbiased std + 1e-6); clip-higher 0.2 / 0.28; token-mean loss;
-    no KL (``kl_coef=0``, ``kl_loss_coef=0``); 16 responses per prompt; 512 prompts per step,
-    mini-batch 32 prompts (16 updates per step); dynamic sampling on, filter on accuracy
-    (``filter_groups.metric=acc`` -> our ``outcome``), ``max_num_gen_batches=10``; soft overlong
-    punishment with ``max_response_length=20480``, ``overlong_buffer.len=4096``,
-    ``penalty_factor=1.0``; lr 1e-6, ``lr_warmup_steps=10``, ``weight_decay=0.1``,
-    ``grad_clip=1.0``; entropy 0; temperature 1.0, top_p 1.0. Overlong *filtering* is off as in
-    the recipe (the paper's Table 3 also lists it; set ``overlong.filter_truncated`` to add it).
-    No dual clip (verl applies its default c=3.0; the paper's objective has none).
-    """
-    return AlgoConfig(
-        adv_estimator="grpo",
-        group_size=16,
-        norm_adv_by_std=True,
-        adv_std_unbiased=True,
-        adv_eps=1e-6,
-        gamma=1.0,
-        critic=None,
-        policy_loss="clipped",
-        clip_low=0.2,
-        clip_high=0.28,
-        dual_clip_c=None,
-        loss_agg_mode="token-mean",
-        loss_norm_length=None,
-        kl_placement="none",
-        kl_estimator="k3",
-        kl_coef=0.0,
-        entropy_coef=0.0,
-        overlong=OverlongConfig(
-            soft_penalty=True, max_len=20480, cache_len=4096, penalty_factor=1.0, filter_truncated=False
-        ),
-        dynamic_sampling=DynamicSamplingConfig(
-            enabled=True,
-            max_rounds=10,
-            filters=(GroupFilterConfig(kind="zero_variance", metric="outcome", lower=None, upper=None),),
-        ),
-        train_batch_size=512,
-        mini_batch_size=32,
-        ppo_epochs=1,
-        lr=1e-6,
-        lr_schedule="constant",
-        lr_warmup_steps=10,
-        lr_warmup_ratio=None,
-        min_lr_ratio=0.0,
-        adam_betas=(0.9, 0.999),
-        weight_decay=0.1,
-        grad_clip=1.0,
-        temperature=1.0,
-        top_p=1.0,
-    )
-
-
-def reinforce_pp() -> AlgoConfig:
-    """REINFORCE++ (Hu 2025, arXiv 2501.03262) as verl's example
-    ``examples/reinforce_plus_plus_trainer/run_qwen2-7b_math_rf.sh`` runs it.
-
-    ``adv_estimator=reinforce_plus_plus`` (token returns whitened over the batch; gamma 1.0 and
-    whitening eps 1e-8 with unbiased variance are verl's defaults); lr 3e-6; 1024 prompts per
-    step and per mini-batch; n=8; KL as loss, ``kl_loss_type=mse`` (= k2), coef 0.001;
-    ``use_kl_in_reward=False``; entropy 0; clip 0.2, token-mean, temperature 1.0 (verl
-    defaults). The paper's own variant puts a k1 KL penalty in the reward instead: use
-    ``replace(kl_placement="reward", kl_estimator="k1", kl_coef=...)``.
-    """
-    return AlgoConfig(
-        adv_estimator="reinforce_pp",
-        group_size=8,
-        norm_adv_by_std=False,
-        adv_std_unbiased=True,
-        adv_eps=1e-8,
-        gamma=1.0,
-        critic=None,
-        policy_loss="clipped",
-        clip_low=0.2,
-        clip_high=0.2,
-        dual_clip_c=None,
-        loss_agg_mode="token-mean",
-        loss_norm_length=None,
-        kl_placement="loss",
-        kl_estimator="k2",
-        kl_coef=0.001,
-        entropy_coef=0.0,
-        overlong=OverlongConfig(**_NO_OVERLONG),
-        dynamic_sampling=DynamicSamplingConfig(**_NO_DYNAMIC),
-        train_batch_size=1024,
-        mini_batch_size=1024,
-        ppo_epochs=1,
-        lr=3e-6,
-        lr_schedule="constant",
-        lr_warmup_steps=0,
-        lr_warmup_ratio=None,
-        min_lr_ratio=0.0,
-        temperature=1.0,
-        top_p=1.0,
-        **_VERL_OPTIM,
-    )
-
-
-def ppo() -> AlgoConfig:
-    """PPO with a critic (Schulman et al. 2017, arXiv 1707.06347; GAE arXiv 1506.02438) as verl's
-    ``main_ppo`` runs it with ``algorithm.adv_estimator=gae`` and its ``ppo_trainer.yaml`` defaults:
-    gamma 1.0, lam 1.0; one rollout per prompt (``rollout.n=1``); advantages whitened over the
-    batch (unbiased variance, eps 1e-8, ``verl_F.masked_whiten``); actor clip 0.2, token-mean,
-    entropy 0.001 (``actor.entropy_coeff``), no KL loss (``use_kl_loss=False``) but a k1 KL
-    penalty in the reward (``kl_penalty=kl``, ``kl_ctrl.kl_coef=0.001``, fixed); actor lr 1e-6,
-    constant, no warm-up; critic lr 1e-5, no warm-up (``critic.optim.lr_warmup_steps_ratio=0``),
-    ``critic.cliprange_value=0.5``, ``critic.grad_clip=1.0``, ``trainer.critic_warmup=0``;
-    ``ppo_mini_batch_size=256`` of ``train_batch_size=1024``, ``ppo_epochs=1``; temperature 1.0,
-    top_p 1.0; optimiser defaults as the other presets.
-    """
-    return AlgoConfig(
-        adv_estimator="gae",
-        group_size=1,
-        norm_adv_by_std=False,
-        adv_std_unbiased=True,
-        adv_eps=1e-8,
-        gamma=1.0,
-        critic=CriticConfig(
-            lam=1.0,
-            lr=1e-5,
-            lr_warmup_steps=None,
-            lr_warmup_ratio=0.0,
-            cliprange_value=0.5,
-            warmup_steps=0,
-            adam_betas=(0.9, 0.999),
-            weight_decay=0.01,
-            grad_clip=1.0,
-        ),
-        policy_loss="clipped",
-        clip_low=0.2,
-        clip_high=0.2,
-        dual_clip_c=None,
-        loss_agg_mode="token-mean",
-        loss_norm_length=None,
-        kl_placement="reward",
-        kl_estimator="k1",
-        kl_coef=0.001,
-        entropy_coef=0.001,
-        overlong=OverlongConfig(**_NO_OVERLONG),
-        dynamic_sampling=DynamicSamplingConfig(**_NO_DYNAMIC),
-        train_batch_size=1024,
-        mini_batch_size=256,
-        ppo_epochs=1,
-        lr=1e-6,
-        lr_schedule="constant",
-        lr_warmup_steps=0,
-        lr_warmup_ratio=None,
-        min_lr_ratio=0.0,
-        temperature=1.0,
-        top_p=1.0,
-        **_VERL_OPTIM,
-    )
-
-
-PRESETS = {"grpo": grpo, "dr_grpo": dr_grpo, "dapo": dapo, "reinforce_pp": reinforce_pp, "ppo": ppo}
+def preset(name: str) -> AlgoConfig:
+    """The ``AlgoConfig`` of algorithm ``name`` as its authors released it (``presets.yaml``: each
+    entry's ``source`` cites the values; ``extends`` starts from another entry)."""
+    entries = _preset_entries()
+    if name not in entries:
+        raise ConfigError(f"unknown algorithm preset {name!r}; known: {', '.join(entries)} ({PRESETS_FILE})")
+    chain, seen = [], set()
+    while name is not None:
+        if name in seen:
+            raise ConfigError(f"{PRESETS_FILE}: cycle in extends at {name!r}")
+        seen.add(name)
+        chain.append(entries[name])
+        name = entries[name].get("extends")
+    data: dict = {}
+    for entry in reversed(chain):
+        data.update(entry["algo"])
+    return AlgoConfig.parse(data)

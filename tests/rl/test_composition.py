@@ -6,18 +6,18 @@ import pytest
 import torch
 
 from harness.rl.advantages import AdvantageBatch, compute_advantages
-from harness.rl.config import dapo, dr_grpo, grpo, reinforce_pp
+from harness.rl.config import preset
 from harness.rl.kl import kl_loss, kl_penalty_reward
 from harness.rl.losses import log_probs_from_logits, policy_loss
 
 
-@pytest.mark.parametrize("preset", [grpo, dr_grpo, dapo, reinforce_pp])
-def test_toy_bandit_learns_with_each_preset(preset):
+@pytest.mark.parametrize("name", ["grpo", "dr_grpo", "dapo", "reinforce_pp"])
+def test_toy_bandit_learns_with_each_preset(name):
     """Responses are 3 tokens from a 5-token vocabulary; reward = fraction of tokens equal to 2.
     Position 1 is an 'observation' (mask 0): its token is forced and must not be learned."""
     torch.manual_seed(0)
     v, t, groups = 5, 3, 4
-    cfg = preset().replace(
+    cfg = preset(name).replace(
         group_size=6, train_batch_size=groups, mini_batch_size=groups, kl_placement="none", kl_coef=0.0
     )
     if cfg.loss_agg_mode == "seq-mean-token-sum-norm":

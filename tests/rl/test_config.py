@@ -5,15 +5,15 @@ from __future__ import annotations
 import pytest
 
 from harness.errors import ConfigError
-from harness.rl.config import PRESETS, AlgoConfig, dapo, dr_grpo, grpo, ppo, reinforce_pp
+from harness.rl.config import AlgoConfig, preset, preset_names
 from harness.rl.dapo import AllOf, DropZeroVariance, ThresholdFilter
 
 
 def test_presets_hold_the_published_values():
-    g = grpo()
+    g = preset("grpo")
     assert (g.adv_estimator, g.norm_adv_by_std, g.loss_agg_mode) == ("grpo", True, "seq-mean-token-mean")
     assert (g.kl_placement, g.kl_estimator, g.kl_coef, g.lr, g.group_size) == ("loss", "k3", 0.04, 1e-6, 64)
-    d = dr_grpo()
+    d = preset("dr_grpo")
     assert (d.adv_estimator, d.norm_adv_by_std, d.loss_agg_mode, d.loss_norm_length) == (
         "dr_grpo",
         False,
@@ -21,15 +21,15 @@ def test_presets_hold_the_published_values():
         3000,
     )
     assert not d.needs_reference_model and d.updates_per_step == 8
-    p = dapo()
+    p = preset("dapo")
     assert (p.clip_low, p.clip_high, p.loss_agg_mode, p.kl_placement) == (0.2, 0.28, "token-mean", "none")
     assert (p.overlong.max_len, p.overlong.cache_len, p.overlong.penalty_factor) == (20480, 4096, 1.0)
     assert p.dynamic_sampling.enabled and p.dynamic_sampling.max_rounds == 10
     assert p.dynamic_sampling.build_filter() == DropZeroVariance("outcome")
     assert p.updates_per_step == 16
-    r = reinforce_pp()
+    r = preset("reinforce_pp")
     assert (r.adv_estimator, r.kl_estimator, r.kl_coef, r.lr) == ("reinforce_pp", "k2", 0.001, 3e-6)
-    o = ppo()
+    o = preset("ppo")
     assert (o.adv_estimator, o.group_size, o.gamma, o.kl_placement, o.kl_estimator, o.kl_coef) == (
         "gae",
         1,
@@ -40,12 +40,12 @@ def test_presets_hold_the_published_values():
     )
     c = o.critic
     assert c is not None and (c.lam, c.lr, c.cliprange_value, c.warmup_steps) == (1.0, 1e-5, 0.5, 0)
-    assert set(PRESETS) == {"grpo", "dr_grpo", "dapo", "reinforce_pp", "ppo"}
+    assert set(preset_names()) == {"grpo", "dr_grpo", "dapo", "reinforce_pp", "ppo"}
 
 
 def test_no_field_has_a_default():
     assert all(f.is_required() for f in AlgoConfig.model_fields.values())
-    data = grpo().model_dump()
+    data = preset("grpo").model_dump()
     del data["loss_agg_mode"]
     with pytest.raises(ConfigError, match="loss_agg_mode"):
         AlgoConfig.parse(data)
@@ -70,16 +70,16 @@ def test_no_field_has_a_default():
 )
 def test_contradictions_are_refused(changes, message):
     with pytest.raises(ConfigError, match=message):
-        grpo().replace(**changes)
+        preset("grpo").replace(**changes)
 
 
 def test_nested_sections_validate():
     with pytest.raises(ConfigError, match="soft_penalty=true needs"):
-        grpo().replace(overlong={**grpo().overlong.model_dump(), "soft_penalty": True})
+        preset("grpo").replace(overlong={**preset("grpo").overlong.model_dump(), "soft_penalty": True})
     with pytest.raises(ConfigError, match="needs at least one filter"):
-        grpo().replace(dynamic_sampling={"enabled": True, "max_rounds": 3, "filters": ()})
+        preset("grpo").replace(dynamic_sampling={"enabled": True, "max_rounds": 3, "filters": ()})
     with pytest.raises(ConfigError, match="lower < upper"):
-        grpo().replace(
+        preset("grpo").replace(
             dynamic_sampling={
                 "enabled": True,
                 "max_rounds": 3,
@@ -89,7 +89,7 @@ def test_nested_sections_validate():
 
 
 def test_tiresrag_style_filters_build():
-    cfg = grpo().replace(
+    cfg = preset("grpo").replace(
         dynamic_sampling={
             "enabled": True,
             "max_rounds": 5,
@@ -102,13 +102,13 @@ def test_tiresrag_style_filters_build():
     f = cfg.dynamic_sampling.build_filter()
     assert f == AllOf((ThresholdFilter("f1", 0.1, 0.9), DropZeroVariance("total")))
     with pytest.raises(ConfigError, match="disabled"):
-        grpo().dynamic_sampling.build_filter()
+        preset("grpo").dynamic_sampling.build_filter()
 
 
 def test_replace_and_advantage_params():
-    cfg = reinforce_pp().replace(kl_placement="reward", kl_estimator="k1", kl_coef=0.01)
+    cfg = preset("reinforce_pp").replace(kl_placement="reward", kl_estimator="k1", kl_coef=0.01)
     assert cfg.kl_placement == "reward" and cfg.needs_reference_model
     p = cfg.advantage_params()
     assert (p.norm_by_std, p.std_unbiased, p.eps, p.gamma) == (False, True, 1e-8, 1.0)
     # round trip through a plain mapping (recipe files)
-    assert AlgoConfig.parse(dapo().model_dump()) == dapo()
+    assert AlgoConfig.parse(preset("dapo").model_dump()) == preset("dapo")

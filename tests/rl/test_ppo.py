@@ -8,7 +8,7 @@ import torch
 
 from harness.errors import ConfigError
 from harness.rl.advantages import AdvantageBatch, AdvantageParams, compute_advantages, gae_advantages_returns
-from harness.rl.config import grpo, ppo
+from harness.rl.config import preset
 from harness.rl.masked import masked_whiten
 from harness.rl.ppo import value_loss
 
@@ -103,13 +103,13 @@ def test_value_loss_is_clipped_and_ignores_observation_tokens():
 
 
 def test_a_critic_exactly_for_gae():
-    p = ppo()
+    p = preset("ppo")
     assert p.adv_estimator == "gae" and p.critic is not None and p.critic.lam == 1.0 and p.gamma == 1.0
     assert p.advantage_params().lam == 1.0
     with pytest.raises(ConfigError, match="critic"):
         p.replace(critic=None)
     with pytest.raises(ConfigError, match="critic"):
-        grpo().replace(critic=p.critic.model_dump())
+        preset("grpo").replace(critic=p.critic.model_dump())
     with pytest.raises(ConfigError, match="exactly one"):
         p.replace(critic={**p.critic.model_dump(), "lr_warmup_steps": 3})
 
@@ -139,7 +139,7 @@ def test_verl_export_maps_ppo_to_gae_with_the_critic(tmp_path):
     from harness.verl.job import verl_overrides
 
     recipe = get_method("search_r1").recipes()["cpu-smoke"]
-    base = ppo()
+    base = preset("ppo")
     algo = base.replace(critic={**base.critic.model_dump(), "warmup_steps": 3, "lr_warmup_ratio": 0.015})
     ov = verl_overrides(recipe.model_copy(update={"algo": algo}), tmp_path, n_gpus=8, model_path="/m")
     for want in (

@@ -11,7 +11,7 @@ import torch
 from harness.errors import ConfigError
 from harness.method import RewardBreakdown
 from harness.protocol import CorpusRef, Protocol
-from harness.rl.config import grpo
+from harness.rl.config import preset
 from harness.rl.recipe import Recipe
 from harness.rl.sequences import sequence_logprobs
 from harness.rl.trainer import Trainer
@@ -72,7 +72,7 @@ class FavouriteWords(SingleTurnToy):
 
 
 def toy_recipe(steps: int) -> Recipe:
-    algo = grpo().replace(
+    algo = preset("grpo").replace(
         group_size=4,
         train_batch_size=4,
         mini_batch_size=4,
@@ -126,10 +126,10 @@ def test_ppo_with_a_critic_learns_the_toy_task(toy_model_dir: Path, tmp_path: Pa
     """PPO (GAE, gamma = lam = 1, a value head on a copy of the backbone, clipped value loss) with
     one step of critic warm-up: the first step trains the critic only, then reward rises as GRPO's
     does, and the critic learns the returns (its loss falls)."""
-    from harness.rl.config import ppo
+    from harness.rl.config import preset
 
     steps = 20
-    base = ppo()
+    base = preset("ppo")
     algo = base.replace(
         group_size=4,
         train_batch_size=4,
