@@ -15,6 +15,7 @@ EXAMPLES = """\
   harness serve-retriever --corpus wiki18.jsonl.gz --retriever pyserini --cache
   harness serve-retriever --port 0                          # any free port (the line printed names it)
   harness serve-retriever --max-queries 8192 --max-body-bytes 16777216   # bigger training batches
+  harness serve-retriever --max-reply-bytes 134217728       # replies up to 128 MiB
   curl -s -X POST http://127.0.0.1:8000/retrieve -H 'Content-Type: application/json' \\
        -d '{"queries": ["who wrote hamlet"], "topk": 3, "return_scores": true}'
   curl -s http://127.0.0.1:8000/health                      # what is served: corpus, retriever, index, limits
@@ -34,7 +35,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
             "and `harness run --retriever-url` use the harness's retrieval unchanged. Endpoints: "
             "POST /retrieve (Search-R1), POST /search and /batch_search (ReCall/FlashRAG), GET /health "
             "(corpus, retriever, index id, limits). Requests over the limits below get 413 (body) or "
-            "422 (queries, length, topk, hits) with a one-line JSON reason; see docs/retrieval-server.md."
+            "422 (queries, length, topk, hits) or 413 (reply budget) with a one-line JSON reason; see docs/retrieval-server.md."
         ),
         examples=EXAMPLES,
         handler=_run,
@@ -73,6 +74,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help=f"largest queries x topk in one reply (default {d.max_hits})",
     )
     lim.add_argument(
+        "--max-reply-bytes",
+        type=int,
+        default=d.max_reply_bytes,
+        help=f"largest reply in bytes, 413 above; checked before the search from the corpus's passage "
+        f"sizes and again while the reply is built (default {d.max_reply_bytes})",
+    )
+    lim.add_argument(
         "--read-timeout",
         type=float,
         default=d.read_timeout_s,
@@ -82,7 +90,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "--max-connections",
         type=int,
         default=d.max_connections,
-        help=f"open connections, 503 beyond (default {d.max_connections})",
+        help=f"open connections; beyond it the one waiting longest for a request is closed with 408, "
+        f"503 when all are being answered (default {d.max_connections})",
     )
 
 
@@ -99,6 +108,7 @@ def limits_from_args(args: argparse.Namespace):
         "max_query_chars": args.max_query_chars,
         "max_topk": args.max_topk,
         "max_hits": args.max_hits,
+        "max_reply_bytes": args.max_reply_bytes,
         "read_timeout_s": args.read_timeout,
         "max_connections": args.max_connections,
     }

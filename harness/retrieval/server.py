@@ -32,18 +32,26 @@ JSON ``{"detail": "..."}``; a failing search gets a 500 JSON with the message; t
 **Limits** (:class:`ServerLimits`, ``harness serve-retriever --help``; see docs/retrieval-server.md):
 a body over ``max_body_bytes`` gets 413; more than ``max_queries`` queries, a query longer than
 ``max_query_chars`` characters, ``topk`` above ``max_topk`` or ``queries x topk`` above
-``max_hits`` get 422; each with a one-line JSON reason naming the limit. A client must send a whole
+``max_hits`` get 422; a reply over ``max_reply_bytes`` gets 413, checked before the search
+(queries x topk x the corpus's 90th-percentile passage size) and again on the bytes while the
+reply is built; each with a one-line JSON reason naming the limit. A client must send a whole
 request (headers and body) within ``read_timeout_s`` of connecting or of its previous response,
 otherwise it gets 408 and the connection is closed (uvicorn alone only times out idle keep-alive
 connections, so a client sending headers byte by byte, or nothing, would hold one forever). Request
-headers are bounded by h11 (16 KiB) and open connections by ``max_connections`` (503 beyond).
+headers are bounded by h11 (16 KiB); beyond ``max_connections`` open connections the one that has
+waited longest for a request is closed (408), so slow clients cannot take every connection.
+
+**Work** runs off the event loop on one search thread, in tasks of :data:`CHUNK_HITS` hits that
+search and render their queries' JSON (the bytes FastAPI would render): a large request does not
+hold others back for more than one task, and its reply is held once, as its pieces, and sent
+piece by piece.
 """
 
 from __future__ import annotations
 
 import json
 import socket
-import threading
+import time
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr
@@ -114,9 +122,10 @@ class ServerLimits(BaseModel):
     max_query_chars: int = Field(4096, ge=1)  # 422 above (per query)
     max_topk: int = Field(1000, ge=1)  # 422 above
     max_hits: int = Field(20_000, ge=1)  # 422 when len(queries) x topk is above
+    max_reply_bytes: int = Field(32 * 2**20, ge=1)  # 413 when the reply is (or is estimated) larger
     read_timeout_s: float = Field(30.0, gt=0)  # 408 and close when a request takes longer to arrive
     keep_alive_s: int = Field(5, ge=1)  # an idle keep-alive connection is closed after this
-    max_connections: int = Field(256, ge=1)  # 503 beyond (uvicorn's limit_concurrency)
+    max_connections: int = Field(256, ge=1)  # beyond: the longest-waiting connection is closed (408)
 
 
 def _reason(status: int, message: str) -> tuple[int, list[tuple[bytes, bytes]], bytes]:
@@ -179,19 +188,103 @@ class BodyLimit:
         await self.app(scope, replay, send)
 
 
-def create_app(retriever: Retriever, *, default_topk: int = 3, limits: ServerLimits | None = None):
-    """A FastAPI app serving ``retriever`` within ``limits``. Searches are serialised (one at a time)."""
+CHUNK_HITS = 256  # hits searched and rendered per task: what another request may wait behind
+SMALL_REPLY_BYTES = 2**20  # sent in one piece; larger ones piece by piece
+TRIM_AFTER_BYTES = 8 * 2**20  # after a reply this large, hand freed heap pages back to the OS
+
+
+def _corpus_of(retriever: Retriever):
+    """The :class:`harness.retrieval.corpus.Corpus` a retriever reads passages from, if any (through
+    the result cache and a hybrid's sparse side)."""
+    for name in ("corpus", "inner", "sparse"):
+        found = getattr(retriever, name, None)
+        if found is None:
+            continue
+        if hasattr(found, "contents_sizes"):
+            return found
+        if isinstance(found, Retriever):
+            return _corpus_of(found)
+    return None
+
+
+def passage_bytes_estimate(retriever: Retriever, *, quantile: float = 0.9, sample: int = 100_000) -> int:
+    """Bytes of one passage for the reply budget's check before a search: the ``quantile`` of the
+    corpus's passage sizes (a seeded sample of ``sample`` rows; hits run longer than the mean
+    passage), or :data:`UNKNOWN_PASSAGE_BYTES` when the retriever has no local corpus."""
+    import numpy as np
+
+    corpus = _corpus_of(retriever)
+    if corpus is None or len(corpus) == 0:
+        return UNKNOWN_PASSAGE_BYTES
+    n = len(corpus)
+    rows = np.arange(n) if n <= sample else np.random.default_rng(0).choice(n, sample, replace=False)
+    return max(1, int(np.quantile(corpus.contents_sizes(rows), quantile)))
+
+
+UNKNOWN_PASSAGE_BYTES = 1024  # a wiki-18 passage is ~600 bytes
+HIT_OVERHEAD_BYTES = 96  # keys, id, score and punctuation of one hit
+
+
+def _render_items(items: list) -> bytes:
+    """The JSON of ``items`` without its brackets, as FastAPI's JSONResponse renders it (compact,
+    UTF-8, no NaN), so that ``b"[" + b",".join(parts) + b"]"`` equals the rendering of the whole."""
+    return json.dumps(items, ensure_ascii=False, allow_nan=False, indent=None, separators=(",", ":")).encode(
+        "utf-8"
+    )[1:-1]
+
+
+def _trim_heap() -> None:
+    """Return freed heap pages to the OS (glibc ``malloc_trim``): the pieces of a large reply are
+    freed but glibc keeps the pages of its arenas, so RSS would stay at the reply's peak."""
+    import ctypes
+    import ctypes.util
+
+    name = ctypes.util.find_library("c")
+    if name is None:
+        return
+    libc = ctypes.CDLL(name)
+    if hasattr(libc, "malloc_trim"):
+        libc.malloc_trim(0)
+
+
+def create_app(
+    retriever: Retriever,
+    *,
+    default_topk: int = 3,
+    limits: ServerLimits | None = None,
+    chunk_hits: int = CHUNK_HITS,
+):
+    """A FastAPI app serving ``retriever`` within ``limits``.
+
+    Searches run off the event loop in one worker thread (the retrievers are not assumed
+    thread-safe), ``chunk_hits`` hits (queries x topk) per task, each task searching and rendering
+    its queries' JSON: a large request is many tasks queued one after another, so another request
+    waits behind one task, not the whole request, and the event loop only moves bytes. A reply is
+    counted while it is built and refused with 413 when it passes ``max_reply_bytes``; a complete
+    one is sent piece by piece with its length, each piece dropped once sent."""
+    import asyncio
+    from concurrent.futures import ThreadPoolExecutor
+    from contextlib import asynccontextmanager
+
     from fastapi import FastAPI, Request
     from fastapi.exceptions import RequestValidationError
-    from fastapi.responses import JSONResponse
+    from fastapi.responses import JSONResponse, Response, StreamingResponse
 
     limits = limits or ServerLimits()
     max_topk = limits.max_topk
     if not 1 <= default_topk <= max_topk:
         raise ConfigError(f"the default topk must be between 1 and max_topk ({max_topk}), got {default_topk}")
-    app = FastAPI(title="rar-harness retrieval server", version="1")
+    pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="retrieve")
+    passage_bytes = passage_bytes_estimate(retriever)
+
+    @asynccontextmanager
+    async def lifespan(_app):
+        yield
+        pool.shutdown(wait=False, cancel_futures=True)
+
+    app = FastAPI(title="rar-harness retrieval server", version="1", lifespan=lifespan)
     app.add_middleware(BodyLimit, max_bytes=limits.max_body_bytes)
-    lock = threading.Lock()
+    app.state.passage_bytes = passage_bytes
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(_: Request, exc: RequestValidationError) -> JSONResponse:
@@ -211,7 +304,8 @@ def create_app(retriever: Retriever, *, default_topk: int = 3, limits: ServerLim
             status_code=500, content={"detail": f"retrieval failed: {type(exc).__name__}: {exc}"}
         )
 
-    def run(queries: list[str], topk: int | None, what: str, k_name: str) -> list[list[Hit]]:
+    def check(queries: list[str], topk: int | None, what: str, k_name: str, copies: int) -> int:
+        """The top-k to search with, or a :class:`BadRequest` naming the limit it breaks."""
         if not queries:
             raise BadRequest(f"'{what}' must be a non-empty list of strings")
         if len(queries) > limits.max_queries:
@@ -238,42 +332,127 @@ def create_app(retriever: Retriever, *, default_topk: int = 3, limits: ServerLim
                 f"limit of {limits.max_hits} per reply (max_hits); split the request",
                 422,
             )
-        with lock:
-            return retriever.search(queries, k)
+        per_hit = copies * passage_bytes + HIT_OVERHEAD_BYTES
+        estimate = len(queries) * k * per_hit
+        if estimate > limits.max_reply_bytes:
+            raise BadRequest(
+                f"{len(queries)} queries x {k_name} {k} x ~{per_hit} bytes per hit = ~{estimate} bytes of "
+                f"reply is over the server's budget of {limits.max_reply_bytes} bytes (max_reply_bytes); "
+                "send fewer queries or a smaller top-k",
+                413,
+            )
+        return k
+
+    async def build(queries: list[str], k: int, render) -> tuple[list[bytes], list]:
+        """Search ``queries`` at ``k`` in tasks of ``chunk_hits`` hits on the search thread; each
+        task renders its queries (``render(hits_per_query) -> (bytes, extra)``). Returns the
+        pieces and the extras, or a 413 once the pieces pass ``max_reply_bytes``."""
+        step = max(1, chunk_hits // k)
+        parts: list[bytes] = []
+        extras: list = []
+        size = 0
+
+        def task(chunk: list[str]):
+            asked = [i for i, q in enumerate(chunk) if not is_blank_query(q)]
+            found = retriever.search([chunk[i] for i in asked], k) if asked else []
+            per_query: list[list[Hit]] = [[] for _ in chunk]
+            for i, hits in zip(asked, found, strict=True):
+                per_query[i] = hits
+            return render(per_query)
+
+        for start in range(0, len(queries), step):
+            part, extra = await asyncio.wrap_future(pool.submit(task, queries[start : start + step]))
+            size += len(part) + 1
+            if size > limits.max_reply_bytes:
+                parts.clear()
+                raise BadRequest(
+                    f"the reply to {len(queries)} queries at top-{k} passed the server's budget of "
+                    f"{limits.max_reply_bytes} bytes (max_reply_bytes) after {start + step} queries; "
+                    "send fewer queries or a smaller top-k",
+                    413,
+                )
+            parts.append(part)
+            extras.append(extra)
+        return parts, extras
+
+    def respond(pieces: list[bytes]) -> Response:
+        """Send ``pieces`` (the reply's bytes in order) with their total length, each dropped once sent."""
+        length = sum(len(p) for p in pieces)
+        if length <= SMALL_REPLY_BYTES:
+            return Response(b"".join(pieces), media_type="application/json")
+
+        async def body():
+            while pieces:
+                yield pieces.pop(0)
+            if length >= TRIM_AFTER_BYTES:
+                _trim_heap()
+
+        return StreamingResponse(
+            body(), media_type="application/json", headers={"content-length": str(length)}
+        )
+
+    def joined(parts: list[bytes]) -> list[bytes]:
+        """``parts`` interleaved with commas (no copy of the parts)."""
+        out: list[bytes] = []
+        for i, p in enumerate(parts):
+            if i:
+                out.append(b",")
+            out.append(p)
+        parts.clear()
+        return out
 
     @app.get("/health")
     def health() -> dict[str, Any]:
         return describe(retriever, default_topk=default_topk, limits=limits)
 
     @app.post("/retrieve")
-    def retrieve(req: RetrieveRequest) -> dict[str, Any]:
+    async def retrieve(req: RetrieveRequest) -> Response:
         # as upstream: topk 0 or null is the server's default, no queries is an empty result, and a
         # blank query (Search-R1's client sends `<search> </search>` as "") finds nothing
-        topk = req.topk or None
-        asked = [i for i, q in enumerate(req.queries) if not is_blank_query(q)]
-        found = run([req.queries[i] for i in asked], topk, "queries", "topk") if asked else []
-        results: list[list[Hit]] = [[] for _ in req.queries]
-        for i, hits in zip(asked, found, strict=True):
-            results[i] = hits
-        if req.return_scores:
-            return {
-                "result": [
-                    [{"document": title_text_document(h), "score": h.score} for h in hits] for hits in results
+        asked = [q for q in req.queries if not is_blank_query(q)]
+        if not asked:
+            return respond([b'{"result":[', _render_items([[] for _ in req.queries]), b"]}"])
+        k = check(asked, req.topk or None, "queries", "topk", copies=2)
+        scores = req.return_scores
+
+        def render(per_query: list[list[Hit]]) -> tuple[bytes, None]:
+            if scores:
+                rows = [
+                    [{"document": title_text_document(h), "score": h.score} for h in hits]
+                    for hits in per_query
                 ]
-            }
-        return {"result": [[title_text_document(h) for h in hits] for hits in results]}
+            else:
+                rows = [[title_text_document(h) for h in hits] for hits in per_query]
+            return _render_items(rows), None
+
+        parts, _ = await build(req.queries, k, render)
+        return respond([b'{"result":[', *joined(parts), b"]}"])
 
     @app.post("/search")
-    def search(req: ReCallSearchRequest) -> Any:
-        hits = run([req.query], req.top_n, "query", "top_n")[0]
-        docs = [recall_document(h) for h in hits]
-        return [docs, [h.score for h in hits]] if req.return_score else docs
+    async def search(req: ReCallSearchRequest) -> Response:
+        k = check([req.query], req.top_n, "query", "top_n", copies=1)
+
+        def render(per_query: list[list[Hit]]) -> tuple[bytes, None]:
+            (hits,) = per_query
+            docs = [recall_document(h) for h in hits]
+            return _render_items([[docs, [h.score for h in hits]] if req.return_score else docs]), None
+
+        parts, _ = await build([req.query], k, render)
+        return respond(parts)
 
     @app.post("/batch_search")
-    def batch_search(req: ReCallBatchRequest) -> Any:
-        results = run(req.query, req.top_n, "query", "top_n")
-        docs = [[recall_document(h) for h in hits] for hits in results]
-        return [docs, [[h.score for h in hits] for hits in results]] if req.return_score else docs
+    async def batch_search(req: ReCallBatchRequest) -> Response:
+        k = check(req.query, req.top_n, "query", "top_n", copies=1)
+
+        def render(per_query: list[list[Hit]]) -> tuple[bytes, list[list[float]]]:
+            docs = [[recall_document(h) for h in hits] for hits in per_query]
+            return _render_items(docs), [[h.score for h in hits] for hits in per_query]
+
+        parts, extras = await build(req.query, k, render)
+        if not req.return_score:
+            return respond([b"[", *joined(parts), b"]"])
+        scores = _render_items([s for extra in extras for s in extra])
+        return respond([b"[[", *joined(parts), b"],[", scores, b"]]"])
 
     return app
 
@@ -294,23 +473,56 @@ def describe(retriever: Retriever, *, default_topk: int, limits: ServerLimits) -
     }
 
 
-def read_timeout_protocol(read_timeout_s: float):
-    """uvicorn's h11 protocol with a request read timeout.
+def read_timeout_protocol(read_timeout_s: float, max_connections: int | None = None):
+    """uvicorn's h11 protocol with a request read timeout and a bound on open connections.
 
     A timer starts when a connection opens and again after every response; it stops when a whole
     request (headers and body) has arrived. When it fires the client gets a 408 with a JSON reason
     and the connection is closed. uvicorn's own ``timeout_keep_alive`` does not cover this: it
     only runs between requests and is cancelled by the first byte received.
+
+    With ``max_connections``, a connection opened beyond it makes room by closing (408) the open
+    connection that has waited longest for its request (a slow client, or an idle keep-alive one);
+    only when every open connection is being answered is the new one refused with 503. uvicorn's
+    ``limit_concurrency`` refuses every new request instead, so slow clients holding the cap
+    starved everyone else until the read timeout.
     """
     import h11
     from uvicorn.protocols.http.h11_impl import H11Protocol
 
     class ReadTimeoutH11Protocol(H11Protocol):
         _read_timer = None
+        _waiting_since: float | None = None  # when the timer was armed: waiting for a request
 
         def connection_made(self, transport) -> None:  # type: ignore[override]
             super().connection_made(transport)
             self._arm_read_timer()
+            if max_connections is not None and len(self.connections) > max_connections:
+                self._make_room()
+
+        def _make_room(self) -> None:
+            waiting = [
+                c
+                for c in self.connections
+                if c is not self
+                and getattr(c, "_waiting_since", None) is not None
+                and not c.transport.is_closing()
+            ]
+            if waiting:
+                oldest = min(waiting, key=lambda c: c._waiting_since)
+                oldest._close_with(
+                    408,
+                    "Request Timeout",
+                    f"connection closed: the server is at its limit of {max_connections} open connections "
+                    "(max_connections) and this one had waited longest for a request",
+                )
+            else:
+                self._close_with(
+                    503,
+                    "Service Unavailable",
+                    f"every one of the server's {max_connections} connections (max_connections) is being "
+                    "answered; retry shortly",
+                )
 
         def connection_lost(self, exc: Exception | None) -> None:
             self._cancel_read_timer()
@@ -329,24 +541,31 @@ def read_timeout_protocol(read_timeout_s: float):
         def _arm_read_timer(self) -> None:
             self._cancel_read_timer()
             self._read_timer = self.loop.call_later(read_timeout_s, self._read_timed_out)
+            self._waiting_since = time.monotonic()
 
         def _cancel_read_timer(self) -> None:
+            self._waiting_since = None
             if self._read_timer is not None:
                 self._read_timer.cancel()
                 self._read_timer = None
 
         def _read_timed_out(self) -> None:
             self._read_timer = None
+            self._close_with(
+                408, "Request Timeout", f"request not received within {read_timeout_s:g} s (read_timeout_s)"
+            )
+
+        def _close_with(self, status: int, phrase: str, message: str) -> None:
+            """Answer ``status`` with a one-line JSON reason (unless a response is under way) and close."""
+            self._cancel_read_timer()
             if self.transport.is_closing():
                 return
             cycle = self.cycle
             if cycle is None or cycle.response_complete or not cycle.response_started:
-                status, headers, body = _reason(
-                    408, f"request not received within {read_timeout_s:g} s (read_timeout_s)"
-                )
+                _, headers, body = _reason(status, message)
                 head = b"".join(k + b": " + v + b"\r\n" for k, v in headers)
                 self.transport.write(
-                    b"HTTP/1.1 408 Request Timeout\r\n" + head + b"connection: close\r\n\r\n" + body
+                    f"HTTP/1.1 {status} {phrase}\r\n".encode() + head + b"connection: close\r\n\r\n" + body
                 )
             self.transport.close()
 
@@ -364,9 +583,8 @@ def uvicorn_config(
         app,
         host=host,
         port=port,
-        http=read_timeout_protocol(limits.read_timeout_s),
+        http=read_timeout_protocol(limits.read_timeout_s, limits.max_connections),
         timeout_keep_alive=limits.keep_alive_s,
-        limit_concurrency=limits.max_connections,
         log_level=log_level,
         access_log=False,
     )
