@@ -11,6 +11,9 @@ things the same way.
   rerun with ``--resume`` redoes nothing it finished); an unfinished one is claimed for this process
   (:meth:`harness.store.Store.claim_run` refuses a run another live process is writing);
   :func:`release` hands it back (``failed``, its time kept) when the resumed run cannot start.
+  When there is none, the run this process then creates with those settings is inserted only if
+  no other process created one meanwhile (two ``--resume`` of the same new run started together:
+  the second is refused with one line instead of making a second run).
 - **finish** (:func:`running`): the body's status (``complete`` unless it says otherwise),
   ``interrupted`` on Ctrl-C, ``failed`` on any other exception; the run's seconds add up over
   resumptions (:func:`finish_run`). A run row never stays ``running`` after its process leaves.
@@ -96,6 +99,15 @@ def command_line(argv: Sequence[str] | None = None) -> str:
     return redact(" ".join(shlex.quote(a) for a in (sys.argv if argv is None else argv)))
 
 
+# (db file, method, model, protocol id, spec hash, bench) that a --resume looked for and did not
+# find: the run created next with these settings must still be the only one (see create_run)
+_RESUMED_NONE: set[tuple[str, ...]] = set()
+
+
+def _settings_key(store: Store, *, method: str, model: str, protocol_id: str, spec_hash: str, bench: str):
+    return (str(Path(store.path).resolve()), method, model, protocol_id, spec_hash, bench)
+
+
 def new_run_id(name: str) -> str:
     """``<name>-<YYYYmmdd-HHMMSS>-<6 hex>``: sortable by start, unique across processes."""
     return f"{name}-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}"
@@ -123,6 +135,16 @@ def create_run(
     process's command line; ``owned``: record this process as the owner (a run ``--resume`` may
     claim later)."""
     pid, host = this_owner() if owned else (None, None)
+    key = _settings_key(
+        store,
+        method=method,
+        model=model,
+        protocol_id=protocol.protocol_id,
+        spec_hash=method_spec_hash,
+        bench=bench,
+    )
+    exclusive = kind == "eval" and key in _RESUMED_NONE
+    _RESUMED_NONE.discard(key)
     store.create_run(
         RunRecord(
             run_id=run_id,
@@ -143,7 +165,8 @@ def create_run(
             n_expected=n_expected,
             owner_pid=pid,
             owner_host=host,
-        )
+        ),
+        only_one=exclusive,
     )
     return run_id
 
@@ -183,11 +206,18 @@ def resume_run(
 ) -> tuple[str, bool] | None:
     """The newest run with exactly these settings as ``(run_id, complete)``; None when there is
     none. An unfinished run is claimed for this process (a :class:`harness.errors.StoreError` when
-    another live process owns it); a complete one is returned untouched, nothing is left to do."""
+    another live process owns it); a complete one is returned untouched, nothing is left to do.
+    With none, the next :func:`create_run` of these settings in this process inserts its row only
+    if there is still none (another ``--resume`` started together is refused, one line)."""
+    key = _settings_key(
+        store, method=method, model=model, protocol_id=protocol_id, spec_hash=method_spec_hash, bench=bench
+    )
+    _RESUMED_NONE.discard(key)
     found = store.find_resumable(
         method=method, model=model, protocol_id=protocol_id, method_spec_hash=method_spec_hash, bench=bench
     )
     if found is None:
+        _RESUMED_NONE.add(key)  # the run created next must still be the only one
         return None
     run_id, status = found
     if status == "complete":

@@ -467,10 +467,26 @@ class Store:
             return con.execute(sql, params if params is not None else []).df()
 
     # -- runs --------------------------------------------------------------------------------
-    def create_run(self, run: RunRecord) -> None:
-        """Insert ``run``; every text field passes through :func:`harness.secrets.redact`."""
+    def create_run(self, run: RunRecord, *, only_one: bool = False) -> None:
+        """Insert ``run``; every text field passes through :func:`harness.secrets.redact`.
+        ``only_one``: refuse (one-line :class:`StoreError`) when an evaluation run with the same
+        settings exists, checked in the insert's transaction (DuckDB lets one process write at a
+        time), so two ``--resume`` that found nothing cannot both create the run."""
         row = {k: redact(v) if isinstance(v, str) else v for k, v in run.__dict__.items()}
         with self.connect() as con:
+            if only_one:
+                other = con.execute(
+                    """SELECT run_id, owner_pid, owner_host, status FROM runs WHERE kind='eval' AND method=?
+                       AND model=? AND protocol_id=? AND method_spec_hash=? AND bench=?
+                       ORDER BY started_at DESC LIMIT 1""",
+                    [run.method, run.model, run.protocol_id, run.method_spec_hash, run.bench],
+                ).fetchone()
+                if other is not None:
+                    raise StoreError(
+                        f"{self.path}: run {other[0]} with the same settings was started by process "
+                        f"{other[1]} on {other[2]} while this --resume was starting (it is {other[3]}); "
+                        "wait for it to finish, then --resume again (or drop --resume to start a new run)"
+                    )
             df = pd.DataFrame([row])
             _insert(con, "runs", df)
 
