@@ -11,7 +11,6 @@ it and float32 elsewhere; an explicit dtype always wins.
 
 from __future__ import annotations
 
-import argparse
 import re
 from typing import TYPE_CHECKING, Any
 
@@ -29,24 +28,6 @@ def check_device_spec(spec: str) -> str:
     if not _PATTERN.match(spec):
         raise ConfigError(f"--device {spec!r}: expected {DEVICE_CHOICES}")
     return spec
-
-
-def device_arg(value: str) -> str:
-    """argparse type for ``--device``."""
-    try:
-        return check_device_spec(value)
-    except ConfigError as e:
-        raise argparse.ArgumentTypeError(str(e)) from None
-
-
-def add_device_arg(parser: argparse.ArgumentParser, *, what: str) -> None:
-    """The one ``--device`` option (``what``: which model the device is for, for the help)."""
-    parser.add_argument(
-        "--device",
-        type=device_arg,
-        default="auto",
-        help=f"where {what} runs: auto (the first GPU when torch sees one, else the CPU), cpu, cuda, cuda:N",
-    )
 
 
 def resolve_device(spec: str = "auto") -> torch.device:

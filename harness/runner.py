@@ -37,6 +37,7 @@ from harness.errors import ConfigError
 from harness.llm.model_files import is_preset
 from harness.method import Method, RunContext
 from harness.protocol import Protocol
+from harness.run_setup import RunSetup
 from harness.store import ERROR_STATUS, ScoredSample, Store
 from harness.types import QAExample, Trajectory
 
@@ -189,16 +190,20 @@ class Runner:
             raise ConfigError(f"backend options: {why}") from None
         self.cfg = cfg
         self.progress = progress
-        self._store: Store | None = None
+        # the results file, the retrievers and the run rows: the run set-up every command shares
+        self.setup = RunSetup(
+            cfg.protocol,
+            db=cfg.db,
+            corpus=cfg.corpus_path,
+            data_dir=cfg.data_dir,
+            retriever_url=cfg.retriever_url,
+        )
         self._backend = None
-        self._retrievers: dict[str, object] = {}  # protocol id -> retriever
 
     @property
     def store(self) -> Store:
         """The results file, opened (and checked: a damaged file is one error) on first use."""
-        if self._store is None:
-            self._store = Store(self.cfg.db)
-        return self._store
+        return self.setup.store
 
     # lazily built so `--method direct` needs no index and a resumed finished run needs no model
     def backend(self):
@@ -209,15 +214,8 @@ class Runner:
         return self._backend
 
     def retriever(self, protocol: Protocol | None = None):
-        proto = protocol or self.cfg.protocol
-        if proto.protocol_id not in self._retrievers:
-            from harness.retrieval.cache import CachedRetriever, ResultCache
-            from harness.retrieval.remote import protocol_retriever
-
-            # results are cached by (index id, query, k): a rerun or a resumed run never re-searches
-            inner = protocol_retriever(proto, self.cfg.corpus_path, self.cfg.retriever_url)
-            self._retrievers[proto.protocol_id] = CachedRetriever(inner, ResultCache.default())
-        return self._retrievers[proto.protocol_id]
+        """The retriever ``protocol`` (default: the run's) pins: :meth:`RunSetup.retriever`."""
+        return self.setup.retriever(protocol)
 
     def load_examples(self, protocol: Protocol | None = None) -> list[tuple[QAExample, list[str]]]:
         from harness.data.benches import get_bench, load_bench
@@ -366,21 +364,16 @@ class Runner:
             # an RL method run with a packaged model (a base instruct model no method here was
             # trained from) is an untrained policy, not a trained one
             label = cfg.label or ("untrained policy" if method.trained and is_preset(cfg.model) else "")
-            run_id = lifecycle.create_run(
-                store,
-                run_id=lifecycle.new_run_id(method.name),
-                kind="eval",
+            run_id = self.setup.eval_run(
                 method=method.name,
+                spec=spec,
                 model=cfg.model,
                 backend=cfg.backend,
                 protocol=proto,
-                method_spec_hash=spec.spec_hash,
-                method_spec_json=spec.model_dump_json(),
                 bench=cfg.bench,
                 label=label,
                 command=cfg.command,
                 n_expected=len(examples),
-                owned=True,
             )
         from harness.scoring import RunScoring
 

@@ -400,3 +400,92 @@ def test_no_paper_folder_imports_another_paper_folder():
                 if root == "methods" and other and other != own:
                     bad.append(f"{f.relative_to(ROOT)}:{node.lineno} imports {name}")
     assert not bad, "a paper uses another's piece by registered name or from harness/:\n" + "\n".join(bad)
+
+
+# -- (d) ------------------------------------------------------------------------------------------
+SHARED_OPTIONS = ("--db", "--data-dir", "--protocol", "--model")
+OPTIONS_MODULE = "harness/cli/options.py"
+# (file, function) pairs allowed to add a shared option themselves, with the reason; keep it short
+OPTION_EXCEPTIONS: dict[str, set[tuple[str, str]]] = {
+    # serve-model's --model (a preset or a .gguf to serve) is left to the serve-model front-layer
+    # work under way in that file; it switches to add_model_arg(p, default="default", help=...)
+    "--model": {("harness/cli/cmd_serve_model.py", "add_parser")},
+}
+# modules outside harness/cli/ that may import argparse, with the reason: none
+ARGPARSE_EXCEPTIONS: set[str] = set()
+
+
+def option_definitions(root: Path = ROOT) -> dict[str, set[tuple[str, str]]]:
+    """Shared option -> the (file, function) pairs under ``root/harness`` whose ``add_argument``
+    call adds it (any positional argument, so ``add_argument("-d", "--db")`` counts)."""
+    out: dict[str, set[tuple[str, str]]] = {flag: set() for flag in SHARED_OPTIONS}
+
+    def visit(node: ast.AST, path: str, func: str) -> None:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            func = node.name
+        call = isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+        if call and node.func.attr == "add_argument":
+            for arg in node.args:
+                if isinstance(arg, ast.Constant) and arg.value in out:
+                    out[arg.value].add((path, func))
+        for child in ast.iter_child_nodes(node):
+            visit(child, path, func)
+
+    for f in sorted((root / "harness").rglob("*.py")):
+        visit(ast.parse(f.read_text(encoding="utf-8")), str(f.relative_to(root)), "<module>")
+    return out
+
+
+def argparse_importers(root: Path = ROOT) -> list[str]:
+    """``path:line`` of every import of argparse (in functions too) in ``root/harness`` outside
+    ``harness/cli/``."""
+    bad = []
+    for f in sorted((root / "harness").rglob("*.py")):
+        path = str(f.relative_to(root))
+        if f.is_relative_to(root / "harness" / "cli"):
+            continue
+        for node in ast.walk(ast.parse(f.read_text(encoding="utf-8"))):
+            names = (
+                [a.name for a in node.names]
+                if isinstance(node, ast.Import)
+                else [node.module or ""]
+                if isinstance(node, ast.ImportFrom)
+                else []
+            )
+            if any(n.partition(".")[0] == "argparse" for n in names):
+                bad.append(f"{path}:{node.lineno}")
+    return bad
+
+
+def test_each_shared_option_is_added_by_one_function_in_harness_cli():
+    """``--db``, ``--data-dir``, ``--protocol`` and ``--model`` are each defined once (an
+    ``add_*_arg`` helper in harness/cli/options.py); every command calls the helper."""
+    defs = option_definitions()
+    for flag in SHARED_OPTIONS:
+        found = defs[flag] - OPTION_EXCEPTIONS.get(flag, set())
+        assert len(found) == 1 and next(iter(found))[0] == OPTIONS_MODULE, (
+            f"{flag} is added by {sorted(found)}; add it with the helper in {OPTIONS_MODULE}"
+        )
+        stale = OPTION_EXCEPTIONS.get(flag, set()) - defs[flag]
+        assert not stale, f"{flag}: the exception {sorted(stale)} no longer adds it; drop it from the list"
+
+
+def test_option_parsing_stays_in_harness_cli():
+    """The domain packages take typed values; the argparse glue lives in harness/cli/."""
+    bad = [where for where in argparse_importers() if where.partition(":")[0] not in ARGPARSE_EXCEPTIONS]
+    assert not bad, "argparse outside harness/cli/ (move the option glue into harness/cli/):\n" + "\n".join(
+        bad
+    )
+
+
+def test_the_option_checks_catch_a_second_definition_and_an_argparse_import(tmp_path):
+    cli, domain = tmp_path / "harness" / "cli", tmp_path / "harness" / "retrieval"
+    cli.mkdir(parents=True)
+    domain.mkdir()
+    (cli / "options.py").write_text('def add_db_arg(p):\n    p.add_argument("--db")\n')
+    (cli / "cmd_x.py").write_text('import argparse\ndef add_parser(p):\n    p.add_argument("-d", "--db")\n')
+    (domain / "opts.py").write_text("def f():\n    from argparse import ArgumentParser\n")
+    defs = option_definitions(tmp_path)
+    assert defs["--db"] == {("harness/cli/options.py", "add_db_arg"), ("harness/cli/cmd_x.py", "add_parser")}
+    assert defs["--model"] == set()
+    assert argparse_importers(tmp_path) == ["harness/retrieval/opts.py:2"]

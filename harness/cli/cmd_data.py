@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import argparse
 from collections import Counter
-from pathlib import Path
 
 from harness.cli import add_command
+from harness.cli.options import add_data_dir_arg
 
 EXAMPLES = """\
   harness data show hotpotqa                    # packaged HotpotQA dev: counts, gold coverage, 3 examples
@@ -35,9 +35,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "dataset", help="nq, triviaqa, popqa, hotpotqa, 2wikimultihopqa (2wiki), musique, bamboogle"
     )
     show.add_argument("--n", type=int, default=3, help="how many examples to print (default 3)")
-    show.add_argument(
-        "--data-dir", type=Path, default=None, help="read your own copy instead of the packaged rows"
-    )
+    add_data_dir_arg(show, help="read your own copy instead of the packaged rows")
     show.add_argument("--with-gold", action="store_true", help="print only examples that have gold passages")
     show.add_argument(
         "--split", default=None, help="split to read with --data-dir (default: the canonical one)"

@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
 from harness.cli import add_command
-from harness.device import add_device_arg
-from harness.retrieval.cli_options import setup_logging
+from harness.cli.options import add_corpus_arg, add_db_arg, add_device_arg
+from harness.cli.retrieval_options import setup_logging
 from harness.retrieval.encoder import set_encoder_device
 
 EXAMPLES = """\
@@ -37,8 +36,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--k", default="1,3,5", help="comma-separated cut-offs (default 1,3,5)")
     p.add_argument("--limit", type=int, default=None, help="first N questions of each dataset")
-    p.add_argument("--corpus", type=Path, default=None, help="corpus file (default: packaged closed corpus)")
-    p.add_argument("--db", type=Path, default=None, help="DuckDB file (default results/harness.duckdb)")
+    add_corpus_arg(p, help="corpus file (default: packaged closed corpus)")
+    add_db_arg(p, default=None, help="DuckDB file (default results/harness.duckdb)")
     p.add_argument("--no-store", action="store_true", help="print only; do not write to the database")
     p.add_argument(
         "--retriever-url",
@@ -54,10 +53,10 @@ def _run(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.table import Table
 
+    from harness.cli.retrieval_options import parse_ks
     from harness.data.benches import Selection, get_bench, load_bench
     from harness.errors import ConfigError
     from harness.retrieval.base import spec_json
-    from harness.retrieval.cli_options import parse_ks
     from harness.retrieval.evaluate import recall_at_ks
     from harness.retrieval.factory import as_corpus, build_retriever, parse_spec
 

@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 from harness.cli import add_command
+from harness.cli.options import add_db_arg, add_protocol_arg
 
 EXAMPLES = """\
   harness export --format markdown                                  # the leaderboard (primary metric) to stdout
@@ -46,12 +47,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--view", default="leaderboard", choices=EXPORT_VIEWS, help="which view (default leaderboard)"
     )
-    p.add_argument("--protocol", default=None, help="protocol id or name (default: the only one stored)")
+    add_protocol_arg(p, default=None, help="protocol id or name (default: the only one stored)")
     p.add_argument(
         "--metric", default=None, help="metric (default: the protocol's primary one; see the app's list)"
     )
     p.add_argument("--dataset", default=None, help="cost view: one dataset (default: all)")
-    p.add_argument("--db", type=Path, default=Path("results/harness.duckdb"), help="results database")
+    add_db_arg(p)
     p.add_argument("--out", type=Path, default=None, help="output file (markdown, latex: default stdout)")
     p.add_argument(
         "--include-partial",

@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 
 from harness.cli import add_command
+from harness.cli.options import add_data_dir_arg, add_model_arg
 
 EXAMPLES = """\
   harness export-verl --method search_r1 --recipe cpu-smoke --out verl-jobs/search_r1   # packaged questions
@@ -30,7 +31,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--recipe", default="paper", help="recipe to export (default: paper)")
     p.add_argument("--recipe-override", nargs="*", default=[], metavar="KEY=VALUE")
     p.add_argument("--out", type=Path, required=True, help="output directory")
-    p.add_argument("--model", default="Qwen/Qwen2.5-3B", help="model path or hub id as verl will load it")
+    add_model_arg(p, default="Qwen/Qwen2.5-3B", help="model path or hub id as verl will load it")
     p.add_argument(
         "--chat-template",
         type=Path,
@@ -42,7 +43,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--retriever-url", default="http://127.0.0.1:8000/retrieve", help="harness serve-retriever URL"
     )
-    p.add_argument("--data-dir", type=Path, default=None, help="directory with the training splits")
+    add_data_dir_arg(p)
     p.add_argument("--test-bench", default="mini-multihop", help="validation bench")
     p.add_argument("--test-limit", type=int, default=None, help="first N validation questions per dataset")
 

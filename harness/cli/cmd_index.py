@@ -7,8 +7,8 @@ import argparse
 from pathlib import Path
 
 from harness.cli import add_command
-from harness.device import add_device_arg
-from harness.retrieval.cli_options import add_retriever_args, setup_logging
+from harness.cli.options import add_device_arg
+from harness.cli.retrieval_options import add_retriever_args, setup_logging
 from harness.retrieval.encoder import set_encoder_device
 
 EXAMPLES = """\

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 
 from harness.cli import add_command
-from harness.judge.cli_options import add_judge_args
+from harness.cli.judge_options import add_judge_args
+from harness.cli.options import add_db_arg
 
 EXAMPLES = """\
   harness serve-model &                                   # a local judge on http://127.0.0.1:8765/v1
@@ -40,7 +40,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--run", action="append", default=[], help="run id to judge (repeatable)")
     p.add_argument("--method", default=None, help="with --bench: the newest run of each method (comma list)")
     p.add_argument("--bench", default=None, help="with --method: the bench of the runs")
-    p.add_argument("--db", type=Path, default=Path("results/harness.duckdb"), help="results database")
+    add_db_arg(p)
     p.add_argument("--list-prompts", action="store_true", help="list the registered judge prompts and exit")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     add_judge_args(p)
@@ -49,9 +49,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 def handle(args: argparse.Namespace) -> int:
     if args.list_prompts:
         return list_prompts()
+    from harness.cli.judge_options import judge_spec_from_args, print_report, report_judge_failures
     from harness.cost import load_prices, prices_path
     from harness.errors import ConfigError
-    from harness.judge.cli_options import judge_spec_from_args, print_report, report_judge_failures
     from harness.judge.factory import make_judge
     from harness.judge.stored import judge_runs, resolve_runs
     from harness.store import Store

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 from harness.cli import add_command
+from harness.cli.options import add_db_arg
 
 EXAMPLES = """\
   harness leaderboard                                   # results/harness.duckdb on http://127.0.0.1:8501
@@ -38,7 +39,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         examples=EXAMPLES,
         handler=handle,
     )
-    p.add_argument("--db", type=Path, default=Path("results/harness.duckdb"), help="results database")
+    add_db_arg(p)
     p.add_argument("--port", type=int, default=8501, help="port (default 8501)")
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
     p.add_argument(

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from harness.cli import add_command
+from harness.cli.options import add_db_arg, add_protocol_arg
 
 EXAMPLES = """\
   harness regress --layers exact                      # specs, retrieval, prompts, extraction: seconds, no model
@@ -73,9 +74,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         default=Path("results/regress/exact.json"),
         help="exact-layer baseline (the prompt texts beside it: <name>.prompts.json.gz)",
     )
-    p.add_argument(
-        "--db", type=Path, default=None, help="results database of the reader slice (scores layer)"
-    )
+    add_db_arg(p, default=None, help="results database of the reader slice (scores layer)")
     p.add_argument("--update", action="store_true", help="rewrite the baselines of the chosen layers")
     p.add_argument("--reason", default=None, help="with --update: one line saying why (kept in the baseline)")
     p.add_argument(
@@ -84,7 +83,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         default=None,
         help="largest drop of a mean that never fails (default: the baseline's own, written by --update; 0)",
     )
-    p.add_argument("--protocol", default=None, help="scores with --update: only this protocol id")
+    add_protocol_arg(p, default=None, help="scores with --update: only this protocol id")
     p.add_argument(
         "--output", type=Path, default=None, help="also write the report (text, then the score table) here"
     )

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from harness.cli import add_command
-from harness.retrieval.cli_options import add_retriever_args, setup_logging
+from harness.cli.retrieval_options import add_retriever_args, setup_logging
 
 EXAMPLES = """\
   harness retrieve "who wrote hamlet" --k 3                  # bm25s over the packaged closed corpus

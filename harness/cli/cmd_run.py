@@ -7,8 +7,17 @@ import sys
 from pathlib import Path
 
 from harness.cli import add_command, non_negative_int, positive_float, positive_int
-from harness.device import device_arg
-from harness.judge.cli_options import add_judge_args
+from harness.cli.judge_options import add_judge_args
+from harness.cli.options import (
+    add_corpus_arg,
+    add_data_dir_arg,
+    add_db_arg,
+    add_model_arg,
+    add_protocol_arg,
+    device_arg,
+    run_choices,
+)
+from harness.cli.retrieval_options import add_remote_args
 
 EXAMPLES = """\
   harness run --method direct,naive_rag,search_r1 --bench mini-multihop --limit 5
@@ -38,10 +47,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--method", default="all", help="a method, a comma list, or 'all' (default: all)")
     p.add_argument("--bench", default="mini-multihop", help="bench name (see `harness list benches`)")
-    p.add_argument("--protocol", default="mini", help="protocol preset (see `harness list protocols`)")
-    p.add_argument(
-        "--model", default="smollm2-135m-instruct", help="model name, local HF dir, or served name"
-    )
+    add_protocol_arg(p)
+    add_model_arg(p, help="model name, local HF dir, or served name")
     p.add_argument(
         "--backend",
         default="auto",
@@ -63,16 +70,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--top-k", type=positive_int, default=None, help="override the protocol's top-k (changes its id)"
     )
-    p.add_argument(
-        "--corpus", type=Path, default=None, help="corpus jsonl for protocols without a packaged one"
+    add_corpus_arg(p)
+    add_data_dir_arg(
+        p, help="full datasets: a FlashRAG-layout folder or a Hugging Face hub cache (see DATA.md)"
     )
-    p.add_argument(
-        "--data-dir",
-        type=Path,
-        default=None,
-        help="full datasets: a FlashRAG-layout folder or a Hugging Face hub cache (see DATA.md)",
-    )
-    p.add_argument("--db", type=Path, default=Path("results/harness.duckdb"), help="results database")
+    add_db_arg(p)
     p.add_argument(
         "--resume",
         action="store_true",
@@ -123,14 +125,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--label", default="", help="free-text label stored with the run")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
     add_judge_args(p, inline=True)
-    from harness.retrieval.cli_options import add_remote_args
-
     add_remote_args(p)
 
 
 def handle(args: argparse.Namespace) -> int:
+    from harness.cli.judge_options import judge_spec_from_args, print_report, report_judge_failures
     from harness.cost import load_prices, prices_path
-    from harness.judge.cli_options import judge_spec_from_args, print_report, report_judge_failures
     from harness.judge.factory import make_judge
     from harness.judge.stored import judge_runs
     from harness.lifecycle import command_line
@@ -138,11 +138,12 @@ def handle(args: argparse.Namespace) -> int:
     from harness.methods_registry import get_method, resolve_methods
     from harness.protocol import check_judge
     from harness.queries import prefill_summary
+    from harness.run_setup import build_protocol
     from harness.runner import RunConfig, Runner, protocol_groups, reference_sources, summary
     from harness.scoring import RunScoring
     from harness.secrets import redact
 
-    proto = protocol_from_args(args)
+    proto = build_protocol(run_choices(args))
     everything = args.method.strip() == "all"
     # Methods bound to their own protocol (ARENA's gold-context setting) run under it, as separate
     # runs with their own table; the runner checks each method against its protocol: `all` skips,
@@ -219,31 +220,6 @@ def handle(args: argparse.Namespace) -> int:
         )
         return 1
     return status
-
-
-def protocol_from_args(args: argparse.Namespace):
-    """The protocol preset with the selection (--limit / --sample), --top-k, the seed, a remote
-    retriever's description (--retriever-url) and the corpus (--corpus) applied."""
-    from harness.data.benches import Selection
-    from harness.errors import ConfigError
-    from harness.protocol import preset, resolve_corpus
-    from harness.retrieval.cli_options import remote_protocol_from_args
-
-    if args.limit is not None and args.sample is not None:
-        raise ConfigError("give --limit (first N) or --sample (random N), not both")
-    proto = preset(args.protocol)
-    if args.limit is not None:
-        proto = proto.with_(selection=Selection(mode="first", n=args.limit))
-    elif args.sample is not None:
-        proto = proto.with_(selection=Selection(mode="random", n=args.sample, seed=args.seed))
-    if args.top_k is not None:
-        proto = proto.with_(top_k=args.top_k)
-    decoding = proto.decoding.model_copy(update={"seed": args.seed})
-    proto = proto.with_(decoding=decoding.model_dump())
-    proto = remote_protocol_from_args(proto, args)  # --retriever-url: what the server describes
-    if not proto.resolved and proto.remote is None:
-        proto = resolve_corpus(proto, args.corpus)
-    return proto
 
 
 def backend_options(args: argparse.Namespace) -> dict[str, object]:

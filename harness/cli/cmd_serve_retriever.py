@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 
 from harness.cli import add_command
-from harness.device import add_device_arg
-from harness.retrieval.cli_options import add_retriever_args, setup_logging
+from harness.cli.options import add_device_arg
+from harness.cli.retrieval_options import add_retriever_args, setup_logging
 from harness.retrieval.encoder import set_encoder_device
 
 EXAMPLES = """\

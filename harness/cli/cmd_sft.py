@@ -8,7 +8,15 @@ import sys
 from pathlib import Path
 
 from harness.cli import add_command
-from harness.device import add_device_arg
+from harness.cli.options import (
+    add_corpus_arg,
+    add_data_dir_arg,
+    add_db_arg,
+    add_device_arg,
+    add_model_arg,
+    add_protocol_arg,
+    run_choices,
+)
 
 EXAMPLES = """\
   harness sft --method search_r1 --recipe cpu-sft-rl --out runs/sft           # warm-up on this CPU
@@ -29,7 +37,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--method", required=True, help="a trainable method (see `harness list methods`)")
     p.add_argument("--recipe", required=True, help="a recipe of the method with an sft block")
-    p.add_argument("--model", default="smollm2-135m-instruct", help="base model: name or local HF dir")
+    add_model_arg(p)
     p.add_argument(
         "--recipe-override",
         nargs="*",
@@ -37,13 +45,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         metavar="KEY=VALUE",
         help="override recipe fields (dotted keys, JSON values), e.g. sft.lr=1e-4",
     )
-    p.add_argument("--protocol", default="mini", help="environment of the demonstrations (corpus, retriever)")
-    p.add_argument(
-        "--corpus", type=Path, default=None, help="corpus jsonl for protocols without a packaged one"
-    )
-    p.add_argument("--data-dir", type=Path, default=None, help="directory with the training splits")
+    add_protocol_arg(p, help="environment of the demonstrations (corpus, retriever)")
+    add_corpus_arg(p)
+    add_data_dir_arg(p)
     p.add_argument("--out", type=Path, default=None, help="output dir (default runs/<method>-<recipe>-sft)")
-    p.add_argument("--db", type=Path, default=Path("results/harness.duckdb"), help="results database")
+    add_db_arg(p)
     p.add_argument("--show", action="store_true", help="print the resolved sft config as JSON and exit")
     add_device_arg(p, what="the policy being trained")
 
@@ -61,18 +67,15 @@ def handle(args: argparse.Namespace) -> int:
         print(json.dumps(recipe.sft.model_dump(mode="json"), indent=2))
         return 0
 
-    from harness.protocol import preset, resolve_corpus
     from harness.rl.sft import run_sft
+    from harness.run_setup import RunSetup
 
     final, run_id = run_sft(
         method,
         recipe,
         model=args.model,
-        protocol=resolve_corpus(preset(args.protocol), args.corpus),
-        corpus=args.corpus,
-        data_dir=args.data_dir,
+        setup=RunSetup.from_choices(run_choices(args)),
         out=args.out or Path("runs") / f"{method.name}-{recipe.name}-sft",
-        db=args.db,
         log=lambda s: print(s, file=sys.stderr),
         device=args.device,
     )

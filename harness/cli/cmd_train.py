@@ -8,7 +8,16 @@ import sys
 from pathlib import Path
 
 from harness.cli import add_command, positive_int
-from harness.device import add_device_arg
+from harness.cli.options import (
+    add_corpus_arg,
+    add_data_dir_arg,
+    add_db_arg,
+    add_device_arg,
+    add_model_arg,
+    add_protocol_arg,
+    run_choices,
+)
+from harness.cli.retrieval_options import add_remote_args
 
 EXAMPLES = """\
   harness train --method eval_rar --recipe cpu-smoke                  # a few steps on this CPU
@@ -31,7 +40,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--method", required=True, help="a trainable method (see `harness list methods`)")
     p.add_argument("--recipe", default="cpu-smoke", help="recipe name of the method (default cpu-smoke)")
-    p.add_argument("--model", default="smollm2-135m-instruct", help="base model: name or local HF dir")
+    add_model_arg(p)
     p.add_argument("--steps", type=positive_int, default=None, help="override the recipe's number of steps")
     p.add_argument(
         "--recipe-override",
@@ -40,23 +49,16 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         metavar="KEY=VALUE",
         help="override recipe fields (dotted keys, JSON values)",
     )
-    p.add_argument("--protocol", default="mini", help="environment for rollouts (corpus, retriever)")
-    p.add_argument(
-        "--corpus", type=Path, default=None, help="corpus jsonl for protocols without a packaged one"
-    )
-    p.add_argument(
-        "--data-dir",
-        type=Path,
-        default=None,
-        help="directory with the training splits (the packaged data holds dev/test questions only)",
+    add_protocol_arg(p, help="environment for rollouts (corpus, retriever)")
+    add_corpus_arg(p)
+    add_data_dir_arg(
+        p, help="directory with the training splits (the packaged data holds dev/test questions only)"
     )
     p.add_argument("--out", type=Path, default=None, help="output dir (default runs/<method>-<recipe>)")
-    p.add_argument("--db", type=Path, default=Path("results/harness.duckdb"), help="results database")
+    add_db_arg(p)
     p.add_argument("--resume", action="store_true", help="continue from --out/checkpoint")
     p.add_argument("--show", action="store_true", help="print the resolved recipe as JSON and exit")
     add_device_arg(p, what="the policy, its reference, the critic and every training tensor")
-    from harness.retrieval.cli_options import add_remote_args
-
     add_remote_args(p)
 
 
@@ -75,25 +77,19 @@ def handle(args: argparse.Namespace) -> int:
 
 def run_training(method, recipe, args: argparse.Namespace) -> int:
     from harness.device import describe_device, resolve_device
-    from harness.lifecycle import create_train_run, running
+    from harness.lifecycle import running
     from harness.llm.base import make_backend
-    from harness.protocol import preset, resolve_corpus
-    from harness.retrieval.cache import CachedRetriever, ResultCache
-    from harness.retrieval.cli_options import remote_protocol_from_args
-    from harness.retrieval.remote import protocol_retriever
     from harness.rl.trainer import Trainer, rollout_protocol
-    from harness.store import Store
+    from harness.run_setup import RunSetup
 
-    proto = remote_protocol_from_args(preset(args.protocol), args)  # --retriever-url
-    if proto.remote is None or args.corpus is not None:
-        proto = resolve_corpus(proto, args.corpus)
+    setup = RunSetup.from_choices(run_choices(args))  # the protocol; --retriever-url asked now
+    proto = setup.protocol
     out = args.out or Path("runs") / f"{method.name}-{recipe.name}"
     device = resolve_device(args.device)  # a GPU asked for but absent fails here, before any row
     out.mkdir(parents=True, exist_ok=True)
-    store = Store(args.db)
+    store = setup.store
     rp = rollout_protocol(proto, recipe)
-    run_id = create_train_run(
-        store,
+    run_id = setup.train_run(
         prefix="train",
         method=method,
         recipe=recipe,
@@ -105,9 +101,7 @@ def run_training(method, recipe, args: argparse.Namespace) -> int:
     # a bad aux model or dead server still ends the run's row (failed), never `running`
     with running(store, run_id):
         aux = {role: make_backend(spec) for role, spec in recipe.aux_models.items()}
-        retriever = CachedRetriever(
-            protocol_retriever(rp, args.corpus, args.retriever_url), ResultCache.default()
-        )
+        retriever = setup.retriever(rp)
         trainer = Trainer(
             method,
             recipe,

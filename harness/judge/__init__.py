@@ -15,7 +15,7 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-# exports resolve lazily, so `harness --help` (which imports harness.judge.cli_options) stays light
+# exports resolve lazily, so `harness --help` (which imports harness.cli.judge_options) stays light
 _EXPORTS = {
     "Judge": "core",
     "JudgeItem": "core",

@@ -31,7 +31,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -43,6 +43,9 @@ from harness.protocol import Protocol
 from harness.rl.losses import agg_loss, agg_units
 from harness.rl.recipe import SftConfig
 from harness.types import Completion, QAExample, Trajectory
+
+if TYPE_CHECKING:
+    from harness.run_setup import RunSetup
 
 
 def observations(trajectory: Trajectory) -> list[str]:
@@ -257,39 +260,33 @@ def run_sft(
     recipe: Any,
     *,
     model: str,
-    protocol: Protocol,
-    corpus: Path | None,
-    data_dir: Path | None,
+    setup: RunSetup,
     out: Path,
-    db: Path,
     log: Callable[[str], None],
     device: str = "auto",
 ) -> tuple[Path, str]:
     """``harness sft`` end to end: roll out the recipe's demonstrations in the method's own
-    dialect (with ``protocol``'s environment and the RL rollout budgets), write them to
-    ``out/demonstrations.jsonl``, train, save the final checkpoint; the run row goes through
-    :mod:`harness.lifecycle`. Returns (checkpoint dir, run id). ``device``: see
-    :mod:`harness.device`."""
+    dialect (with ``setup``'s protocol, retriever and training data, and the RL rollout budgets),
+    write them to ``out/demonstrations.jsonl``, train, save the final checkpoint; the run row is
+    ``setup``'s (:meth:`harness.run_setup.RunSetup.train_run`). Returns (checkpoint dir, run id).
+    ``device``: see :mod:`harness.device`."""
     import json
 
     from harness.device import describe_device, resolve_device
-    from harness.lifecycle import create_train_run, running
+    from harness.lifecycle import running
     from harness.llm.base import BackendSpec
     from harness.llm.transformers_backend import TransformersBackend
-    from harness.retrieval.cache import CachedRetriever, ResultCache
-    from harness.retrieval.factory import make_protocol_retriever
     from harness.rl.trainer import load_policy, rollout_protocol, save_final, training_examples
-    from harness.store import Store
 
     cfg = recipe.sft
     if cfg is None:
         raise ConfigError(
             f"recipe {recipe.name!r} of {method.name!r} has no sft block; pick a recipe with one"
         )
-    rp = rollout_protocol(protocol, recipe)  # the budgets RL rollouts use: same observations
+    rp = rollout_protocol(setup.protocol, recipe)  # the budgets RL rollouts use: same observations
     out.mkdir(parents=True, exist_ok=True)
 
-    examples = training_examples(recipe, data_dir)
+    examples = training_examples(recipe, setup.data_dir)
     random.Random(recipe.seed).shuffle(examples)
     if cfg.n_questions is not None:
         examples = examples[: cfg.n_questions]
@@ -297,7 +294,7 @@ def run_sft(
     dev = resolve_device(device)
     policy, _, tok = load_policy(model, recipe, with_reference=False, device=dev)
     backend = TransformersBackend.from_model(policy, tok, BackendSpec(kind="transformers", model=model))
-    retriever = CachedRetriever(make_protocol_retriever(rp, corpus), ResultCache.default())
+    retriever = setup.retriever(rp)
     t0 = time.perf_counter()
     demos = build_demonstrations(method, examples, backend=backend, protocol=rp, retriever=retriever, cfg=cfg)
     log(
@@ -312,9 +309,8 @@ def run_sft(
         )
     )
 
-    store = Store(db)
-    run_id = create_train_run(
-        store,
+    store = setup.store
+    run_id = setup.train_run(
         prefix="sft",
         method=method,
         recipe=recipe,

@@ -1,11 +1,13 @@
 """Command-line options shared by the retrieval commands (index, retrieve, serve-retriever,
-eval-retrieval). Nothing heavy is imported here."""
+eval-retrieval) and the remote-retriever options of ``run`` and ``train``. Nothing heavy is
+imported here."""
 
 from __future__ import annotations
 
 import argparse
 import logging
-from pathlib import Path
+
+from harness.cli.options import add_corpus_arg
 
 RETRIEVER_HELP = (
     "bm25s (default), pyserini, dense, dense-hnsw, hybrid, or a JSON spec such as "
@@ -15,12 +17,7 @@ RETRIEVER_HELP = (
 
 def add_retriever_args(p: argparse.ArgumentParser, *, default: str | None = "bm25s") -> None:
     p.add_argument("--retriever", default=default, help=RETRIEVER_HELP)
-    p.add_argument(
-        "--corpus",
-        type=Path,
-        default=None,
-        help="wiki-18 jsonl(.gz) corpus (default: the packaged closed corpus, ~28k passages)",
-    )
+    add_corpus_arg(p, help="wiki-18 jsonl(.gz) corpus (default: the packaged closed corpus, ~28k passages)")
 
 
 def setup_logging() -> None:
@@ -47,7 +44,8 @@ def parse_ks(text: str) -> list[int]:
 
 
 def add_remote_args(p: argparse.ArgumentParser) -> None:
-    """``--retriever-url`` and ``--retriever-declare`` (see harness.retrieval.remote)."""
+    """``--retriever-url`` and ``--retriever-declare`` (see harness.retrieval.remote; the run set-up,
+    :func:`harness.run_setup.build_protocol`, reads them)."""
     p.add_argument(
         "--retriever-url",
         default=None,
@@ -63,32 +61,3 @@ def add_remote_args(p: argparse.ArgumentParser) -> None:
         help="with --retriever-url, for a server without GET /health: the retriever it runs "
         "(a preset name or JSON spec, as --retriever); the protocol id ends in -remote-declared",
     )
-
-
-def remote_protocol_from_args(proto, args: argparse.Namespace):
-    """``proto`` with remote retrieval when ``--retriever-url`` is given (else ``proto``); prints
-    one line on stderr saying what the protocol records about the server."""
-    import sys
-
-    from harness.errors import ConfigError
-
-    url = getattr(args, "retriever_url", None)
-    declared = getattr(args, "retriever_declare", None)
-    if url is None:
-        if declared is not None:
-            raise ConfigError("--retriever-declare needs --retriever-url")
-        return proto
-    from harness.retrieval.client import RetrievalClient
-    from harness.retrieval.remote import describe_remote, parse_declared, remote_protocol
-
-    if not url.startswith(("http://", "https://")):
-        raise ConfigError(f"--retriever-url must be an http(s) URL, got {url!r}")
-    client = RetrievalClient(url)
-    try:
-        out = remote_protocol(
-            proto, client, declared=parse_declared(declared), corpus_path=getattr(args, "corpus", None)
-        )
-    finally:
-        client.close()
-    print(describe_remote(out, client.base_url), file=sys.stderr)
-    return out

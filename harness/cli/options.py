@@ -1,0 +1,111 @@
+"""The options several commands share, each defined once: ``--db``, ``--data-dir``,
+``--protocol``, ``--model``, ``--corpus`` and ``--device``; and :func:`run_choices`, the one
+place a command's parsed options become the run set-up's typed input
+(:class:`harness.run_setup.RunChoices`).
+
+Each ``add_*`` helper adds its option where it is called, so a command's ``--help`` lists its
+options in the order the command adds them; ``default`` and ``help`` are the command's own where
+the option means something narrower there. Nothing heavy is imported here (``harness --help``).
+The judge's and the retrieval commands' options are in :mod:`harness.cli.judge_options` and
+:mod:`harness.cli.retrieval_options`.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from harness.device import check_device_spec
+from harness.errors import ConfigError
+
+if TYPE_CHECKING:
+    from harness.run_setup import RunChoices
+
+DEFAULT_DB = Path("results/harness.duckdb")
+DEFAULT_MODEL = "smollm2-135m-instruct"
+CORPUS_HELP = "corpus jsonl for protocols without a packaged one"
+
+
+def add_db_arg(
+    p: argparse.ArgumentParser | argparse._ArgumentGroup,
+    *,
+    default: Path | None = DEFAULT_DB,
+    help: str = "results database",
+) -> None:
+    """``--db``: the results file (DuckDB)."""
+    p.add_argument("--db", type=Path, default=default, help=help)
+
+
+def add_data_dir_arg(
+    p: argparse.ArgumentParser | argparse._ArgumentGroup,
+    *,
+    help: str = "directory with the training splits",
+) -> None:
+    """``--data-dir``: full datasets instead of the packaged rows (see DATA.md)."""
+    p.add_argument("--data-dir", type=Path, default=None, help=help)
+
+
+def add_protocol_arg(
+    p: argparse.ArgumentParser | argparse._ArgumentGroup,
+    *,
+    default: str | None = "mini",
+    help: str = "protocol preset (see `harness list protocols`)",
+) -> None:
+    """``--protocol``: a protocol preset (or, for commands that read results, a stored id)."""
+    p.add_argument("--protocol", default=default, help=help)
+
+
+def add_model_arg(
+    p: argparse.ArgumentParser | argparse._ArgumentGroup,
+    *,
+    default: str = DEFAULT_MODEL,
+    help: str = "base model: name or local HF dir",
+) -> None:
+    """``--model``: the model a command runs, trains or exports."""
+    p.add_argument("--model", default=default, help=help)
+
+
+def add_corpus_arg(p: argparse.ArgumentParser | argparse._ArgumentGroup, *, help: str = CORPUS_HELP) -> None:
+    """``--corpus``: a corpus file (wiki-18 jsonl) for a protocol or retriever over it."""
+    p.add_argument("--corpus", type=Path, default=None, help=help)
+
+
+def device_arg(value: str) -> str:
+    """argparse type for ``--device`` (:func:`harness.device.check_device_spec`)."""
+    try:
+        return check_device_spec(value)
+    except ConfigError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def add_device_arg(parser: argparse.ArgumentParser, *, what: str) -> None:
+    """The one ``--device`` option (``what``: which model the device is for, for the help)."""
+    parser.add_argument(
+        "--device",
+        type=device_arg,
+        default="auto",
+        help=f"where {what} runs: auto (the first GPU when torch sees one, else the CPU), cpu, cuda, cuda:N",
+    )
+
+
+def run_choices(args: argparse.Namespace) -> RunChoices:
+    """The run set-up's input from a command's parsed options (``harness run``, ``train``,
+    ``sft``); an option the command does not have is None."""
+    from harness.run_setup import RunChoices
+
+    def opt(name: str):
+        return getattr(args, name, None)
+
+    return RunChoices(
+        protocol=args.protocol,
+        db=args.db,
+        corpus=opt("corpus"),
+        data_dir=opt("data_dir"),
+        retriever_url=opt("retriever_url"),
+        retriever_declare=opt("retriever_declare"),
+        limit=opt("limit"),
+        sample=opt("sample"),
+        seed=opt("seed"),
+        top_k=opt("top_k"),
+    )
