@@ -3,8 +3,9 @@
 CSV and Parquet are data: fractions (0.5, not 50), numeric interval bounds
 (``<column>_lo``/``<column>_hi``), every column. Markdown and LaTeX are paper tables: the
 leaderboard as methods x datasets in % with one decimal, readable dataset names, rows grouped by
-method type (prompt baselines, untrained policies, trained), the best of each column in bold,
-averages last (as the papers print "Avg."), n and the interval method in the caption; the
+method type (prompt baselines, untrained policies, trained), the best of each column in bold and
+the cells whose interval overlaps it marked (the app's ``≈``; a dagger in LaTeX), averages last (as
+the papers print "Avg."), n and the interval method in the caption above the table; the
 reported view as one pivot per paper table (``reported / ours / difference`` in the paper's unit);
 the cost view with readable units.
 """
@@ -36,12 +37,15 @@ TYPE_GROUPS = {
 @dataclass(frozen=True)
 class PaperTable:
     """A table for a paper: header, groups of rows (title, rows of cell texts), bold cells
-    ``(group, row, column)``, and a caption."""
+    ``(group, row, column)``, tied cells (whose interval overlaps the bold one's: the app's ``≈``),
+    a caption and a label (a LaTeX label, a slug)."""
 
     header: list[str]
     groups: list[tuple[str, list[list[str]]]]
     bold: set[tuple[int, int, int]] = field(default_factory=set)
     caption: str = ""
+    tied: set[tuple[int, int, int]] = field(default_factory=set)
+    label: str = ""
 
 
 @dataclass(frozen=True)
@@ -126,8 +130,8 @@ def leaderboard_table(board: views.Leaderboard, *, intervals: bool = False) -> P
     keys = [*board.datasets, *(g.key for g, _ in board.averages)]
     header = ["Method", "Model", *(_avg_header(board, k) for k in keys)]
     frame = board.frame.reset_index(drop=True)
-    best = {k: board.best_and_ties(k)[0] for k in keys}
-    groups, bold = [], set()
+    marks = {k: board.best_and_ties(k) for k in keys}
+    groups, bold, tied = [], set(), set()
     order = [t for t in TYPE_GROUPS if t in set(frame["type"])] + sorted(
         set(frame["type"]) - set(TYPE_GROUPS)
     )
@@ -140,8 +144,10 @@ def leaderboard_table(board: views.Leaderboard, *, intervals: bool = False) -> P
                     cells.append(board.cell_text(k, r))
                 else:
                     cells.append("" if pd.isna(r[k]) else f"{100 * r[k]:.1f}")
-                if pos in best[k]:
+                if pos in marks[k][0]:
                     bold.add((gi, ri, ci + 2))
+                elif pos in marks[k][1]:
+                    tied.add((gi, ri, ci + 2))
             rows.append(cells)
         groups.append((TYPE_GROUPS.get(t, t), rows))
     lo, hi = (
@@ -151,8 +157,9 @@ def leaderboard_table(board: views.Leaderboard, *, intervals: bool = False) -> P
     n = f"{lo}" if lo == hi else f"{lo}-{hi}"
     caption = (
         f"{metric_label(board.metric)} (%) under protocol {board.protocol_name} ({board.protocol_id}); "
-        f"n = {n} questions per dataset; best in bold. Averages are unweighted means over the datasets "
-        "named, given only for rows with all of them."
+        f"n = {n} questions per dataset; best in bold; {TIE_MARK_TEXT}: its 95% interval overlaps the best's "
+        "(not distinguishable from it). Averages are unweighted means over the datasets named, given only "
+        "for rows with all of them."
     )
     if intervals:
         how = (
@@ -161,7 +168,8 @@ def leaderboard_table(board: views.Leaderboard, *, intervals: bool = False) -> P
             else "percentile bootstrap over questions, seed 0; averages weight datasets equally"
         )
         caption += f" In brackets: 95% intervals ({how})."
-    return PaperTable(header, groups, bold, caption)
+    label = f"tab:{board.protocol_name}-{board.metric}".replace("_", "-").replace(" ", "-")
+    return PaperTable(header, groups, bold, caption, tied=tied, label=label)
 
 
 def _avg_header(board: views.Leaderboard, key: str) -> str:
@@ -242,8 +250,14 @@ def to_markdown(df: pd.DataFrame, columns: list[Column] | None = None, *, digits
     return "\n".join(lines) + "\n"
 
 
+TIE_MARK = "≈"  # the app's mark (leaderboards/app_pages/leaderboard.py)
+TIE_MARK_TEXT = "≈ (LaTeX: a dagger)"
+LATEX_TIE_MARK = r"$^{\dagger}$"
+
+
 def paper_markdown(t: PaperTable) -> str:
-    """A paper table as GitHub markdown: group titles as italic rows, bold best cells."""
+    """A paper table as GitHub markdown, its caption above it: group titles as italic rows, bold
+    best cells, tied cells marked ``≈`` as in the app."""
     lines = [
         "| " + " | ".join(_cell(h) for h in t.header) + " |",
         "|" + "|".join("---" for _ in t.header) + "|",
@@ -252,10 +266,17 @@ def paper_markdown(t: PaperTable) -> str:
         if title:
             lines.append("| " + " | ".join([f"*{title}*", *([""] * (len(t.header) - 1))]) + " |")
         for ri, row in enumerate(rows):
-            cells = [f"**{c}**" if (gi, ri, ci) in t.bold and c else _cell(c) for ci, c in enumerate(row)]
+            cells = [
+                f"**{c}**"
+                if (gi, ri, ci) in t.bold and c
+                else f"{_cell(c)} {TIE_MARK}"
+                if (gi, ri, ci) in t.tied and c
+                else _cell(c)
+                for ci, c in enumerate(row)
+            ]
             lines.append("| " + " | ".join(cells) + " |")
     text = "\n".join(lines) + "\n"
-    return f"{text}\n{t.caption}\n" if t.caption else text
+    return f"{t.caption}\n\n{text}" if t.caption else text
 
 
 _LATEX_ESCAPES = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_",
@@ -267,13 +288,22 @@ def latex_escape(s: str) -> str:
 
 
 def paper_latex(t: PaperTable) -> str:
-    """A paper table as a booktabs ``table`` (``\\usepackage{booktabs}``): group titles as
-    ``\\multicolumn`` rows between ``\\midrule``s, bold best cells, the caption below."""
+    """A paper table as a booktabs table (``\\usepackage{booktabs,graphicx}``), its caption and
+    ``\\label`` above it: group titles as ``\\multicolumn`` rows between ``\\midrule``s, bold best
+    cells, tied cells with a dagger. Wider than 6 columns it is a ``table*`` (both columns of a
+    two-column paper) scaled to ``\\textwidth``; otherwise a ``table`` scaled to ``\\columnwidth``
+    when needed (``\\resizebox`` only shrinks wide content)."""
     n = len(t.header)
-    lines = [
-        r"\begin{table}[t]",
-        r"\centering",
-        r"\small",
+    wide = n > 6
+    env = "table*" if wide else "table"
+    width = r"\textwidth" if wide else r"\columnwidth"
+    lines = [rf"\begin{{{env}}}[t]", r"\centering", r"\small"]
+    if t.caption:
+        lines.append(rf"\caption{{{latex_escape(t.caption).replace(TIE_MARK_TEXT, LATEX_TIE_MARK)}}}")
+    if t.label:
+        lines.append(rf"\label{{{t.label}}}")
+    lines += [
+        rf"\resizebox{{\ifdim\width>{width}{width}\else\width\fi}}{{!}}{{%",
         r"\begin{tabular}{ll" + "r" * (n - 2) + "}",
         r"\toprule",
         " & ".join(latex_escape(h) for h in t.header) + r" \\",
@@ -284,14 +314,15 @@ def paper_latex(t: PaperTable) -> str:
             lines.append(rf"\multicolumn{{{n}}}{{l}}{{\textit{{{latex_escape(title)}}}}} \\")
         for ri, row in enumerate(rows):
             cells = [
-                rf"\textbf{{{latex_escape(c)}}}" if (gi, ri, ci) in t.bold and c else latex_escape(c)
+                rf"\textbf{{{latex_escape(c)}}}"
+                if (gi, ri, ci) in t.bold and c
+                else latex_escape(c) + LATEX_TIE_MARK
+                if (gi, ri, ci) in t.tied and c
+                else latex_escape(c)
                 for ci, c in enumerate(row)
             ]
             lines.append(" & ".join(cells) + r" \\")
-    lines += [r"\bottomrule", r"\end{tabular}"]
-    if t.caption:
-        lines.append(rf"\caption{{{latex_escape(t.caption)}}}")
-    lines.append(r"\end{table}")
+    lines += [r"\bottomrule", r"\end{tabular}}", rf"\end{{{env}}}"]
     return "\n".join(lines) + "\n"
 
 

@@ -66,8 +66,12 @@ def test_markdown_is_a_paper_table(fixture_db, capsys):
         in lines
     )
     table = lines[lines.index("| *Prompt baselines* |  |  |  |  |  |  |  |") :]
-    assert table[1] == "| naive_rag | smollm2-135m-instruct | 75.0 | 50.0 | 25.0 | 50.0 | 75.0 | 37.5 |"
-    assert table[3] == "| direct | qwen-test | 25.0 |  |  |  | 25.0 |  |"  # no average over fewer sets
+    # ≈: the interval overlaps the column's best (4 questions: every row here overlaps search_r1's)
+    assert (
+        table[1]
+        == "| naive_rag | smollm2-135m-instruct | 75.0 ≈ | 50.0 ≈ | 25.0 ≈ | 50.0 ≈ | 75.0 ≈ | 37.5 ≈ |"
+    )
+    assert table[3] == "| direct | qwen-test | 25.0 ≈ |  |  |  | 25.0 ≈ |  |"  # no average over fewer sets
     assert table[4] == "| *Untrained policies* |  |  |  |  |  |  |  |"
     assert table[5] == (
         "| search_r1 | smollm2-135m-instruct | **100.0** | **75.0** | **50.0** | **75.0** | **100.0** | **62.5** |"
@@ -86,7 +90,7 @@ def test_markdown_with_intervals_puts_each_score_and_its_interval_in_one_cell(fi
     text = capsys.readouterr().out
     row = next(line for line in text.splitlines() if line.startswith("| naive_rag |"))
     ci = binomtest(3, 4).proportion_ci(confidence_level=0.95, method="wilson")  # PopQA: 3 of 4
-    assert row.split(" | ")[2] == f"75.0 [{100 * ci.low:.1f}, {100 * ci.high:.1f}]"
+    assert row.split(" | ")[2] == f"75.0 [{100 * ci.low:.1f}, {100 * ci.high:.1f}] ≈"
     assert "In brackets: 95% intervals (every value is 0 or 1, so Wilson score per dataset" in text
     assert main([*args, "--metric", "f1", "--intervals"]) == 0
     assert "percentile bootstrap over questions" in capsys.readouterr().out
@@ -218,3 +222,43 @@ def test_export_errors(fixture_db, tmp_path, capsys):
 def test_markdown_escapes_cells():
     df = pd.DataFrame({"a": ["x|y"], "b": [float("nan")], "c": [0.5]})
     assert to_markdown(df) == "| a | b | c |\n|---|---|---|\n| x\\|y |  | 0.5000 |\n"
+
+
+def _marked_cells(text: str, mark: str, *, sep: str, end: str) -> set[tuple[str, int]]:
+    """(method, column index) of the cells carrying ``mark`` in a markdown or LaTeX table."""
+    out = set()
+    for line in text.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").removesuffix(end).split(sep)]
+        if len(cells) < 3 or cells[0].startswith(("*", "Method", "\\")):
+            continue
+        out |= {(cells[0].replace("\\_", "_"), ci) for ci, c in enumerate(cells) if c.endswith(mark)}
+    return out
+
+
+@pytest.mark.parametrize("intervals", [False, True])
+def test_exports_mark_the_cells_the_app_marks_as_tied(intervals):
+    """The app marks a cell whose interval overlaps the column's best with ≈ (board.best_and_ties);
+    the markdown export marks exactly those cells ≈ and the LaTeX export with a dagger. Over the
+    showcase database naive_rag's PopQA score (60.0) is tied with ircot's best (80.0)."""
+    from pathlib import Path
+
+    from leaderboards.export import LATEX_TIE_MARK, leaderboard_table, paper_latex, paper_markdown
+
+    db = Path(__file__).resolve().parents[2] / "results" / "showcase-2026-11-24.duckdb"
+    store = open_results(db)
+    board = views.leaderboard_from_db(store, views.choose_protocol(store, "mini"), "em")
+    keys = [*board.datasets, *(g.key for g, _ in board.averages)]
+    frame = board.frame.reset_index(drop=True)
+    expected = {
+        (frame.loc[i, "method"], ci + 2) for ci, k in enumerate(keys) for i in board.best_and_ties(k)[1]
+    }
+    assert ("naive_rag", 2) in expected  # PopQA
+    t = leaderboard_table(board, intervals=intervals)
+    assert _marked_cells(paper_markdown(t), " ≈", sep=" | ", end="") == expected
+    assert _marked_cells(paper_latex(t), LATEX_TIE_MARK, sep=" & ", end=r"\\") == expected
+    tex = paper_latex(t)
+    assert (
+        r"\begin{table*}" in tex
+        and r"\label{tab:" in tex
+        and tex.index(r"\caption") < tex.index(r"\begin{tabular}")
+    )
