@@ -170,3 +170,22 @@ def test_chat_streaming_stops_and_n_keep_working(client):
     )
     assert sorted(ch.index for ch in two.choices) == [0, 1] and all(ch.text for ch in two.choices)
     assert [m.id for m in client.models.list().data] == ["smollm2"]
+
+
+@pytest.mark.parametrize(
+    ("flag", "value", "line"),
+    [
+        ("--max-body-bytes", "0", "error: --max-body-bytes 0: input should be greater than or equal to 1\n"),
+        ("--read-timeout", "-1", "error: --read-timeout -1.0: input should be greater than 0\n"),
+        (
+            "--max-connections",
+            "0",
+            "error: --max-connections 0: input should be greater than or equal to 1\n",
+        ),
+    ],
+)
+def test_bad_limits_are_one_line_before_anything_starts(flag, value, line, capsys):
+    from harness.cli import main
+
+    assert main(["serve-model", flag, value]) == 2
+    assert capsys.readouterr().err == line
