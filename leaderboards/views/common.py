@@ -1,0 +1,157 @@
+"""Shared by every page: intervals of aggregates, method types and labels, protocol texts, safe inline code."""
+
+from __future__ import annotations
+
+import math
+import re
+
+import numpy as np
+
+from harness.metrics.bootstrap import Aggregate, bootstrap_ci, wilson_ci
+
+N_RESAMPLES = 1000
+Z95 = 1.959963984540054
+PARETO_COSTS = ("retrievals", "tokens", "usd")
+ROW_KEY = ["method", "model"]
+
+
+def inline_code(text: str) -> str:
+    """``text`` as one Markdown code span, rendered as text whatever it contains: the fence is one
+    backtick longer than the longest backtick run inside (CommonMark), padded with a space when the
+    text starts or ends with a backtick; newlines become spaces. Model output, queries and ids go
+    through this, so a backtick in a prediction cannot end the span and render the rest as Markdown
+    (an image link to any URL, say)."""
+    text = str(text).replace("\r", " ").replace("\n", " ")
+    if not text:
+        return "`∅`"
+    fence = "`" * (max((len(r) for r in re.findall(r"`+", text)), default=0) + 1)
+    pad = " " if text[0] == "`" or text[-1] == "`" or (text[0] == " " and text[-1] == " ") else ""
+    return f"{fence}{pad}{text}{pad}{fence}"
+
+
+def _nan_aggregate() -> Aggregate:
+    return Aggregate(math.nan, math.nan, math.nan, 0)
+
+
+def is_binary(values: np.ndarray) -> bool:
+    """Every value is 0 or 1 (EM, cover-EM, a judge's verdict)."""
+    return bool(len(values)) and bool(np.all((values == 0) | (values == 1)))
+
+
+def wilson_aggregate(values: np.ndarray) -> Aggregate:
+    """Mean of 0/1 values with the Wilson score 95% interval (:func:`harness.metrics.bootstrap.wilson_ci`)."""
+    return wilson_ci(values)
+
+
+def dataset_aggregate(
+    values: np.ndarray, n_resamples: int = N_RESAMPLES, *, binary: bool = False
+) -> Aggregate:
+    """Mean of one dataset's per-question values with its 95% interval (Wilson when ``binary``)."""
+    if binary:
+        return wilson_aggregate(values)
+    return bootstrap_ci(values, n_resamples=n_resamples)
+
+
+def macro_aggregate(
+    per_dataset: list[np.ndarray], n_resamples: int = N_RESAMPLES, *, binary: bool = False
+) -> Aggregate:
+    """Unweighted mean of dataset means, with its 95% interval (see the module docstring)."""
+    sizes = [len(v) for v in per_dataset]
+    if not per_dataset or min(sizes) == 0:
+        return _nan_aggregate()
+    total, d = sum(sizes), len(per_dataset)
+    exact = float(np.mean([v.mean() for v in per_dataset]))  # the same number without float drift
+    if binary:
+        if d == 1:
+            return wilson_aggregate(per_dataset[0])
+        add = 2 / d  # successes and failures added per dataset (see the module docstring)
+        tilde = [(v.sum() + add) / (len(v) + 2 * add) for v in per_dataset]
+        var = sum(p * (1 - p) / (len(v) + 2 * add) for p, v in zip(tilde, per_dataset, strict=True)) / d**2
+        centre, half = float(np.mean(tilde)), Z95 * math.sqrt(var)
+        return Aggregate(exact, max(0.0, centre - half), min(1.0, centre + half), total)
+    pooled = np.concatenate([v * (total / (d * len(v))) for v in per_dataset])
+    agg = bootstrap_ci(pooled, n_resamples=n_resamples)
+    return Aggregate(exact, agg.lo, agg.hi, total)
+
+
+# -- methods and protocols as the tables describe them ----------------------------------------------
+METHOD_TYPES = ("prompt baseline", "trained", "untrained policy")
+UNTRAINED = "untrained policy"  # the run label of an RL method scored with its base model
+
+
+def method_type(method: str, label: str, model: str = "") -> str:
+    """``prompt baseline`` (not an RL method), ``untrained policy`` (an RL method run with a base
+    model: labelled so by ``harness run``, or run with a packaged model, every one of which is a
+    base model; runs stored before ``harness run`` labelled every preset carry no label) or
+    ``trained``; ``?`` for a method not registered here."""
+    from harness.llm.model_files import is_preset
+    from harness.methods_registry import METHODS, get_method
+
+    if method not in METHODS.names():
+        return "?"
+    if not get_method(method).trained:
+        return "prompt baseline"
+    return UNTRAINED if UNTRAINED in label or is_preset(model) else "trained"
+
+
+def paper_link(method: str) -> str:
+    """A link to the method's paper (arXiv) or code (GitHub) from its declared source; '' if none."""
+    from harness.methods_registry import METHODS, get_method
+
+    if method not in METHODS.names():
+        return ""
+    src = get_method(method).source
+    if m := re.search(r"arXiv (\d{4}\.\d{4,5})", src):
+        return f"https://arxiv.org/abs/{m.group(1)}"
+    if m := re.search(r"\(([\w.-]+/[\w.-]+)[ ,)]", src):
+        return f"https://github.com/{m.group(1)}"
+    return ""
+
+
+def uses_retrieval(method: str) -> bool:
+    from harness.methods_registry import METHODS, get_method
+
+    return method not in METHODS.names() or bool(get_method(method).uses_retrieval)
+
+
+def model_size(model: str) -> str:
+    """The parameter count in a model name (``smollm2-135m`` -> ``135M``, ``Qwen2.5-7B`` -> ``7B``)."""
+    m = re.search(r"(?<![\w.])(\d+(?:\.\d+)?)([mb])(?![a-z])", model.lower().replace("_", "-"))
+    return f"{m.group(1)}{m.group(2).upper()}" if m else ""
+
+
+def retriever_text(protocol: dict) -> str:
+    """The protocol's retriever in a few words (``bm25s``, ``dense e5-base-v2 Flat``)."""
+    r = protocol.get("retriever") or {}
+    kind = str(r.get("kind", "?"))
+    enc = r.get("encoder")
+    if isinstance(enc, dict):
+        name = str(enc.get("name") or enc.get("model") or "").split("/")[-1]
+        return f"{kind} {name} {r.get('index_type', '')}".strip()
+    return kind
+
+
+def corpus_text(protocol: dict) -> str:
+    return str((protocol.get("corpus") or {}).get("id", "?"))
+
+
+__all__ = [
+    "METHOD_TYPES",
+    "N_RESAMPLES",
+    "PARETO_COSTS",
+    "ROW_KEY",
+    "UNTRAINED",
+    "Z95",
+    "_nan_aggregate",
+    "corpus_text",
+    "dataset_aggregate",
+    "inline_code",
+    "is_binary",
+    "macro_aggregate",
+    "method_type",
+    "model_size",
+    "paper_link",
+    "retriever_text",
+    "uses_retrieval",
+    "wilson_aggregate",
+]

@@ -1,0 +1,102 @@
+"""The cost page: accuracy against retrievals, tokens and dollars, and the Pareto front."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+
+from leaderboards.schema import (
+    COST_COLUMNS,
+)
+from leaderboards.views.common import PARETO_COSTS, ROW_KEY, _nan_aggregate, is_binary, macro_aggregate
+
+
+# -- cost and efficiency ---------------------------------------------------------------------------
+def build_cost(
+    values: pd.DataFrame, costs: pd.DataFrame, *, metric: str, dataset: str | None
+) -> pd.DataFrame:
+    """Accuracy against mean retrievals, tokens and USD per question, per (method, model).
+
+    ``dataset=None`` uses every dataset of the protocol: accuracy is the unweighted mean over
+    datasets (rows missing a dataset get NaN and say so in ``coverage``), costs are means over all
+    questions. A USD mean is NaN unless every question's cost is known (as the store's cost views
+    rule). ``tokens_per_correct`` and ``usd_per_correct`` divide the row's totals by the sum of the
+    metric's values (its correct answers); NaN when that is 0. Accuracy intervals as the leaderboard's.
+    """
+    v = values[values["metric"] == metric]
+    if dataset is not None:
+        v = v[v["dataset"] == dataset]
+        costs = costs[costs["dataset"] == dataset]
+    binary = is_binary(v["value"].to_numpy(dtype=np.float64))
+    datasets = sorted(set(v["dataset"]))
+    rows = []
+    for (method, model), g in v.groupby(ROW_KEY, sort=True):
+        per = {d: gd["value"].to_numpy(dtype=np.float64) for d, gd in g.groupby("dataset")}
+        full = all(d in per for d in datasets)
+        agg = macro_aggregate([per[d] for d in datasets], binary=binary) if full else _nan_aggregate()
+        c = costs[(costs["method"] == method) & (costs["model"] == model)]
+        correct = float(g["value"].sum())
+        usd_known = len(c) and c["usd"].notna().all()
+        tokens_known = len(c) and c["tokens"].notna().all()
+        rows.append(
+            {
+                "method": method,
+                "label": ", ".join(sorted({str(x) for x in g["label"] if x})),
+                "model": model,
+                "accuracy": agg.mean,
+                "accuracy_lo": agg.lo,
+                "accuracy_hi": agg.hi,
+                "answered": float(c["answered"].mean()) if "answered" in c and len(c) else math.nan,
+                "retrievals": float(c["retrievals"].mean()),
+                "tokens": float(c["tokens"].mean()),
+                "prompt_tokens": float(c["prompt_tokens"].mean()) if "prompt_tokens" in c else math.nan,
+                "completion_tokens": float(c["completion_tokens"].mean())
+                if "completion_tokens" in c
+                else math.nan,
+                "tokens_per_correct": float(c["tokens"].sum()) / correct
+                if tokens_known and correct
+                else math.nan,
+                "llm_calls": float(c["llm_calls"].mean()),
+                "seconds": float(c["seconds"].mean()),
+                "usd": float(c["usd"].mean()) if usd_known else math.nan,
+                "usd_per_correct": float(c["usd"].sum()) / correct if usd_known and correct else math.nan,
+                "n": int(len(c)),
+                "coverage": f"{len(per)} of {len(datasets)} datasets" + ("" if full else " (partial)"),
+            }
+        )
+    df = pd.DataFrame(rows, columns=[c.key for c in COST_COLUMNS if not c.key.startswith("pareto_")])
+    for cost in PARETO_COSTS:
+        front = pareto_front(df["accuracy"].to_numpy(float), df[cost].to_numpy(float))
+        df[f"pareto_{cost}"] = ["yes" if f else "" for f in front]
+    return df[[c.key for c in COST_COLUMNS]]
+
+
+def all_costs_zero_or_unknown(table: pd.DataFrame) -> bool:
+    """No row has a known, non-zero dollar cost (a $ plot would show nothing)."""
+    usd = table["usd"].to_numpy(float)
+    return bool(np.all(np.isnan(usd) | (usd == 0)))
+
+
+def pareto_front(accuracy: np.ndarray, cost: np.ndarray) -> list[bool]:
+    """True where no other point is at least as accurate and at most as costly, and better in one."""
+    out = []
+    for i in range(len(accuracy)):
+        if math.isnan(accuracy[i]) or math.isnan(cost[i]):
+            out.append(False)
+            continue
+        dominated = any(
+            j != i
+            and not math.isnan(accuracy[j])
+            and not math.isnan(cost[j])
+            and accuracy[j] >= accuracy[i]
+            and cost[j] <= cost[i]
+            and (accuracy[j] > accuracy[i] or cost[j] < cost[i])
+            for j in range(len(accuracy))
+        )
+        out.append(not dominated)
+    return out
+
+
+__all__ = ["all_costs_zero_or_unknown", "build_cost", "pareto_front"]

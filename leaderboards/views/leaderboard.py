@@ -1,0 +1,370 @@
+"""The leaderboard page and ``harness export --view leaderboard``: methods x datasets with intervals and ties."""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from harness.data.benches import MULTIHOP, SINGLEHOP
+from harness.errors import ConfigError
+from harness.metrics.bootstrap import Aggregate
+from leaderboards import queries
+from leaderboards.schema import (
+    DATASET_ORDER,
+    LEADERBOARD_COLUMNS,
+    LEADING_KEYS,
+    RUNS_COLUMN,
+    AverageGroup,
+    Column,
+    averages_for,
+    dataset_label,
+    interval_columns,
+    metric_label,
+    order_datasets,
+    score_column,
+)
+from leaderboards.views.common import (
+    N_RESAMPLES,
+    ROW_KEY,
+    _nan_aggregate,
+    dataset_aggregate,
+    is_binary,
+    macro_aggregate,
+    method_type,
+    model_size,
+    paper_link,
+    retriever_text,
+    uses_retrieval,
+)
+
+
+# -- leaderboard ---------------------------------------------------------------------------------
+@dataclass
+class Leaderboard:
+    """Methods x datasets for one protocol and one metric."""
+
+    protocol_id: str
+    protocol_name: str
+    metric: str
+    datasets: list[str]
+    averages: list[tuple[AverageGroup, tuple[str, ...]]]
+    frame: pd.DataFrame  # fixed columns, then per score key: key, key_lo, key_hi
+    cells: dict[tuple[str, str, str], Aggregate] = field(default_factory=dict)  # (method, model, key)
+    binary: bool = False  # every value 0/1: Wilson intervals
+
+    @property
+    def score_keys(self) -> list[str]:
+        return [*(g.key for g, _ in self.averages), *self.datasets]
+
+    def members(self, key: str) -> tuple[str, ...]:
+        """The datasets behind a score column (one for a dataset column)."""
+        for g, m in self.averages:
+            if g.key == key:
+                return m
+        return (key,)
+
+    def n_range(self, key: str) -> tuple[int, int]:
+        """Smallest and largest n over the rows that have the column."""
+        ns = [a.n for (_, _, k), a in self.cells.items() if k == key and not math.isnan(a.mean)]
+        return (min(ns), max(ns)) if ns else (0, 0)
+
+    def header(self, key: str) -> str:
+        """The column's header: readable name, coverage of an average, n (``avg multi-hop ·
+        2/4 sets · n=8``); a range of n when rows differ."""
+        lo, hi = self.n_range(key)
+        n = f"n={lo}" if lo == hi else f"n={lo}–{hi}"
+        for g, m in self.averages:
+            if g.key == key:
+                total = len(g.datasets) if g.datasets else len(m)
+                return f"{g.label} · {len(m)}/{total} sets · {n}"
+        return f"{dataset_label(key)} · {n}"
+
+    def score_columns(self) -> list[Column]:
+        """Averages first (the first is the default ranking), then the datasets."""
+        cols = [
+            score_column(g.key, g.label, f"unweighted mean over {', '.join(m)}") for g, m in self.averages
+        ]
+        cols += [score_column(d, d, f"{metric_label(self.metric)} on {d}") for d in self.datasets]
+        return cols
+
+    def columns(self, *, ci: str) -> list[Column]:
+        """The table's columns in order. ``ci``: ``"text"`` (one ``score [lo, hi]`` text column
+        per score, for display), ``"bounds"`` (numeric ``_lo``/``_hi`` columns after each score,
+        for files) or ``"none"``."""
+        out = [c for c in LEADERBOARD_COLUMNS if c.key in LEADING_KEYS]
+        for c in self.score_columns():
+            if ci == "text":
+                out.append(Column(key=f"{c.key}_text", label=self.header(c.key), kind="text", help=c.help))
+            else:
+                out.append(c)
+                if ci == "bounds":
+                    out.extend(interval_columns(c.key, c.label))
+        out.extend([c for c in LEADERBOARD_COLUMNS if c.key not in LEADING_KEYS])
+        out.append(RUNS_COLUMN)
+        return out
+
+    def cell_text(self, key: str, row: pd.Series) -> str:
+        """``score [lo, hi]`` in % with one decimal: the score and its 95% interval in one cell
+        (bounds rather than ± because a Wilson interval is asymmetric: 4 of 4 is [51.0, 100.0])."""
+        mean, lo, hi = row[key], row[f"{key}_lo"], row[f"{key}_hi"]
+        if pd.isna(mean):
+            return ""
+        if pd.isna(lo):
+            return f"{100 * mean:.1f}"
+        return f"{100 * mean:.1f} [{100 * lo:.1f}, {100 * hi:.1f}]"
+
+    def best_and_ties(self, key: str, frame: pd.DataFrame | None = None) -> tuple[set[int], set[int]]:
+        """Row positions (in ``frame``, default the board's) of the best score in a column and of
+        the scores whose interval overlaps the best's (ties with the best)."""
+        df = self.frame if frame is None else frame
+        col = df[key].to_numpy(float)
+        if not len(col) or np.all(np.isnan(col)):
+            return set(), set()
+        top = np.nanmax(col)
+        best = {i for i, v in enumerate(col) if v == top}
+        b = next(iter(best))
+        blo = df[f"{key}_lo"].to_numpy(float)[b]
+        ties = {
+            i
+            for i, (v, hi) in enumerate(zip(col, df[f"{key}_hi"].to_numpy(float), strict=True))
+            if i not in best
+            and not math.isnan(v)
+            and not math.isnan(hi)
+            and not math.isnan(blo)
+            and hi >= blo
+        }
+        return best, ties
+
+    def display_frame(self, *, ci: str = "text") -> pd.DataFrame:
+        df = self.frame.copy()
+        if ci == "text":
+            for key in self.score_keys:
+                df[f"{key}_text"] = [self.cell_text(key, r) for _, r in df.iterrows()]
+        return df[[c.key for c in self.columns(ci=ci)]]
+
+    def coverage(self, key: str) -> str:
+        """Which datasets a score column covers (an average names its members)."""
+        for g, members in self.averages:
+            if g.key == key:
+                total = len(g.datasets) if g.datasets else len(members)
+                return f"{', '.join(members)} ({len(members)} of {total})"
+        return key
+
+
+def build_leaderboard(
+    values: pd.DataFrame,
+    *,
+    protocol_id: str,
+    protocol_name: str,
+    metric: str,
+    models: list[str] | None = None,
+    methods: list[str] | None = None,
+    n_resamples: int = N_RESAMPLES,
+    row_stats: pd.DataFrame | None = None,
+    protocol: dict | None = None,
+) -> Leaderboard:
+    """The leaderboard of ``metric`` from :func:`queries.latest_values` rows of one protocol.
+
+    ``row_stats`` (:func:`queries.latest_row_stats`) fills answered %, valid-format %, errors and
+    partial-run marks; ``protocol`` (the protocol's JSON as a dict) the retriever and top-k."""
+    if not values.empty and set(values["protocol_id"]) - {protocol_id}:
+        raise ValueError(f"rows of several protocols given for leaderboard of {protocol_id}")
+    v = values[values["metric"] == metric]
+    if models is not None:
+        v = v[v["model"].isin(models)]
+    if methods is not None:
+        v = v[v["method"].isin(methods)]
+    binary = is_binary(v["value"].to_numpy(dtype=np.float64))
+    datasets = order_datasets(sorted(set(v["dataset"])))
+    averages = averages_for(datasets)
+    stats = row_stats.set_index(ROW_KEY) if row_stats is not None and len(row_stats) else None
+    rows, cells = [], {}
+    for (method, model), g in v.groupby(ROW_KEY, sort=True):
+        per = {d: gd["value"].to_numpy(dtype=np.float64) for d, gd in g.groupby("dataset")}
+        label = ", ".join(sorted({str(x) for x in g["label"] if x}))
+        retrieves = uses_retrieval(str(method))
+        st = stats.loc[(method, model)] if stats is not None and (method, model) in stats.index else None
+        row: dict[str, object] = {
+            "method": method,
+            "model": model,
+            "label": label,
+            "size": model_size(str(model)),
+            "type": method_type(str(method), label, str(model)),
+            "retriever": retriever_text(protocol) if protocol and retrieves else ("—" if protocol else ""),
+            "top_k": int(protocol["top_k"]) if protocol and retrieves else None,
+            "paper": paper_link(str(method)),
+            "answered": float(st["answered"]) if st is not None else math.nan,
+            "valid_format": float(st["valid_format"]) if st is not None else math.nan,
+            "errors": int(st["n_error"]) if st is not None else 0,
+            "status": (
+                f"partial: {st['partial_runs']}" if st is not None and int(st["n_partial"]) else "complete"
+            ),
+            "n": int(len(g)),
+            "runs": ", ".join(sorted(set(g["run_id"]))),
+        }
+        for d in datasets:
+            agg = dataset_aggregate(per[d], n_resamples, binary=binary) if d in per else _nan_aggregate()
+            cells[(method, model, d)] = agg
+            row.update({d: agg.mean, f"{d}_lo": agg.lo, f"{d}_hi": agg.hi})
+        for grp, members in averages:
+            have = all(d in per for d in members)
+            agg = (
+                macro_aggregate([per[d] for d in members], n_resamples, binary=binary)
+                if have
+                else _nan_aggregate()
+            )
+            cells[(method, model, grp.key)] = agg
+            row.update({grp.key: agg.mean, f"{grp.key}_lo": agg.lo, f"{grp.key}_hi": agg.hi})
+        rows.append(row)
+    keys = [*(g.key for g, _ in averages), *datasets]
+    fixed = [c.key for c in LEADERBOARD_COLUMNS]
+    cols = [*fixed, "runs"] + [f"{k}{s}" for k in keys for s in ("", "_lo", "_hi")]
+    frame = pd.DataFrame(rows, columns=cols)
+    sort_key = keys[0] if keys else None  # avg all when there are several datasets
+    if sort_key is not None and len(frame):
+        frame = frame.sort_values([sort_key, "method", "model"], ascending=[False, True, True])
+    return Leaderboard(
+        protocol_id=protocol_id,
+        protocol_name=protocol_name,
+        metric=metric,
+        datasets=datasets,
+        averages=averages,
+        frame=frame.reset_index(drop=True),
+        cells=cells,
+        binary=binary,
+    )
+
+
+def leaderboard_from_db(
+    store, protocol_id: str, metric: str, *, include_partial: bool = False, **kw: object
+) -> Leaderboard:
+    """Query and build in one step (``harness export`` and the app share this). Partial runs (not
+    ``complete``) are left out unless ``include_partial``; then their rows say so in ``status``."""
+    name = protocol_name(store, protocol_id)
+    complete_only = not include_partial
+    values = queries.latest_values(store, protocol_id, [metric], complete_only=complete_only)
+    if values.empty:
+        known = ", ".join(queries.metrics_present(store, protocol_id, complete_only=complete_only)) or "none"
+        partial = "" if include_partial else " in complete runs (partial runs are left out by default)"
+        raise ConfigError(
+            f"no values of metric {metric!r} under protocol {protocol_id}{partial}; metrics stored: {known}"
+        )
+    raw = queries.protocol_json(store, protocol_id)
+    return build_leaderboard(
+        values,
+        protocol_id=protocol_id,
+        protocol_name=name,
+        metric=metric,
+        row_stats=queries.latest_row_stats(store, protocol_id, complete_only=complete_only),
+        protocol=json.loads(raw) if raw else None,
+        **kw,  # type: ignore[arg-type]
+    )
+
+
+def resolve_metric(store, protocol_id: str, metric: str, *, include_partial: bool = False) -> str:
+    """The stored metric ``metric`` names, case-insensitively (``EM`` -> ``em``); a clear error
+    listing the stored ones otherwise. The metrics are :func:`shown_metrics`."""
+    from leaderboards.schema import find_metric
+
+    known = shown_metrics(store, protocol_id, include_partial=include_partial)
+    found = find_metric(metric, known)
+    if found is None:
+        raise ConfigError(
+            f"no values of metric {metric!r} under protocol {protocol_id}; metrics stored: "
+            + (", ".join(known) or "none")
+        )
+    return found
+
+
+def ordered_metrics(store, protocol_id: str, *, include_partial: bool = False) -> list[str]:
+    """The metrics stored under ``protocol_id`` in the runs the views show (:func:`shown_metrics`),
+    the protocol's primary metric first
+    (the one the app opens on and ``harness export`` uses by default), then
+    :func:`leaderboards.schema.order_metrics`."""
+    from harness.scoring import stored_metric_name
+    from leaderboards.schema import order_metrics
+
+    raw = queries.protocol_json(store, protocol_id)
+    proto = json.loads(raw) if raw else {}
+    primary = (
+        stored_metric_name(proto["primary_metric"], proto["top_k"]) if "primary_metric" in proto else None
+    )
+    return order_metrics(shown_metrics(store, protocol_id, include_partial=include_partial), primary)
+
+
+def shown_metrics(store, protocol_id: str, *, include_partial: bool = False) -> list[str]:
+    """The metrics of the runs a view shows: those of the latest complete runs (a failed or partial
+    rerun never hides them); with ``include_partial`` also those of the latest runs of any status."""
+    known = set(queries.metrics_present(store, protocol_id, complete_only=True))
+    if include_partial:
+        known |= set(queries.metrics_present(store, protocol_id, complete_only=False))
+    return sorted(known)
+
+
+def protocol_name(store, protocol_id: str) -> str:
+    df = queries.protocols(store)
+    match = df[df["protocol_id"] == protocol_id]
+    if match.empty:
+        known = ", ".join(f"{r.protocol_name} ({r.protocol_id})" for r in df.itertuples()) or "none"
+        raise ConfigError(
+            f"no evaluation runs under protocol {protocol_id!r} in {store.path}; protocols: {known}"
+        )
+    return str(match.iloc[0]["protocol_name"])
+
+
+def choose_protocol(store, protocol: str | None) -> str:
+    """The protocol id to show: the one given (an id or a unique name), or the only one stored."""
+    df = queries.protocols(store)
+    if df.empty:
+        raise ConfigError(f"{store.path}: no scored evaluation runs yet (run `harness run` first)")
+    listing = "; ".join(f"{r.protocol_name} ({r.protocol_id})" for r in df.itertuples())
+    if protocol is None:
+        if len(df) > 1:
+            raise ConfigError(
+                f"{store.path} holds runs of {len(df)} protocols, which are never mixed in one table; "
+                f"choose one with --protocol: {listing}"
+            )
+        return str(df.iloc[0]["protocol_id"])
+    if protocol in set(df["protocol_id"]):
+        return protocol
+    by_name = df[df["protocol_name"] == protocol]
+    if len(by_name) == 1:
+        return str(by_name.iloc[0]["protocol_id"])
+    if len(by_name) > 1:
+        raise ConfigError(
+            f"protocol name {protocol!r} has several ids in {store.path}; give the id: {listing}"
+        )
+    raise ConfigError(f"no protocol {protocol!r} in {store.path}; protocols: {listing}")
+
+
+# -- reported vs reproduced ------------------------------------------------------------------------
+PAPER_AVERAGES: dict[str, tuple[str, ...]] = {
+    "avg": DATASET_ORDER,
+    "avg_singlehop": SINGLEHOP,
+    "avg_multihop": MULTIHOP,
+}
+"""What a paper's average covers (``harness/reported.py``: ``avg`` is all seven sets)."""
+
+COMPOSITE_METRICS: dict[str, tuple[str, ...]] = {
+    "em_f1_mean": ("em", "f1"),
+    "em_f1_squad_mean": ("em", "f1_squad"),  # R-Search's "Avg." (its F1 has no yes/no rule)
+}
+"""A reported metric that is the mean of measured metrics -> those metrics."""
+
+
+__all__ = [
+    "COMPOSITE_METRICS",
+    "Leaderboard",
+    "PAPER_AVERAGES",
+    "build_leaderboard",
+    "choose_protocol",
+    "leaderboard_from_db",
+    "ordered_metrics",
+    "protocol_name",
+    "resolve_metric",
+    "shown_metrics",
+]
