@@ -7,11 +7,12 @@ from __future__ import annotations
 
 import json
 
+import pandas as pd
 import streamlit as st
 
 from harness.errors import ConfigError
-from leaderboards import ui
-from leaderboards.schema import metric_label
+from leaderboards import ui, views
+from leaderboards.schema import dataset_label, metric_label
 
 st.title("Leaderboard")
 db = ui.db_path()
@@ -47,6 +48,7 @@ sort_by = c_sort.selectbox("Sort by", list(sort_labels), format_func=sort_labels
 ui.to_link("sort", sort_by, next(iter(sort_labels), None))
 
 ci = "text" if show_ci else "none"
+shown_keys = board.shown_keys()
 columns = board.columns(ci=ci)
 if not include_partial:
     columns = [c for c in columns if c.key != "status"]
@@ -63,20 +65,76 @@ for key in board.score_keys:
     bold[shown_key] = best
     if show_ci:
         full[shown_key] = [t + " ≈" if i in ties else t for i, t in enumerate(full[shown_key])]
-interval = "Wilson score" if board.binary else "percentile-bootstrap (1000 resamples)"
+
+# The scores table holds what ranks a row (method, type, model when several, the scores) so that
+# every dataset column fits at 1600 px without scrolling; the rest is in "Row details" below.
+models = sorted({str(m) for m in board.frame["model"]})  # of the whole board: filters do not move columns
+score_keys = {f"{k}_text" if show_ci else k: k for k in shown_keys}
+lead = ["method", "type"] + (["model"] if len(models) > 1 else [])
+by_key = {c.key: c for c in columns}
+main_cols = [by_key[k] for k in lead if k in by_key] + [
+    c.model_copy(update={"label": board.short_header(score_keys[c.key])})
+    for c in columns
+    if c.key in score_keys
+]
+one_model = f" · model **{models[0]}**" if len(models) == 1 else ""
 st.caption(
-    f"Protocol **{board.protocol_name}** (`{board.protocol_id}`) · {metric_label(metric)} in % · newest "
-    f"{'' if include_partial else 'complete '}run per method, model and dataset · score [95% {interval} "
-    f"interval] · **bold**: best in the column; ≈: its interval overlaps the best's "
-    "(a statistical tie) · an average is shown only for rows with every dataset it covers."
+    f"Protocol **{board.protocol_name}** (`{board.protocol_id}`){one_model} · {metric_label(metric)} in % · "
+    f"newest {'' if include_partial else 'complete '}run per method, model and dataset"
+    + (" · score [95% interval] (methods below)" if show_ci else "")
+    + " · **bold**: best in the column"
+    + (" · ≈: its interval overlaps the best's (a statistical tie)" if show_ci else "")
+    + " · an average is shown only for rows with every dataset it covers."
 )
-ui.show_table(full, columns, key="leaderboard_table", bold=bold)
-for g, _members in board.averages:
-    st.caption(f"{g.label}: unweighted mean over {board.coverage(g.key)}")
+ui.show_table(full, main_cols, key="leaderboard_table", bold=bold)
+notes = []
+for g, members in board.averages:
+    if g.key in shown_keys:
+        notes.append(f"**{g.label}**: unweighted mean over {board.coverage(g.key)}")
+    else:
+        notes.append(f"{g.label} is {dataset_label(members[0])} alone here, so it is not repeated")
+st.caption(" · ".join(notes))
+if show_ci:
+    methods: dict[str, list[str]] = {}
+    for k in shown_keys:
+        methods.setdefault(board.interval_method(k), []).append(board.short_header(k).split(" · ")[0])
+    st.caption(
+        "95% intervals: "
+        + "; ".join(f"{m} for {', '.join(cols)}" for m, cols in methods.items())
+        + (
+            " (every value is 0 or 1). Agresti-Coull adds two successes and two failures spread over the "
+            "averaged datasets; see docs/leaderboard.md."
+            if board.binary
+            else " (values are not all 0/1)."
+        )
+    )
 if not include_partial:
     st.caption("Partial runs (not `complete`) are left out; the toggle above includes and marks them.")
 
-with st.expander("Protocol settings"):
-    raw = ui.load_protocol_json(db, ui.stamp(db), protocol)
-    if raw:
-        st.json(json.loads(raw), expanded=False)
+st.subheader("Row details")
+detail_keys = ["method", "model", "size", "label", "retriever", "top_k", "answered", "valid_format", "n"]
+detail_keys += ["errors", "status", "paper", "runs"]
+details = full.copy()
+details["top_k"] = ["—" if pd.isna(v) else str(int(v)) for v in details["top_k"]]
+for key in ("label", "size", "retriever"):
+    details[key] = [str(v) if isinstance(v, str) and v else "—" for v in details[key]]
+detail_cols = [
+    c.model_copy(update={"kind": "text"}) if c.key == "top_k" else c
+    for c in (by_key.get(k) for k in detail_keys)
+    if c is not None
+]
+ui.show_table(details, detail_cols, key="leaderboard_details")
+st.caption("—: does not apply (a method that does not retrieve has no retriever and no top-k; no label set).")
+
+st.subheader("Protocol settings")
+raw = ui.load_protocol_json(db, ui.stamp(db), protocol)
+if raw:
+    # two tables side by side, split between top-level settings, so the list is half as tall
+    rows = views.protocol_rows(json.loads(raw))
+    top = rows["setting"].str.split(".").str[0]
+    cut = next((i for i in range(len(rows) // 2, len(rows)) if top.iloc[i] != top.iloc[i - 1]), len(rows))
+    for slot, part in zip(st.columns(2), (rows.iloc[:cut], rows.iloc[cut:]), strict=True):
+        if len(part):
+            slot.table(part.set_index("setting"))
+else:
+    st.caption("this protocol has no stored settings")

@@ -83,6 +83,31 @@ class Leaderboard:
                 return f"{g.label} · {len(m)}/{total} sets · {n}"
         return f"{dataset_label(key)} · {n}"
 
+    def short_header(self, key: str) -> str:
+        """A narrow header for the app (``Avg. multi-hop · n=30``, ``HotpotQA · n=10``): the
+        coverage of an average is in :meth:`coverage`, shown under the table."""
+        lo, hi = self.n_range(key)
+        n = f"n={lo}" if lo == hi else f"n={lo}–{hi}"
+        label = next((g.label for g, _ in self.averages if g.key == key), dataset_label(key))
+        return f"{label} · {n}"
+
+    def shown_keys(self) -> list[str]:
+        """The score columns worth showing: an average over a single dataset repeats that
+        dataset's column (same values, same interval), so it is left out."""
+        return [k for k in self.score_keys if len(self.members(k)) > 1 or k in self.datasets]
+
+    def interval_method(self, key: str) -> str:
+        """The 95% interval method behind a score column (the module docstring of
+        :mod:`leaderboards.views` gives the reasons): for 0/1 metrics Wilson score per dataset and
+        stratified Agresti-Coull for an average of several datasets; else percentile bootstrap."""
+        if not self.binary:
+            if key in self.datasets:
+                return "percentile bootstrap over questions (1000 resamples, seed 0)"
+            return "percentile bootstrap over the pooled questions, datasets weighted equally (1000 resamples, seed 0)"
+        if key in self.datasets or len(self.members(key)) == 1:
+            return "Wilson score"
+        return "stratified Agresti-Coull"
+
     def score_columns(self) -> list[Column]:
         """Averages first (the first is the default ranking), then the datasets."""
         cols = [
@@ -153,6 +178,29 @@ class Leaderboard:
                 total = len(g.datasets) if g.datasets else len(members)
                 return f"{', '.join(members)} ({len(members)} of {total})"
         return key
+
+
+def protocol_rows(protocol: dict) -> pd.DataFrame:
+    """The protocol's settings as ``setting, value`` rows for reading: nested objects flattened to
+    dotted names (``retriever.kind``), lists of plain values joined with ``, ``, other lists and
+    ``None`` as compact JSON / ``—``. The order is the JSON's."""
+    rows: list[tuple[str, str]] = []
+
+    def walk(prefix: str, value: object) -> None:
+        if isinstance(value, dict) and value:
+            for k, v in value.items():
+                walk(f"{prefix}.{k}" if prefix else str(k), v)
+        elif isinstance(value, list) and all(not isinstance(x, (dict, list)) for x in value):
+            rows.append((prefix, ", ".join(str(x) for x in value) if value else "—"))
+        elif value is None or value == {}:
+            rows.append((prefix, "—"))
+        elif isinstance(value, (dict, list)):
+            rows.append((prefix, json.dumps(value, separators=(", ", ": "))))
+        else:
+            rows.append((prefix, str(value)))
+
+    walk("", protocol)
+    return pd.DataFrame(rows, columns=["setting", "value"])
 
 
 def build_leaderboard(
@@ -365,6 +413,7 @@ __all__ = [
     "leaderboard_from_db",
     "ordered_metrics",
     "protocol_name",
+    "protocol_rows",
     "resolve_metric",
     "shown_metrics",
 ]
