@@ -65,18 +65,20 @@ def build_view(
     dataset: str | None = None,
     include_partial: bool = False,
     intervals: bool = False,
+    paper: str | None = None,
 ) -> ExportedView:
     """The named view of one protocol (``protocol``: an id or unique name; default the only one).
     ``metric`` is matched case-insensitively by id or label (``EM``, ``cover-EM``); default the
-    protocol's primary metric. ``intervals``: the paper table's cells carry their 95% interval."""
+    protocol's primary metric. ``intervals``: the paper table's cells carry their 95% interval.
+    ``paper`` (reported view): one paper's tables only (:func:`views.resolve_paper`)."""
     if view not in VIEWS:
         raise ConfigError(f"unknown view {view!r}; choose one of {', '.join(VIEWS)}")
     if view == "reported" and protocol is None and queries.protocols(store).empty:
-        return _reported_view(store, None, "no runs yet")  # the published numbers alone
+        return _reported_view(store, None, "no runs yet", paper)  # the published numbers alone
     pid = views.choose_protocol(store, protocol)
     name = views.protocol_name(store, pid)
     if view == "reported":
-        return _reported_view(store, pid, f"ours under protocol {name} ({pid})")
+        return _reported_view(store, pid, f"ours under protocol {name} ({pid})", paper)
     if metric is None:  # the leaderboard and cost views: the protocol's primary metric
         stored = views.ordered_metrics(store, pid, include_partial=include_partial)
         metric = stored[0] if stored else "em"
@@ -106,16 +108,21 @@ def build_view(
     )
 
 
-def _reported_view(store, pid: str | None, scope: str) -> ExportedView:
-    """Published numbers (the database's, else the registered papers') beside ours under ``pid``."""
+def _reported_view(store, pid: str | None, scope: str, paper: str | None = None) -> ExportedView:
+    """Published numbers (the database's, else the registered papers') beside ours under ``pid``;
+    ``paper``: that paper's rows only."""
     import json
 
     from leaderboards.reported_sync import reported_frame
 
     rep = reported_frame(store)
+    if paper is not None:
+        paper = views.resolve_paper(sorted(set(rep["paper"])), paper)
+        rep = rep[rep["paper"] == paper]
+        scope = f"{paper} · {scope}"
     raw = queries.protocol_json(store, pid) if pid else None
-    boards = views.reported_boards(store, pid, rep) if pid else {}
-    table = views.build_reported(rep, boards, protocol=json.loads(raw) if raw else None)
+    boards, samples = views.reported_data(store, pid, rep) if pid else ({}, {})
+    table = views.build_reported(rep, boards, protocol=json.loads(raw) if raw else None, samples=samples)
     return ExportedView(
         f"Reported vs reproduced · {scope}",
         table,
@@ -181,7 +188,11 @@ def _avg_header(board: views.Leaderboard, key: str) -> str:
 
 
 def pivot_table(p: views.ReportedPivot) -> PaperTable:
-    header = ["Method", "Model (paper)", "Model (ours)", *(dataset_label(d) for d in p.datasets), "Differs"]
+    """One paper table: a row per paper row and model of ours, a cell ``reported / ours [lo, hi]
+    n=N / difference`` (the paper's number alone for a dataset we did not run), the paper's
+    averages as the paper's, the shared-sets average last; the caption (above the table in both
+    formats) says so and carries a ``\\label``."""
+    header = ["Method", "Model (paper)", "Model (ours)", *p.labels, "Differs"]
     rows = [
         [
             str(r["method"]),
@@ -194,11 +205,16 @@ def pivot_table(p: views.ReportedPivot) -> PaperTable:
     ]
     unit = "%, difference in percentage points" if p.unit == "%" else "as printed"
     differs = f" Protocol differs: {p.protocol_differs}." if p.protocol_differs else ""
+    shared = f" Avg. (shared sets): the mean over {p.shared}, both sides." if p.shared else ""
     caption = (
-        f"{p.paper} · {p.title} · {p.source}. Cell: reported / ours / ours - reported ({unit}); "
-        f"a difference only for the same model and the same datasets.{differs}"
+        f"{p.paper} · {p.title} · {p.source}. Cell: reported / ours [95% interval] n=questions / "
+        f"ours - reported ({unit}); one number: the paper's, for a dataset we did not run. A difference "
+        f"only for the same model, the same datasets and the same metric variant (else the reason under "
+        f"Differs). Avg. (paper): the paper's own average, never compared with ours.{shared}{differs}"
     )
-    return PaperTable(header, [("", rows)], set(), caption)
+    slug = f"{p.paper}-{p.setting}-{p.metric}".lower()
+    label = "tab:reported-" + "".join(ch if ch.isalnum() else "-" for ch in slug).strip("-")
+    return PaperTable(header, [("", rows)], set(), caption, label=label)
 
 
 def cost_table(table: pd.DataFrame) -> PaperTable:

@@ -15,6 +15,7 @@ EXAMPLES = """\
   harness export --format csv --metric f1 --out leaderboard.csv
   harness export --format parquet --view cost --protocol mini --out cost.parquet
   harness export --format markdown --view reported --protocol 69c8288e8887 --out reported.md
+  harness export --format markdown --view reported --paper search_r1 --db results/showcase.duckdb   # one paper
   harness export --format latex --metric EM --protocol mini --out table.tex   # a paper table (booktabs)
   harness export --format csv --include-partial --out all.csv                  # killed runs too, marked
 """
@@ -52,6 +53,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "--metric", default=None, help="metric (default: the protocol's primary one; see the app's list)"
     )
     p.add_argument("--dataset", default=None, help="cost view: one dataset (default: all)")
+    p.add_argument(
+        "--paper",
+        default=None,
+        help="reported view: one paper's tables (e.g. search_r1; case and -/_ ignored; default: every paper)",
+    )
     add_db_arg(p)
     p.add_argument("--out", type=Path, default=None, help="output file (markdown, latex: default stdout)")
     p.add_argument(
@@ -67,8 +73,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def handle(args: argparse.Namespace) -> int:
+    from harness.errors import ConfigError
     from leaderboards.export import build_view, write
     from leaderboards.queries import open_results
+
+    if args.paper is not None and args.view != "reported":
+        raise ConfigError(
+            f"--paper {args.paper!r} applies to --view reported only (this is --view {args.view})"
+        )
 
     view = build_view(
         open_results(args.db),
@@ -78,6 +90,7 @@ def handle(args: argparse.Namespace) -> int:
         dataset=args.dataset,
         include_partial=args.include_partial,
         intervals=args.intervals,
+        paper=args.paper,
     )
     text = write(view, args.format, args.out)
     if text is not None:

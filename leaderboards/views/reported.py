@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
@@ -13,11 +13,12 @@ from harness.metrics.bootstrap import Aggregate
 from leaderboards import queries
 from leaderboards.schema import (
     REPORTED_COLUMNS,
+    dataset_label,
     is_fraction_metric,
     metric_label,
     order_datasets,
 )
-from leaderboards.views.common import _nan_aggregate, corpus_text, retriever_text
+from leaderboards.views.common import _nan_aggregate, corpus_text, macro_aggregate, retriever_text
 from leaderboards.views.leaderboard import (
     COMPOSITE_METRICS,
     PAPER_AVERAGES,
@@ -68,6 +69,7 @@ def build_reported(
     *,
     match_model: bool = False,
     protocol: dict | None = None,
+    samples: Samples | None = None,
 ) -> pd.DataFrame:
     """Each published number next to the measured one for the same method, dataset and metric.
 
@@ -84,6 +86,14 @@ def build_reported(
     compared with ``f1_squad``). A row whose method ran under the protocol but whose metric our runs
     did not compute gets no number and says so in ``differs`` ("metric f1_squad not computed by
     our runs"), instead of silently showing nothing.
+
+    Averages over the same datasets: for each paper row and each of our models with numbers on at
+    least two of the datasets the paper reports for that row, one more row (``dataset`` =
+    :data:`SHARED_AVG`, ``coverage`` naming the datasets) holds the mean of the paper's numbers
+    over exactly those datasets beside our mean over the same ones, with its 95% interval from
+    ``samples`` (:func:`reported_samples`; the leaderboard's :func:`macro_aggregate`; without
+    samples a 0/1 metric's interval is rebuilt exactly from each dataset's mean and n, any other
+    has none). The paper's own average (``avg``: seven sets) is never compared with ours.
     """
     key_of = {g.reported_name: g.key for b in boards.values() for g, _ in b.averages}
     ran = {me for b in boards.values() for (me, _m, _k) in b.cells}
@@ -133,7 +143,80 @@ def build_reported(
                     "note": r.note,
                 }
             )
+    out += _shared_average_rows(out, boards, samples or {})
     return pd.DataFrame(out, columns=[c.key for c in REPORTED_COLUMNS])
+
+
+SHARED_AVG = "avg_shared"
+"""The ``dataset`` of a row averaging the datasets both the paper and our runs have for it."""
+SHARED_AVG_NOTE = "mean over the datasets both sides have; the paper's side computed here from its numbers"
+
+Samples = dict[str, dict[tuple[str, str, str], np.ndarray]]
+"""metric -> (method, model, dataset) -> per-question values (:func:`reported_samples`)."""
+
+
+def _shared_average_rows(rows: list[dict], boards: dict[str, Leaderboard], samples: Samples) -> list[dict]:
+    groups: dict[tuple, list[dict]] = {}
+    for r in rows:
+        if r["measured_model"] and r["dataset"] not in PAPER_AVERAGES:
+            key = (r["paper"], r["setting"], r["method"], r["model"], r["metric"], r["measured_model"])
+            groups.setdefault(key, []).append(r)
+    out = []
+    for (_paper, _setting, method, _model, metric, ours), recs in groups.items():
+        both = [r for r in recs if not _isnan(r["reported"]) and not _isnan(r["measured"])]
+        names = order_datasets(sorted({r["dataset"] for r in both}))
+        if len(names) < 2:
+            continue
+        by_name = {r["dataset"]: r for r in both}
+        agg = _shared_aggregate(boards, samples, method, ours, metric, names)
+        reported = float(np.mean([by_name[d]["reported"] for d in names]))
+        like = all(not _isnan(by_name[d]["diff"]) for d in names)
+        first = by_name[names[0]]
+        differs = [d for d in str(first["differs"]).split("; ") if d and not d.startswith("coverage")]
+        out.append(
+            {
+                **first,
+                "dataset": SHARED_AVG,
+                "reported": reported,
+                "measured": agg.mean,
+                "measured_lo": agg.lo,
+                "measured_hi": agg.hi,
+                "diff": agg.mean - reported if like else math.nan,
+                "n": agg.n,
+                "coverage": ", ".join(names),
+                "differs": "; ".join(differs),
+                "note": SHARED_AVG_NOTE,
+            }
+        )
+    return out
+
+
+def _shared_aggregate(
+    boards: dict[str, Leaderboard], samples: Samples, method: str, model: str, metric: str, names: list[str]
+) -> Aggregate:
+    """Our unweighted mean over ``names`` with the leaderboard's interval for an average."""
+    parts = metric_parts(metric)
+    aggs = []
+    for part in parts:
+        board = boards[part]
+        values = samples.get(part, {})
+        per = [values.get((method, model, d)) for d in names]
+        if all(v is not None and len(v) for v in per):
+            aggs.append(macro_aggregate(per, binary=board.binary))  # type: ignore[arg-type]
+        elif board.binary:  # k of n ones per dataset: the interval needs no more than that
+            cells = [board.cells[(method, model, d)] for d in names]
+            per01 = [np.r_[np.ones(round(c.mean * c.n)), np.zeros(c.n - round(c.mean * c.n))] for c in cells]
+            aggs.append(macro_aggregate(per01, binary=True))
+        else:
+            cells = [board.cells[(method, model, d)] for d in names]
+            aggs.append(
+                Aggregate(
+                    float(np.mean([c.mean for c in cells])), math.nan, math.nan, sum(c.n for c in cells)
+                )
+            )
+    if len(aggs) == 1:
+        return aggs[0]
+    return Aggregate(float(np.mean([a.mean for a in aggs])), math.nan, math.nan, aggs[0].n)
 
 
 def _measured(
@@ -168,31 +251,98 @@ def format_value(value: float, unit: str, *, signed: bool = False) -> str:
     return f"{value:{sign}.2f}".rstrip("0").rstrip(".")
 
 
+def interval_text(lo: float, hi: float, unit: str) -> str:
+    """``[lo, hi]`` in the unit (% with one decimal); '' without an interval."""
+    if _isnan(lo) or _isnan(hi):
+        return ""
+    return f"[{format_value(lo, unit)}, {format_value(hi, unit)}]"
+
+
+@dataclass(frozen=True)
+class PivotCell:
+    """One cell of a reported pivot: the paper's number and, on a row of one of our models, ours
+    with its 95% interval and n, and the difference when like with like."""
+
+    unit: str
+    reported: float = math.nan
+    ours: float = math.nan
+    lo: float = math.nan
+    hi: float = math.nan
+    n: int = 0
+    diff: float = math.nan
+    measured: bool = False  # a row of our model that has this dataset
+
+    def ours_text(self) -> str:
+        """``60.0 [31.3, 83.2] n=10``; '—' on a row of ours without a number here."""
+        if _isnan(self.ours):
+            return "—"
+        return (
+            " ".join(
+                x
+                for x in (format_value(self.ours, self.unit), interval_text(self.lo, self.hi, self.unit))
+                if x
+            )
+            + f" n={self.n}"
+        )
+
+    def diff_text(self) -> str:
+        return format_value(self.diff, self.unit, signed=True) or "—"
+
+    def text(self) -> str:
+        """One line for the exports: ``reported / ours [lo, hi] n=N / difference`` (the paper's
+        number alone where we have no run of the dataset)."""
+        rep = format_value(self.reported, self.unit)
+        if not self.measured:
+            return rep
+        return f"{rep or '—'} / {self.ours_text()} / {self.diff_text()}"
+
+
+def column_label(key: str) -> str:
+    """A pivot column's header: the dataset's name; ``Avg. (paper)`` for the paper's own averages;
+    ``Avg. (shared sets)`` for :data:`SHARED_AVG`."""
+    if key == SHARED_AVG:
+        return "Avg. (shared sets)"
+    if key in PAPER_AVERAGES:
+        return f"{dataset_label(key)} (paper)"
+    return dataset_label(key)
+
+
 @dataclass(frozen=True)
 class ReportedPivot:
-    """One paper table and metric as the paper prints it: rows (method, paper model, our model),
-    one column per dataset (averages last), each cell ``reported / ours / difference``."""
+    """One paper table and metric as the paper prints it: one row per paper row (method, paper
+    model) and model of ours (all the paper's datasets in that row), one column per dataset, the
+    paper's averages (its numbers only), then the average over the datasets both sides have."""
 
     paper: str
     setting: str
     metric: str
     unit: str
     source: str
-    frame: pd.DataFrame  # method, model, ours, one text column per dataset, differs
+    frame: pd.DataFrame  # method, model, ours, one text column per dataset (PivotCell.text), differs
     datasets: list[str]
     n_compared: int  # cells with a difference
     n_measured: int  # cells with an own number
     protocol_differs: str = ""  # corpus / retriever / top-k differences (the same for every row)
+    cells: dict[tuple[int, str], PivotCell] = field(default_factory=dict)  # (row position, dataset)
+    shared: str = ""  # the datasets of the shared average when every row has the same, else ''
 
     @property
     def title(self) -> str:
         unit = "in %" if self.unit == "%" else "raw counts"
         return f"{self.setting} · {metric_label(self.metric)} ({unit})"
 
+    @property
+    def labels(self) -> list[str]:
+        return [column_label(d) for d in self.datasets]
+
 
 def reported_pivots(table: pd.DataFrame) -> list[ReportedPivot]:
     """The long ``build_reported`` table as one pivot per (paper, table, metric), in table order.
-    (Plain Python over the records: a pandas group-by per pivot is ~50x slower on 2,000 rows.)"""
+    (Plain Python over the records: a pandas group-by per pivot is ~50x slower on 2,000 rows.)
+
+    A paper row is never split: a dataset we did not run fills the row of each of our models with
+    the paper's number alone. Ours is never put in a paper-average cell (``avg``: the paper's
+    seven sets); the :data:`SHARED_AVG` column compares the datasets both sides have."""
     groups: dict[tuple[str, str, str], list[dict]] = {}
     for r in table.to_dict("records"):
         groups.setdefault((r["paper"], r["setting"], r["metric"]), []).append(r)
@@ -202,29 +352,61 @@ def reported_pivots(table: pd.DataFrame) -> list[ReportedPivot]:
         unit = str(recs[0]["unit"])
         present = {r["dataset"] for r in recs}
         datasets = [
-            *order_datasets(sorted(present - set(PAPER_AVERAGES))),
+            *order_datasets(sorted(present - set(PAPER_AVERAGES) - {SHARED_AVG})),
             *(d for d in PAPER_AVERAGES if d in present),
+            *([SHARED_AVG] if SHARED_AVG in present else []),
         ]
-        rows: dict[tuple[str, str, str], dict[str, object]] = {}
-        differs: dict[tuple[str, str, str], list[str]] = {}
+        by_row: dict[tuple[str, str], list[dict]] = {}
         for r in recs:
-            ours = str(r["measured_model"] or "")
-            key = (str(r["method"]), str(r["model"]), ours)
-            row = rows.setdefault(key, {"method": key[0], "model": key[1], "ours": ours or "—"})
-            rep = format_value(r["reported"], unit)
-            if ours:
-                mine = format_value(r["measured"], unit) or "—"
-                diff = format_value(r["diff"], unit, signed=True) or "—"
-                row[r["dataset"]] = f"{rep} / {mine} / {diff}"
-            else:
-                row[r["dataset"]] = rep
-            seen = differs.setdefault(key, [])
-            seen += [d for d in str(r["differs"] or "").split("; ") if d and d not in seen]
+            by_row.setdefault((str(r["method"]), str(r["model"])), []).append(r)
+        rows: list[dict[str, object]] = []
+        cells: dict[tuple[int, str], PivotCell] = {}
         proto: list[str] = []
-        for key, row in rows.items():
-            proto += [d for d in differs[key] if d.startswith(protocol_level) and d not in proto]
-            row["differs"] = "; ".join(d for d in differs[key] if not d.startswith(protocol_level))
-        frame = pd.DataFrame(list(rows.values()), columns=["method", "model", "ours", *datasets, "differs"])
+        shared_sets: set[str] = set()
+        n_compared = n_measured = 0
+        for (method, model), rrecs in by_row.items():
+            ours_models = sorted({str(r["measured_model"]) for r in rrecs if r["measured_model"]}) or [""]
+            for ours in ours_models:
+                i = len(rows)
+                row: dict[str, object] = {"method": method, "model": model, "ours": ours or "—"}
+                seen: list[str] = []
+                for d in datasets:
+                    mine = [r for r in rrecs if r["dataset"] == d and r["measured_model"] == ours]
+                    if ours and not mine and d == SHARED_AVG:
+                        continue
+                    paper_only = [r for r in rrecs if r["dataset"] == d]
+                    if not mine and not paper_only:
+                        continue
+                    r = (mine or paper_only)[0]
+                    measured = bool(mine) and bool(ours) and d not in PAPER_AVERAGES
+                    cell = PivotCell(unit=unit, reported=r["reported"], measured=measured)
+                    if measured:
+                        cell = PivotCell(
+                            unit=unit,
+                            reported=r["reported"],
+                            ours=r["measured"],
+                            lo=r["measured_lo"],
+                            hi=r["measured_hi"],
+                            n=int(r["n"] or 0),
+                            diff=r["diff"],
+                            measured=True,
+                        )
+                        n_measured += not _isnan(r["measured"])
+                        n_compared += not _isnan(r["diff"])
+                        if d == SHARED_AVG:
+                            shared_sets.add(str(r["coverage"]))
+                    if measured or not ours:  # this row's own record (coverage: a paper average vs ours)
+                        seen += [
+                            x
+                            for x in str(r["differs"] or "").split("; ")
+                            if x and not x.startswith("coverage") and x not in seen
+                        ]
+                    cells[(i, d)] = cell
+                    row[d] = cell.text()
+                proto += [x for x in seen if x.startswith(protocol_level) and x not in proto]
+                row["differs"] = "; ".join(x for x in seen if not x.startswith(protocol_level))
+                rows.append(row)
+        frame = pd.DataFrame(rows, columns=["method", "model", "ours", *datasets, "differs"])
         out.append(
             ReportedPivot(
                 paper=str(paper),
@@ -234,12 +416,51 @@ def reported_pivots(table: pd.DataFrame) -> list[ReportedPivot]:
                 source=str(recs[0]["source"]),
                 frame=frame.fillna(""),
                 datasets=datasets,
-                n_compared=sum(1 for r in recs if not _isnan(r["diff"])),
-                n_measured=sum(1 for r in recs if not _isnan(r["measured"])),
+                n_compared=n_compared,
+                n_measured=n_measured,
                 protocol_differs="; ".join(proto),
+                cells=cells,
+                shared=(
+                    ", ".join(dataset_label(x) for x in next(iter(shared_sets)).split(", "))
+                    if len(shared_sets) == 1
+                    else ""
+                ),
             )
         )
     return out
+
+
+def pivot_html(p: ReportedPivot) -> str:
+    """The pivot as a plain HTML table for the app: every row shown (no inner scrolling), text
+    wrapping inside its cell (no clipped column). A cell: the paper's number; ours with its 95%
+    interval; n and ours − paper (``Δ``, or ``Δ —`` when not like with like)."""
+    from html import escape
+
+    head = ["method", "model (paper)", "model (ours)", *p.labels, "differs"]
+    out = ['<table class="rar-reported">', "<thead><tr>"]
+    out += [f"<th>{escape(h)}</th>" for h in head]
+    out.append("</tr></thead><tbody>")
+    for i, r in enumerate(p.frame.to_dict("records")):
+        out.append("<tr>")
+        out += [f"<td>{escape(str(r[k]))}</td>" for k in ("method", "model", "ours")]
+        for d in p.datasets:
+            c = p.cells.get((i, d))
+            if c is None:
+                out.append("<td></td>")
+                continue
+            rep = format_value(c.reported, c.unit) or "—"
+            if not c.measured:
+                out.append(f'<td><span class="paper">{escape(rep)}</span></td>')
+                continue
+            ours = "—" if _isnan(c.ours) else format_value(c.ours, c.unit)
+            ci = interval_text(c.lo, c.hi, c.unit)
+            out.append(
+                f'<td><span class="paper">{escape(rep)}</span><br><span class="ours">{escape(ours)}'
+                f'{" " + escape(ci) if ci else ""}</span><br><span class="meta">n={c.n} · Δ {escape(c.diff_text())}</span></td>'
+            )
+        out.append(f'<td class="differs">{escape(str(r["differs"]))}</td></tr>')
+    out.append("</tbody></table>")
+    return "".join(out)
 
 
 def _isnan(x: object) -> bool:
@@ -275,25 +496,72 @@ def no_comparison_reason(table: pd.DataFrame, measured_methods: dict[str, set[st
 def reported_boards(store, protocol_id: str, reported: pd.DataFrame) -> dict[str, Leaderboard]:
     """One leaderboard per metric the reported numbers use that the protocol has values of, plus
     ``n_retrievals`` (search calls per question, from the samples) when a paper reports it."""
+    return reported_data(store, protocol_id, reported)[0]
+
+
+def reported_samples(store, protocol_id: str, reported: pd.DataFrame) -> Samples:
+    """Per-question values behind :func:`reported_boards` (for the intervals of shared averages)."""
+    return reported_data(store, protocol_id, reported)[1]
+
+
+def reported_data(store, protocol_id: str, reported: pd.DataFrame) -> tuple[dict[str, Leaderboard], Samples]:
+    """:func:`reported_boards` and :func:`reported_samples` from one query of each kind."""
     present = set(queries.metrics_present(store, protocol_id, complete_only=True))
     wanted = set(reported["metric"]) if len(reported) else set()
     wanted |= {p for m in wanted for p in metric_parts(m)}
     name = protocol_name(store, protocol_id)
     metrics = sorted(wanted & present)
     values = queries.latest_values(store, protocol_id, metrics, complete_only=True)
-    boards = {
-        m: build_leaderboard(values, protocol_id=protocol_id, protocol_name=name, metric=m) for m in metrics
-    }
+    frames = {m: values[values["metric"] == m] for m in metrics}
     if "n_retrievals" in wanted:
         c = queries.latest_costs(store, protocol_id, complete_only=True)
         if len(c):
-            counts = c.assign(
+            frames["n_retrievals"] = c.assign(
                 protocol_id=protocol_id, protocol_name=name, metric="n_retrievals", value=c["retrievals"]
             )
-            boards["n_retrievals"] = build_leaderboard(
-                counts, protocol_id=protocol_id, protocol_name=name, metric="n_retrievals"
-            )
-    return boards
+    boards = {
+        m: build_leaderboard(v, protocol_id=protocol_id, protocol_name=name, metric=m)
+        for m, v in frames.items()
+    }
+    samples: Samples = {
+        m: {
+            (str(me), str(mo), str(d)): g["value"].to_numpy(dtype=np.float64)
+            for (me, mo, d), g in v.groupby(["method", "model", "dataset"], sort=False)
+        }
+        for m, v in frames.items()
+    }
+    return boards, samples
+
+
+def resolve_paper(papers: list[str], name: str) -> str:
+    """The paper of ``papers`` that ``name`` names (case, ``-`` for ``_`` ignored); a one-line
+    ConfigError naming the near misses and every paper otherwise."""
+    import difflib
+
+    from harness.errors import ConfigError
+
+    norm = {p.lower().replace("-", "_"): p for p in papers}
+    key = name.strip().lower().replace("-", "_")
+    if key in norm:
+        return norm[key]
+    close = difflib.get_close_matches(key, list(norm), n=2, cutoff=0.6)
+    hint = f" (did you mean {' or '.join(norm[c] for c in close)}?)" if close else ""
+    raise ConfigError(f"--paper {name!r}: no such paper{hint}; papers: {', '.join(sorted(papers))}")
+
+
+def default_paper(table: pd.DataFrame) -> str:
+    """The paper the page opens on: one whose own method we ran (most cells with our number first),
+    else the one with most cells with our number, else the first by name."""
+    papers = sorted(set(table["paper"]))
+    if not papers:
+        raise ValueError("no published numbers")
+    has = table[table["measured"].notna()]
+    own = has[has["method"] == has["paper"]]
+    for pool in (own, has):
+        if len(pool):
+            counts = has[has["paper"].isin(set(pool["paper"]))].groupby("paper").size()
+            return str(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))[0][0])
+    return papers[0]
 
 
 __all__ = [
@@ -302,11 +570,21 @@ __all__ = [
     "_measured",
     "_model_key",
     "build_reported",
+    "column_label",
     "format_value",
+    "interval_text",
     "metric_parts",
     "no_comparison_reason",
     "paper_protocol",
     "protocol_differences",
+    "SHARED_AVG",
+    "PivotCell",
+    "Samples",
+    "default_paper",
+    "pivot_html",
     "reported_boards",
+    "reported_data",
+    "reported_samples",
+    "resolve_paper",
     "reported_pivots",
 ]

@@ -57,7 +57,9 @@ def test_leaderboard_page(app):
     cfg = json.loads(app.dataframe[0].proto.columns)
     assert cfg["method"]["pinned"] is True  # stays visible when the table scrolls sideways
     assert cfg["avg_multihop_text"]["label"] == "avg multi-hop · n=8"  # n; coverage under the table
-    assert any("avg multi-hop**: unweighted mean over hotpotqa, musique (2 of 4)" in c.value for c in app.caption)
+    assert any(
+        "avg multi-hop**: unweighted mean over hotpotqa, musique (2 of 4)" in c.value for c in app.caption
+    )
 
 
 def test_protocol_selector_changes_rows(app, fixture_db):
