@@ -8,7 +8,7 @@ import pandas as pd
 import streamlit as st
 
 from leaderboards import ui, views
-from leaderboards.schema import COST_COLUMNS, metric_label
+from leaderboards.schema import COST_COLUMNS, Column, metric_label
 
 ALL = "all datasets"
 
@@ -37,6 +37,21 @@ color = alt.Color(
     scale=alt.Scale(domain=list(colors), range=list(colors.values())),
     legend=alt.Legend(orient="bottom", columns=4),
 )
+SHAPES = [
+    "circle",
+    "square",
+    "triangle-up",
+    "diamond",
+    "cross",
+    "triangle-down",
+    "triangle-left",
+    "triangle-right",
+]
+shape = alt.Shape(
+    "method:N",
+    scale=alt.Scale(domain=list(colors), range=[SHAPES[i % len(SHAPES)] for i in range(len(colors))]),
+    legend=alt.Legend(orient="bottom", columns=4),
+)
 AXIS_FORMATS = {"retrievals": ".1f", "tokens": "~s", "usd": "$.2~e", "tokens_per_correct": "~s"}
 
 
@@ -52,9 +67,10 @@ def frontier_chart(df: pd.DataFrame, cost: str, title: str) -> alt.LayerChart:
     y = alt.Y("acc:Q", title=f"{metric_label(metric)} (%)", scale=alt.Scale(domain=[0, 100]))
     base = alt.Chart(pts).encode(x=x)
     bars = base.mark_rule(strokeWidth=2, opacity=0.6).encode(y="lo:Q", y2="hi:Q", color=color)
-    dots = base.mark_circle(size=120, opacity=1).encode(
+    dots = base.mark_point(size=130, opacity=1, filled=True).encode(
         y=y,
         color=color,
+        shape=shape,
         tooltip=[
             "method",
             "model",
@@ -73,8 +89,9 @@ def frontier_chart(df: pd.DataFrame, cost: str, title: str) -> alt.LayerChart:
         .mark_line(strokeDash=[4, 3], color="gray", interpolate="step-after")
         .encode(x=f"{cost}:Q", y="acc:Q")
     )
-    labels = base.mark_text(align="left", dx=8, dy=-6, fontSize=11).encode(y="acc:Q", text="method:N")
-    return alt.layer(line, bars, dots, labels).properties(height=340)
+    # no text labels beside the points: close points (cot and direct at 0 retrievals) made them
+    # overlap; colour and shape (legend below the chart) and the tooltip name each point
+    return alt.layer(line, bars, dots).properties(height=340)
 
 
 partial = table[table["coverage"].str.endswith("(partial)")]
@@ -122,8 +139,9 @@ with right:
     if views.all_costs_zero_or_unknown(table):
         st.subheader("Dollars")
         st.caption(
-            "Every row's dollar cost is $0 (a local model on the in-process backend) or unknown (no price "
-            "for the model): no $ plot. Prices: `harness.cost` presets and `prices.json` next to the database."
+            "Every row's dollar cost is `free (local)` (an in-process model: tokens not billed, no GPU price) "
+            "or unknown (no price for the model): no $ plot. Prices: `harness.cost` presets and `prices.json` "
+            "next to the database."
         )
     else:
         st.subheader("Accuracy vs dollars per question")
@@ -136,4 +154,64 @@ st.caption(
     "accuracy is the unweighted mean over datasets, for rows that have all of them. "
     "$/correct and tokens/correct divide totals by the sum of the metric (correct answers)."
 )
-ui.show_table(table, list(COST_COLUMNS), key="cost_table")
+timing = views.timing_table(costs, dataset=None if scope == ALL else scope)
+shown = table.merge(timing.drop(columns=["seconds"]), on=["method", "model"], how="left")
+shown["accuracy_text"] = [
+    ""
+    if pd.isna(a)
+    else (f"{100 * a:.1f}" if pd.isna(lo) else f"{100 * a:.1f} [{100 * lo:.1f}, {100 * hi:.1f}]")
+    for a, lo, hi in zip(shown["accuracy"], shown["accuracy_lo"], shown["accuracy_hi"], strict=True)
+]
+shown["usd"] = [views.usd_text(x) for x in shown["usd"]]
+shown["usd_per_correct"] = [
+    "" if pd.isna(x) and not pd.isna(u) else views.usd_text(x)
+    for x, u in zip(table["usd_per_correct"], table["usd"], strict=True)
+]
+by_key = {c.key: c for c in COST_COLUMNS}
+cols = [by_key["method"], by_key["model"]]
+cols.append(Column(key="accuracy_text", label="accuracy [95%]", kind="text", help="the chosen metric, in %"))
+cols += [
+    by_key[k] for k in ("answered", "retrievals", "llm_calls", "tokens", "prompt_tokens", "completion_tokens")
+]
+cols += [by_key["tokens_per_correct"]]
+cols.append(
+    by_key["seconds"].model_copy(
+        update={"label": "s / q (measured)", "help": "mean stored wall time per question"}
+    )
+)
+cols.append(
+    Column(
+        key="seconds_typical",
+        label="s / q (w/o flagged)",
+        kind="number",
+        fmt="%.2f",
+        help="mean without the flagged batches (see timing); equal to the measured mean when none is flagged",
+    )
+)
+cols.append(
+    Column(key="timing", label="timing", kind="text", help="batches far slower than the row's median")
+)
+cols += [
+    by_key["usd"].model_copy(update={"kind": "text"}),
+    by_key["usd_per_correct"].model_copy(update={"kind": "text"}),
+]
+cols += [by_key[k] for k in ("n", "coverage", "pareto_retrievals", "pareto_tokens", "pareto_usd")]
+if shown["label"].astype(bool).any():
+    cols.insert(1, by_key["label"])
+flagged = shown[shown["timing"].astype(bool)]
+st.subheader("Per method")
+ui.show_table(shown, cols, key="cost_table")
+st.caption(
+    f"Time: {views.SECONDS_SOURCE}. A batch is flagged when its seconds per question exceed "
+    f"{views.OUTLIER_RATIO:g}× the row's median and it took at least {views.OUTLIER_EXCESS_S:.0f} s longer "
+    "in all; `s / q (w/o flagged)` leaves flagged batches out (an estimate, not a measurement). "
+    "Money: `free (local)` is an in-process model (tokens not billed, no GPU price); "
+    "`unknown (no price)` a model with no price (`harness.cost` presets, `prices.json` next to the database)."
+)
+if len(flagged):
+    st.warning(
+        "Seconds per question include a likely pause or stall for "
+        + "; ".join(f"**{r.method}** ({r.timing})" for r in flagged.itertuples())
+        + ". Compare `s / q (w/o flagged)`, or rerun without pausing.",
+        icon=":material/timer:",
+    )

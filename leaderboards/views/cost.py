@@ -73,6 +73,80 @@ def build_cost(
     return df[[c.key for c in COST_COLUMNS]]
 
 
+OUTLIER_RATIO = 3.0
+"""A batch whose seconds per question exceed this multiple of the row's median is flagged ..."""
+OUTLIER_EXCESS_S = 60.0
+"""... when, besides, it took at least this many seconds longer in all than at the median (a
+first batch that warms the model up costs seconds; a pause costs minutes)."""
+
+SECONDS_SOURCE = (
+    "seconds per question are the stored `samples.latency_s`: the wall time of the batch of questions "
+    "solved together (`harness.runner`, around `method.solve`) divided by the batch's size; `runs.seconds` "
+    "is the run's wall time. Neither excludes time the process was paused or stalled, so a paused batch "
+    "cannot be taken out exactly"
+)
+"""What the store records about time, in the page's words (the cost page shows it)."""
+
+
+def timing_table(costs: pd.DataFrame, *, dataset: str | None) -> pd.DataFrame:
+    """Seconds per question per (method, model), from :func:`queries.latest_costs` rows.
+
+    The store keeps one time per batch (every question of a batch has the same ``seconds``: the
+    batch's wall time over its size, :data:`SECONDS_SOURCE`), so a batch is a run's group of equal
+    ``seconds``. ``seconds`` is the mean over questions (what was measured, pauses included);
+    ``seconds_median`` the median over questions; a batch above :data:`OUTLIER_RATIO` times that
+    median, and at least :data:`OUTLIER_EXCESS_S` longer in all, is an outlier (a pause or a
+    stall is the likely cause; the store cannot tell), and
+    ``seconds_typical`` is the mean without outlier batches (equal to ``seconds`` when there are
+    none). ``timing`` says which batches were flagged, ``""`` when none."""
+    c = costs if dataset is None else costs[costs["dataset"] == dataset]
+    rows = []
+    for (method, model), g in c.groupby(["method", "model"], sort=True):
+        secs = g["seconds"].to_numpy(dtype=np.float64)
+        med = float(np.median(secs)) if len(secs) else math.nan
+        batches = g.groupby(["run_id", "seconds"]).size()
+        out = [
+            (float(sec), int(n))
+            for (_, sec), n in batches.items()
+            if sec > OUTLIER_RATIO * med and (sec - med) * n >= OUTLIER_EXCESS_S
+        ]
+        flagged = {sec for sec, _ in out}
+        keep = np.array([x for x in secs if x not in flagged]) if out else secs
+        note = ""
+        if out:
+            worst = max(sec for sec, _ in out)
+            nq = sum(n for _, n in out)
+            note = (
+                f"{len(out)} batch{'es' if len(out) > 1 else ''} ({nq} q) at up to {worst:.1f} s/q, "
+                f"over {OUTLIER_RATIO:g}× the median {med:.1f}: paused or stalled? (the mean includes it)"
+            )
+        rows.append(
+            {
+                "method": method,
+                "model": model,
+                "seconds": float(secs.mean()) if len(secs) else math.nan,
+                "seconds_median": med,
+                "seconds_typical": float(keep.mean()) if len(keep) else math.nan,
+                "timing": note,
+            }
+        )
+    return pd.DataFrame(
+        rows, columns=["method", "model", "seconds", "seconds_median", "seconds_typical", "timing"]
+    )
+
+
+def usd_text(usd: float) -> str:
+    """A dollar amount for reading: ``free (local)`` for 0 (an in-process model: tokens not billed,
+    no GPU price), ``unknown (no price)`` for NaN, else two significant digits and at least two
+    decimals (``$0.00042``, ``$0.012``, ``$1.50``), never ``$0.000000``."""
+    if usd is None or math.isnan(usd):
+        return "unknown (no price)"
+    if usd == 0:
+        return "free (local)"
+    decimals = max(2, 1 - math.floor(math.log10(abs(usd))))
+    return f"${usd:,.{decimals}f}"
+
+
 def all_costs_zero_or_unknown(table: pd.DataFrame) -> bool:
     """No row has a known, non-zero dollar cost (a $ plot would show nothing)."""
     usd = table["usd"].to_numpy(float)
@@ -99,4 +173,13 @@ def pareto_front(accuracy: np.ndarray, cost: np.ndarray) -> list[bool]:
     return out
 
 
-__all__ = ["all_costs_zero_or_unknown", "build_cost", "pareto_front"]
+__all__ = [
+    "OUTLIER_EXCESS_S",
+    "OUTLIER_RATIO",
+    "SECONDS_SOURCE",
+    "all_costs_zero_or_unknown",
+    "build_cost",
+    "pareto_front",
+    "timing_table",
+    "usd_text",
+]

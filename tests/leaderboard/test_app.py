@@ -173,9 +173,11 @@ def test_cost_page(app):
     assert any("no $ plot" in c.value for c in app.caption)
     assert any("cover fewer datasets" in w.value for w in app.warning)  # the popqa-only row
     t = _main_model(app)
-    assert t.loc["search_r1", "accuracy"] == 75.0 and t.loc["naive_rag", "tokens_per_correct"] == 812.0
+    assert t.loc["search_r1", "accuracy_text"].startswith("75.0 [")
+    assert t.loc["naive_rag", "tokens_per_correct"] == 812.0
+    assert t.loc["naive_rag", "usd"] == "free (local)"  # in-process: not $0.000000
     app.selectbox(key="cost_dataset").set_value("musique").run()
-    assert _main_model(app).loc["search_r1", "accuracy"] == 50.0
+    assert _main_model(app).loc["search_r1", "accuracy_text"].startswith("50.0 [")
     assert app.query_params["cost_dataset"] == "musique"
 
 
