@@ -457,10 +457,12 @@ def _pick(logits: torch.Tensor, sampling: SamplingParams, gens: list[torch.Gener
         scores = torch.full_like(scores, float("-inf")).scatter(-1, sorted_idx, sorted_scores)
     probs = scores.softmax(dim=-1)
     # the exponential race: argmax(p / E) with E ~ Exp(1) i.i.d. draws token i with probability
-    # p_i (vLLM's sampler does the same); one row's noise comes from that row's generator, and an
-    # elementwise draw is far cheaper than a torch.multinomial call per row (1.6 ms each on the CPU
-    # over SmolLM2's 49,152 tokens)
-    noise = torch.empty_like(probs)
+    # p_i (vLLM's sampler does the same). One row's noise comes from that row's generator, drawn
+    # as uniforms U in [0, 1) and turned into E = -log(U) for the whole batch at once: over
+    # SmolLM2's 49,152 tokens on one CPU thread a row cost 0.8 ms so, 3.6 ms with exponential_ and
+    # 5.9 ms as a softmax + torch.multinomial call (U = 0, probability 2**-24 per token, only
+    # makes that token lose)
+    u = torch.empty_like(probs)
     for j, g in enumerate(gens):
-        noise[j].exponential_(generator=g)
-    return (probs / noise).argmax(dim=-1)
+        u[j].uniform_(generator=g)
+    return (probs / -torch.log(u)).argmax(dim=-1)

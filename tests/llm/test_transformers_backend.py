@@ -141,3 +141,22 @@ def test_the_packaged_model_answers_and_stops(smollm2_backend):
     cut = b.generate(prompts[:1], stop=["Paris"], max_new_tokens=24, include_stop=True)[0]
     assert (cut.text, cut.stop, cut.finish_reason) == ("The capital of France is Paris", "Paris", "stop")
     assert b.describe()["revision"].startswith("gguf-sha256:")
+
+
+def test_sampling_draws_each_token_with_its_probability():
+    """The exponential race (argmax p / E, E = -log U drawn from each row's own generator) samples
+    token i with probability p_i: 20,000 seeded draws over a 4-token distribution (after
+    temperature) match it within 0.015, and top-p removes the tail."""
+    import torch
+
+    from harness.llm.transformers_backend import _pick
+    from harness.types import SamplingParams
+
+    logits = torch.log(torch.tensor([[0.5, 0.3, 0.15, 0.05]])).repeat(20_000, 1)
+    gens = [torch.Generator(device="cpu").manual_seed(i) for i in range(20_000)]
+    picks = _pick(logits, SamplingParams(temperature=1.0, top_p=1.0, seed=0), gens)
+    freq = torch.bincount(picks, minlength=4).float() / len(picks)
+    assert torch.allclose(freq, torch.tensor([0.5, 0.3, 0.15, 0.05]), atol=0.015), freq
+    hot = _pick(logits * 2.0, SamplingParams(temperature=2.0, top_p=0.8, seed=0), gens)  # p again, top 80%
+    freq = torch.bincount(hot, minlength=4).float() / len(hot)
+    assert freq[2:].sum() == 0 and abs(float(freq[0]) - 0.5 / 0.8) < 0.015, freq
