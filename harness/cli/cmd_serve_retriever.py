@@ -50,6 +50,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--cache", action="store_true", help="answer repeated (query, k) from the persistent result cache"
     )
+    p.add_argument(
+        "--search-threads",
+        type=int,
+        default=None,
+        help="threads searching at once (default: 4 for pyserini, whose search is thread-safe; 1 otherwise)",
+    )
     lim = p.add_argument_group("limits (per request)")
     lim.add_argument(
         "--max-body-bytes", type=int, default=d.max_body_bytes, help=f"413 above (default {d.max_body_bytes})"
@@ -137,7 +143,7 @@ def _run(args: argparse.Namespace) -> int:
     try:
         r = make_retriever(args.retriever, args.corpus, progress=True, cache=args.cache)
         try:
-            app = create_app(r, default_topk=args.topk, limits=limits)
+            app = create_app(r, default_topk=args.topk, limits=limits, search_threads=args.search_threads)
             corpus = r.corpus_spec
             host, port = sock.getsockname()[:2]
             print(

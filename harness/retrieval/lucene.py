@@ -220,14 +220,19 @@ class PyseriniRetriever(Retriever):
             out.append(Hit(doc_id=h.docid, contents=self.corpus.contents_at(row), score=float(h.score)))
         return out
 
+    # A single-query search may run on several threads at once (harness serve-retriever's search
+    # threads): Lucene's IndexSearcher and analyzers are thread-safe, and Search-R1's own BM25 server
+    # (PeterGriffinJin/Search-R1@a14dc3a:search_r1/search/retrieval_server.py) calls one searcher
+    # from FastAPI's thread pool. A batch (its own Java threads) still runs one at a time.
+    thread_safe_search = True
+
     def _search(self, queries: list[str], k: int) -> list[list[Hit]]:
         qids = [str(i) for i in range(len(queries))]
+        if len(queries) == 1:
+            return [self._hits(self._searcher.search(queries[0], k=k))]
         with self._lock:
-            if len(queries) == 1:
-                results = {"0": self._searcher.search(queries[0], k=k)}
-            else:
-                results = self._searcher.batch_search(queries, qids, k=k, threads=self.threads)
-            return [self._hits(results.get(q, [])) for q in qids]
+            results = self._searcher.batch_search(queries, qids, k=k, threads=self.threads)
+        return [self._hits(results.get(q, [])) for q in qids]
 
     def close(self) -> None:
         searcher = getattr(self, "_searcher", None)

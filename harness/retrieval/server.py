@@ -41,17 +41,21 @@ connections, so a client sending headers byte by byte, or nothing, would hold on
 headers are bounded by h11 (16 KiB); beyond ``max_connections`` open connections the one that has
 waited longest for a request is closed (408), so slow clients cannot take every connection.
 
-**Work** runs off the event loop on one search thread, in tasks of :data:`CHUNK_HITS` hits that
-search and render their queries' JSON (the bytes FastAPI would render): a large request does not
-hold others back for more than one task, and its reply is held once, as its pieces, and sent
-piece by piece.
+**Work** runs off the event loop, in FastAPI's bounded thread pool. Searches take turns in arrival
+order (:class:`FifoSemaphore`; one at a time, or ``--search-threads`` for a retriever whose search
+is thread-safe: pyserini gets :data:`AUTO_SEARCH_THREADS`), :data:`CHUNK_HITS` hits per turn, each
+turn searching and rendering its queries' JSON (the bytes FastAPI would render): a large request
+holds others back by one turn, not its whole length, and its reply is held once, as its pieces,
+and sent piece by piece.
 """
 
 from __future__ import annotations
 
 import json
 import socket
+import threading
 import time
+from collections import deque
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr
@@ -188,6 +192,34 @@ class BodyLimit:
         await self.app(scope, replay, send)
 
 
+class FifoSemaphore:
+    """A semaphore that admits waiters in arrival order. ``threading.Semaphore`` does not: a thread
+    that releases and acquires again at once overtakes the waiting ones, so a large request split
+    into turns would still hold a small one back until it ends."""
+
+    def __init__(self, n: int):
+        self._lock = threading.Lock()
+        self._free = n
+        self._waiters: deque[threading.Lock] = deque()
+
+    def __enter__(self) -> None:
+        with self._lock:
+            if self._free and not self._waiters:
+                self._free -= 1
+                return
+            turn = threading.Lock()
+            turn.acquire()
+            self._waiters.append(turn)
+        turn.acquire()  # released by __exit__ of the holder: its place is handed over
+
+    def __exit__(self, *exc: object) -> None:
+        with self._lock:
+            if self._waiters:
+                self._waiters.popleft().release()
+            else:
+                self._free += 1
+
+
 CHUNK_HITS = 256  # hits searched and rendered per task: what another request may wait behind
 SMALL_REPLY_BYTES = 2**20  # sent in one piece; larger ones piece by piece
 TRIM_AFTER_BYTES = 8 * 2**20  # after a reply this large, hand freed heap pages back to the OS
@@ -205,6 +237,18 @@ def _corpus_of(retriever: Retriever):
         if isinstance(found, Retriever):
             return _corpus_of(found)
     return None
+
+
+def thread_safe_search(retriever: Retriever) -> bool:
+    """Whether ``retriever`` (through the result cache) may search on several threads at once:
+    a retriever says so with a true ``thread_safe_search`` attribute (pyserini's does)."""
+    inner = getattr(retriever, "inner", None)
+    if isinstance(inner, Retriever):
+        return thread_safe_search(inner)
+    return bool(getattr(retriever, "thread_safe_search", False))
+
+
+AUTO_SEARCH_THREADS = 4  # for a thread-safe retriever when --search-threads is not given
 
 
 def passage_bytes_estimate(retriever: Retriever, *, quantile: float = 0.9, sample: int = 100_000) -> int:
@@ -253,19 +297,16 @@ def create_app(
     default_topk: int = 3,
     limits: ServerLimits | None = None,
     chunk_hits: int = CHUNK_HITS,
+    search_threads: int | None = None,
 ):
     """A FastAPI app serving ``retriever`` within ``limits``.
 
-    Searches run off the event loop in one worker thread (the retrievers are not assumed
-    thread-safe), ``chunk_hits`` hits (queries x topk) per task, each task searching and rendering
+    Searches run off the event loop on ``search_threads`` worker threads (default: 1, or
+    :data:`AUTO_SEARCH_THREADS` for a retriever that declares ``thread_safe_search``), ``chunk_hits`` hits (queries x topk) per task, each task searching and rendering
     its queries' JSON: a large request is many tasks queued one after another, so another request
     waits behind one task, not the whole request, and the event loop only moves bytes. A reply is
     counted while it is built and refused with 413 when it passes ``max_reply_bytes``; a complete
     one is sent piece by piece with its length, each piece dropped once sent."""
-    import asyncio
-    from concurrent.futures import ThreadPoolExecutor
-    from contextlib import asynccontextmanager
-
     from fastapi import FastAPI, Request
     from fastapi.exceptions import RequestValidationError
     from fastapi.responses import JSONResponse, Response, StreamingResponse
@@ -274,17 +315,21 @@ def create_app(
     max_topk = limits.max_topk
     if not 1 <= default_topk <= max_topk:
         raise ConfigError(f"the default topk must be between 1 and max_topk ({max_topk}), got {default_topk}")
-    pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="retrieve")
+    safe = thread_safe_search(retriever)
+    if search_threads is None:
+        search_threads = AUTO_SEARCH_THREADS if safe else 1
+    if search_threads < 1 or (search_threads > 1 and not safe):
+        raise ConfigError(
+            f"--search-threads {search_threads}: the {retriever.name} retriever searches on one thread "
+            "only (1); more than 1 needs a thread-safe retriever (pyserini)"
+        )
+    turns = FifoSemaphore(search_threads)
     passage_bytes = passage_bytes_estimate(retriever)
 
-    @asynccontextmanager
-    async def lifespan(_app):
-        yield
-        pool.shutdown(wait=False, cancel_futures=True)
-
-    app = FastAPI(title="rar-harness retrieval server", version="1", lifespan=lifespan)
+    app = FastAPI(title="rar-harness retrieval server", version="1")
     app.add_middleware(BodyLimit, max_bytes=limits.max_body_bytes)
     app.state.passage_bytes = passage_bytes
+    app.state.search_threads = search_threads
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(_: Request, exc: RequestValidationError) -> JSONResponse:
@@ -343,8 +388,8 @@ def create_app(
             )
         return k
 
-    async def build(queries: list[str], k: int, render) -> tuple[list[bytes], list]:
-        """Search ``queries`` at ``k`` in tasks of ``chunk_hits`` hits on the search thread; each
+    def build(queries: list[str], k: int, render) -> tuple[list[bytes], list]:
+        """Search ``queries`` at ``k`` in tasks of ``chunk_hits`` hits, each in its turn; each
         task renders its queries (``render(hits_per_query) -> (bytes, extra)``). Returns the
         pieces and the extras, or a 413 once the pieces pass ``max_reply_bytes``."""
         step = max(1, chunk_hits // k)
@@ -361,7 +406,8 @@ def create_app(
             return render(per_query)
 
         for start in range(0, len(queries), step):
-            part, extra = await asyncio.wrap_future(pool.submit(task, queries[start : start + step]))
+            with turns:  # in arrival order, search_threads at once
+                part, extra = task(queries[start : start + step])
             size += len(part) + 1
             if size > limits.max_reply_bytes:
                 parts.clear()
@@ -406,7 +452,7 @@ def create_app(
         return describe(retriever, default_topk=default_topk, limits=limits)
 
     @app.post("/retrieve")
-    async def retrieve(req: RetrieveRequest) -> Response:
+    def retrieve(req: RetrieveRequest) -> Response:
         # as upstream: topk 0 or null is the server's default, no queries is an empty result, and a
         # blank query (Search-R1's client sends `<search> </search>` as "") finds nothing
         asked = [q for q in req.queries if not is_blank_query(q)]
@@ -425,11 +471,11 @@ def create_app(
                 rows = [[title_text_document(h) for h in hits] for hits in per_query]
             return _render_items(rows), None
 
-        parts, _ = await build(req.queries, k, render)
+        parts, _ = build(req.queries, k, render)
         return respond([b'{"result":[', *joined(parts), b"]}"])
 
     @app.post("/search")
-    async def search(req: ReCallSearchRequest) -> Response:
+    def search(req: ReCallSearchRequest) -> Response:
         k = check([req.query], req.top_n, "query", "top_n", copies=1)
 
         def render(per_query: list[list[Hit]]) -> tuple[bytes, None]:
@@ -437,18 +483,18 @@ def create_app(
             docs = [recall_document(h) for h in hits]
             return _render_items([[docs, [h.score for h in hits]] if req.return_score else docs]), None
 
-        parts, _ = await build([req.query], k, render)
+        parts, _ = build([req.query], k, render)
         return respond(parts)
 
     @app.post("/batch_search")
-    async def batch_search(req: ReCallBatchRequest) -> Response:
+    def batch_search(req: ReCallBatchRequest) -> Response:
         k = check(req.query, req.top_n, "query", "top_n", copies=1)
 
         def render(per_query: list[list[Hit]]) -> tuple[bytes, list[list[float]]]:
             docs = [[recall_document(h) for h in hits] for hits in per_query]
             return _render_items(docs), [[h.score for h in hits] for hits in per_query]
 
-        parts, extras = await build(req.query, k, render)
+        parts, extras = build(req.query, k, render)
         if not req.return_score:
             return respond([b"[", *joined(parts), b"]"])
         scores = _render_items([s for extra in extras for s in extra])
