@@ -442,7 +442,7 @@ def pivot_html(p: ReportedPivot) -> str:
     out.append("</tr></thead><tbody>")
     for i, r in enumerate(p.frame.to_dict("records")):
         out.append("<tr>")
-        out += [f"<td>{escape(str(r[k]))}</td>" for k in ("method", "model", "ours")]
+        out += [f'<td class="name">{escape(str(r[k]))}</td>' for k in ("method", "model", "ours")]
         for d in p.datasets:
             c = p.cells.get((i, d))
             if c is None:
@@ -454,9 +454,10 @@ def pivot_html(p: ReportedPivot) -> str:
                 continue
             ours = "—" if _isnan(c.ours) else format_value(c.ours, c.unit)
             ci = interval_text(c.lo, c.hi, c.unit)
+            ci_html = f' <span class="ci">{escape(ci)}</span>' if ci else ""
             out.append(
-                f'<td><span class="paper">{escape(rep)}</span><br><span class="ours">{escape(ours)}'
-                f'{" " + escape(ci) if ci else ""}</span><br><span class="meta">n={c.n} · Δ {escape(c.diff_text())}</span></td>'
+                f'<td><span class="paper">{escape(rep)}</span><br><span class="ours">{escape(ours)}{ci_html}'
+                f'</span><br><span class="meta">n={c.n} · Δ {escape(c.diff_text())}</span></td>'
             )
         out.append(f'<td class="differs">{escape(str(r["differs"]))}</td></tr>')
     out.append("</tbody></table>")

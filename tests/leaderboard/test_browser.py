@@ -77,19 +77,21 @@ def test_leaderboard_in_chromium(fixture_db, tmp_path):
         models = [c for c in rows if c in (MODEL, OTHER_MODEL)]
         assert models[:2] == [MODEL, MODEL] and rows[0] == "search_r1"
 
-        # reported vs reproduced: a count stays 2.9; a seven- vs three-dataset average has no difference
+        # reported vs reproduced: a count stays 2.9; the paper's seven-set average is the paper's alone
         page.goto(f"{url}/reported?{urlencode({'protocol': pid, 'paper': 'tiresrag_r1'})}")
-        assert "2.9 / 1 / -1.9" in table_cells(page)
+        page.wait_for_selector("table.rar-reported td", timeout=60_000)
+        assert "2.9\n1 [0.51, 1]\nn=4 · Δ -1.9" in page.locator("table.rar-reported td").all_inner_texts()
         page.goto(f"{url}/reported?{urlencode({'protocol': pid, 'paper': 'search_r1'})}")
+        page.wait_for_selector("table.rar-reported td", timeout=60_000)
         page.wait_for_timeout(500)
-        cells = table_cells(page)
-        assert "40.0 / 50.0 / +10.0" in cells and "35.0 / 50.0 / —" in cells
+        cells = page.locator("table.rar-reported td").all_inner_texts()
+        assert "40.0\n50.0 [15.0, 85.0]\nn=4 · Δ +10.0" in cells and "35.0" in cells
 
         # the trajectory: the prompt (collapsed until opened) and the injected correction message
         q = {"protocol": pid, "traj_a": f"search_r1 · {MODEL}", "traj_dataset": "hotpotqa", "q": "hotpotqa-0"}
         page.goto(f"{url}/trajectories?{urlencode(q)}")
         wait_for_app(page, "Trajectory explorer")
-        page.get_by_text("prompt (as the model saw it)").first.click()
+        page.get_by_text("prompt of turn 0 · generation · stored").first.click()
         page.get_by_text(PROMPT[:40]).first.wait_for(state="visible", timeout=30_000)
         correction = CORRECTION.strip().split(". ")[0]
         page.get_by_text(correction).first.wait_for(state="visible", timeout=30_000)

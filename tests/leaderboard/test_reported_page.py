@@ -148,7 +148,10 @@ def test_pivot_html_keeps_every_row_and_wraps():
     (p,) = views.reported_pivots(views.build_reported(_rows("M"), _board(values)))
     html = views.pivot_html(p)
     assert html.count("<tr>") == 1 + len(p.frame)
-    assert '<td><span class="paper">40.0</span><br><span class="ours">75.0 [30.1, 95.4]</span><br>' in html
+    assert (
+        '<td><span class="paper">40.0</span><br><span class="ours">75.0 <span class="ci">[30.1, 95.4]</span></span><br>'
+        in html
+    )
     assert "<th>Avg. (paper)</th><th>Avg. (shared sets)</th><th>differs</th>" in html
 
 
@@ -197,7 +200,10 @@ def test_app_opens_on_a_paper_with_runs_over_the_showcase(showcase, monkeypatch)
     assert not at.exception, [e.value for e in at.exception]
     assert at.selectbox(key="paper").value == "search_r1"
     html = "".join(m.value for m in at.markdown)
-    assert '<span class="ours">60.0 [31.3, 83.2]</span><br><span class="meta">n=10 · Δ —</span>' in html
+    assert (
+        '<span class="ours">60.0 <span class="ci">[31.3, 83.2]</span></span><br><span class="meta">n=10 · Δ —</span>'
+        in html
+    )
     assert len(at.dataframe) == 1  # only the long table in the expander; pivots never scroll inside
     at.selectbox(key="paper").set_value("arena").run()
     n_all = len(at.subheader)
