@@ -58,6 +58,9 @@ def build(args: argparse.Namespace) -> int:
         entries.append(eval_entry(label, int(steps) if steps else None, Path(db), run_label))
         if label == "untrained":  # the baseline sits after the untrained model
             entries.append(checkpoint_entry(BASELINE, None, None, template_majority_report(args.split)))
+    for e in entries:
+        if e["label"] in args.partial:  # stopped before it had every held-out question
+            e["partial"] = True
     if not any(e["label"] == BASELINE for e in entries):
         entries.insert(0, checkpoint_entry(BASELINE, None, None, template_majority_report(args.split)))
     db = Path(args.train_db)
@@ -102,6 +105,14 @@ def main(argv: list[str] | None = None) -> int:
     b.add_argument("--train-db", required=True, help="the database harness sft and harness train wrote")
     b.add_argument("--eval", action="append", required=True, metavar="LABEL[@RL_STEPS]=DB:RUN_LABEL")
     b.add_argument("--about", default="", help="one line on what was run")
+    b.add_argument(
+        "--partial",
+        action="append",
+        default=[],
+        metavar="LABEL",
+        help="an evaluation stopped before it had every held-out question (its rows are a subset; the "
+        "paired comparisons with it use the questions both have)",
+    )
     b.set_defaults(fn=build)
     t = sub.add_parser("tables", help="print the markdown tables of a record")
     t.add_argument("record")

@@ -143,6 +143,24 @@ def heldout_report(store: Any, eval_run_id: str) -> HeldoutReport:
     )
 
 
+def restrict(report: HeldoutReport, ids: Iterable[str]) -> HeldoutReport:
+    """The report over the questions ``ids`` only (each must be one of its questions)."""
+    keep = set(ids)
+    missing = keep - set(report.sample_ids)
+    if missing:
+        raise ConfigError(
+            f"restrict: {len(missing)} questions are not in {report.run_id!r}, e.g. {min(missing)!r}"
+        )
+    idx = [i for i, q in enumerate(report.sample_ids) if q in keep]
+    return report_from_rows(
+        report.run_id,
+        [report.sample_ids[i] for i in idx],
+        [report.predictions[i] for i in idx],
+        [report.em_values[i] for i in idx],
+        [report.f1_values[i] for i in idx],
+    )
+
+
 @dataclass(frozen=True)
 class PairedDiff:
     """``b - a`` over the same questions: ``diff`` (mean with its paired-bootstrap 95% interval),

@@ -27,6 +27,7 @@ from harness.rl.heldout import (
     heldout_report,
     paired_diff,
     report_from_rows,
+    restrict,
     template_majority_report,
 )
 
@@ -147,11 +148,14 @@ def check_record(record: dict, data_dir: Path | None = None) -> None:
 
     held = {i for ids in load_split(record["split"]).heldout.values() for i in ids}
     cps = checkpoints(record)
+    partial = {c["label"] for c in record["checkpoints"] if c.get("partial")}
     for c in cps:
-        if set(c.report.sample_ids) != held:
+        got = set(c.report.sample_ids)
+        if got != held and not (c.label in partial and got < held):
             raise ConfigError(
                 f"record checkpoint {c.label!r}: {len(c.report.sample_ids)} questions, not the "
                 f"{len(held)} held-out questions of split {record['split']!r}"
+                + (" (a partial checkpoint must be a subset of them)" if c.label in partial else "")
             )
     base = [c for c in cps if c.label == BASELINE]
     if len(base) != 1:
@@ -196,14 +200,22 @@ def comparisons(cps: Sequence[Checkpoint]) -> list[tuple[str, str]]:
 
 
 def paired_table(cps: Sequence[Checkpoint]) -> str:
+    """b - a question by question; when one of the two was evaluated on part of the held-out
+    questions only (a partial checkpoint), on the questions both were evaluated on, and the
+    ``questions`` column says how many."""
     by = {c.label: c.report for c in cps}
     lines = [
-        "| comparison (same questions) | EM difference [95% paired bootstrap] | F1 difference [95% paired bootstrap] | right only in the first | right only in the second |",
-        "|---|---|---|---|---|",
+        "| comparison (same questions) | questions | EM difference [95% paired bootstrap] | F1 difference [95% paired bootstrap] | right only in the first | right only in the second |",
+        "|---|---|---|---|---|---|",
     ]
     for a, b in comparisons(cps):
-        em, f1 = paired_diff(by[a], by[b], "em"), paired_diff(by[a], by[b], "f1")
-        lines.append(f"| {b} - {a} | {_signed(em.diff)} | {_signed(f1.diff)} | {em.b_only} | {em.a_only} |")
+        ra, rb = by[a], by[b]
+        common = set(ra.sample_ids) & set(rb.sample_ids)
+        ra, rb = restrict(ra, common), restrict(rb, common)
+        em, f1 = paired_diff(ra, rb, "em"), paired_diff(ra, rb, "f1")
+        lines.append(
+            f"| {b} - {a} | {len(common)} | {_signed(em.diff)} | {_signed(f1.diff)} | {em.b_only} | {em.a_only} |"
+        )
     return "\n".join(lines)
 
 

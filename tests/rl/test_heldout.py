@@ -132,10 +132,24 @@ def test_learning_tables_render_the_record(tmp_path):
         "| untrained | 100 | 0.000 [0.000, 0.037] | 0.000 [0.000, 0.000] | 0% | `` (0%) | 0.00 bits |" in text
     )
     assert "| template majority | 100 | 0.190 [0.125, 0.278] |" in text
-    assert "| SFT - untrained | +0.500 [" in text and "| 50 | 0 |" in text
+    assert "| SFT - untrained | 100 | +0.500 [" in text and "| 50 | 0 |" in text
     # RL wins the 10 even questions divisible by 5, loses none
-    assert "| SFT+RL - SFT | +0.100 [+0.050, +0.170] |" in text and "| 10 | 0 |" in text
+    assert "| SFT+RL - SFT | 100 | +0.100 [+0.050, +0.170] |" in text and "| 10 | 0 |" in text
     assert "| 1 | 0.500 | 0.0000 |\n| 2 | 0.625 |  |" in text
+
+
+def test_a_partial_checkpoint_is_compared_on_the_questions_it_has(tmp_path):
+    from harness.rl.learning_record import check_record, learning_tables
+
+    rec = _record(tmp_path)
+    rec["checkpoints"][0]["rows"] = rec["checkpoints"][0]["rows"][:40]  # untrained stopped after 40
+    with pytest.raises(ConfigError, match="'untrained': 40 questions"):
+        check_record(rec)
+    rec["checkpoints"][0]["partial"] = True
+    check_record(rec)
+    text = learning_tables(rec)
+    assert "| untrained | 40 | 0.000 [0.000, 0.088] |" in text  # Wilson of 0 of 40
+    assert "| SFT - untrained | 40 | +0.500 [" in text and "| 20 | 0 |" in text  # SFT's odd rows of those 40
 
 
 def test_check_record_refuses_a_short_checkpoint_and_a_forged_baseline(tmp_path):
