@@ -15,16 +15,8 @@ st.caption(
     "seed 0) otherwise; averages are unweighted means over datasets, shown only for rows with every "
     "dataset they cover."
 )
-st.dataframe(
-    pd.DataFrame(glossary()),
-    column_config={
-        "name": st.column_config.TextColumn("metric", pinned=True),
-        "label": st.column_config.TextColumn("shown as"),
-        "definition": st.column_config.TextColumn("definition", width="large"),
-        "also_called": st.column_config.TextColumn("papers / toolkits", width="large"),
-        "unit": st.column_config.TextColumn("unit"),
-    },
-    hide_index=True,
-    width="stretch",
-    key="glossary_table",
-)
+# a static table wraps long text, so every definition is read whole at any width (a data grid
+# cuts a cell at its column's width)
+table = pd.DataFrame(glossary())[["name", "label", "unit", "definition", "also_called"]]
+table.columns = ["metric", "shown as", "unit", "definition", "papers / toolkits"]
+st.table(table.set_index("metric"))

@@ -119,6 +119,17 @@ def show_text(text: str) -> None:
         st.caption(f"{n} repetition loop(s) collapsed")
 
 
+SOURCE_WORDS = {"stored": "stored", "continued": "continued context", "missing": "not stored"}
+
+
+def show_prompt(c: views.CallPrompt) -> None:
+    """The call's prompt in a collapsed expander labelled by turn, or why it is not there."""
+    with st.expander(f"prompt of {c.label} · {SOURCE_WORDS[c.source]}", expanded=False):
+        st.caption(c.note)
+        if c.text is not None:
+            st.code(c.text, language=None, wrap_lines=True)
+
+
 def show_sample(s: views.SampleView, system: str) -> None:
     value = s.metrics.get(metric)
     mark = badge(value)
@@ -130,14 +141,31 @@ def show_sample(s: views.SampleView, system: str) -> None:
     )
     if s.error:
         st.error(s.error)
-    with st.expander("prompt (as the model saw it)", expanded=False):
-        if s.prompt:
-            st.code(s.prompt, language=None, wrap_lines=True)
-        else:
-            st.caption("this run stored no prompt")
+    prompts = {c.turn: c for c in views.call_prompts(s)}
+    kept = {c.source for c in prompts.values()}
+    st.caption(
+        "Each model call shows its prompt under its turn: "
+        + "; ".join(
+            text
+            for source, text in (
+                ("stored", "**stored** is the prompt the run kept"),
+                (
+                    "continued",
+                    "**continued** is the stored prompt plus the trajectory before the call "
+                    "(the call continued one context)",
+                ),
+                (
+                    "missing",
+                    "**not stored**: the store keeps one prompt per question, so the other calls "
+                    "show only their output and token counts",
+                ),
+            )
+            if source in kept
+        )
+    )
     if s.metrics:
         st.caption(" · ".join(f"{metric_label(k)} {v:.2f}" for k, v in sorted(s.metrics.items())))
-    for t in s.turns:
+    for pos, t in enumerate(s.turns):
         tokens = f"{t.prompt_tokens} prompt / {t.completion_tokens} completion tokens"
         with st.container(border=True):
             if t.kind == "retrieve":
@@ -161,6 +189,8 @@ def show_sample(s: views.SampleView, system: str) -> None:
                 st.markdown(
                     f"**turn {t.index} · {t.kind}** · {tokens} · stop: {code(t.stop_reason)} · {t.status}"
                 )
+                if pos in prompts:
+                    show_prompt(prompts[pos])
                 show_text(t.text)
     if s.never_retrieved:
         st.markdown(f"**gold passages never retrieved** ({len(s.never_retrieved)})")

@@ -138,6 +138,113 @@ def collapse_repeats(text: str) -> tuple[str, int]:
     return _REPEAT.sub(sub, text), count
 
 
+MODEL_CALLS = ("generate", "llm_call")
+"""Turn kinds that are one model call each."""
+
+
+@dataclass(frozen=True)
+class CallPrompt:
+    """The prompt of one model call, as far as the store holds it.
+
+    ``source``: ``stored`` (the sample's stored prompt is this call's), ``continued`` (the stored
+    first prompt plus the trajectory text before this call: the call continued one context, so
+    this is its prompt character for character) or ``missing`` (not stored; ``text`` is None)."""
+
+    turn: int  # position in SampleView.turns
+    label: str
+    source: str
+    text: str | None
+    note: str
+
+
+def call_prompts(s: SampleView) -> list[CallPrompt]:
+    """One :class:`CallPrompt` per model call of ``s`` (``generate`` and ``llm_call`` turns), by turn.
+
+    The store keeps one prompt per question (``meta["prompt"]``), the turns' outputs and token
+    counts, not each call's prompt. What can be said from that, without guessing:
+
+    * one model call: the stored prompt is its prompt;
+    * the stored prompt holds the earlier generations' text (IRCoT rebuilds its prompt each
+      iteration and keeps the last one): it is the last generation's prompt; the others are missing;
+    * else the stored prompt is the first generation's; a later generation whose text and everything
+      before it are found in order in the stored response continued that context (the rollout
+      engine's generations: context = prompt + response), so its prompt is the stored prompt plus
+      the response before it;
+    * an ``llm_call`` (a side call: Search-o1's Reason-in-Documents, SuRe's summaries) has its own
+      prompt, which the store does not keep."""
+    calls = [(i, t) for i, t in enumerate(s.turns) if t.kind in MODEL_CALLS]
+    if not calls:
+        return []
+    gens = [(i, t) for i, t in calls if t.kind == "generate"]
+
+    def label(i: int, t: TurnView) -> str:
+        return f"turn {t.index} · {'generation' if t.kind == 'generate' else 'side call (llm_call)'}"
+
+    missing_side = (
+        "not stored: the store keeps this call's output and token counts "
+        "({tokens} prompt tokens), not its prompt"
+    )
+    out: dict[int, CallPrompt] = {}
+    prompt = s.prompt
+    if prompt is None:
+        return [CallPrompt(i, label(i, t), "missing", None, "this run stored no prompt") for i, t in calls]
+    if len(calls) == 1:
+        i, t = calls[0]
+        return [CallPrompt(i, label(i, t), "stored", prompt, "the run's stored prompt (its only model call)")]
+    earlier = [t.text.strip() for _, t in gens[:-1] if t.text.strip()]
+    if len(gens) > 1 and earlier and all(e in prompt for e in earlier):
+        last_i, last_t = gens[-1]
+        out[last_i] = CallPrompt(
+            last_i,
+            label(last_i, last_t),
+            "stored",
+            prompt,
+            "the run's stored prompt: it holds the earlier generations, so it is the last generation's "
+            "(this method builds a new prompt per step and stores the last)",
+        )
+        for i, t in gens[:-1]:
+            out[i] = CallPrompt(
+                i,
+                label(i, t),
+                "missing",
+                None,
+                f"not stored: only the last generation's prompt is kept ({t.prompt_tokens} prompt tokens)",
+            )
+    elif gens:
+        first_i, first_t = gens[0]
+        out[first_i] = CallPrompt(
+            first_i, label(first_i, first_t), "stored", prompt, "the run's stored prompt (the first call's)"
+        )
+        pos = 0
+        starts: dict[int, int] = {}
+        for i, t in gens:
+            at = s.response.find(t.text, pos) if t.text else -1
+            if at < 0:
+                break
+            starts[i], pos = at, at + len(t.text)
+        for i, t in gens[1:]:
+            if i in starts:
+                out[i] = CallPrompt(
+                    i,
+                    label(i, t),
+                    "continued",
+                    prompt + s.response[: starts[i]],
+                    "the stored first prompt + the trajectory before this call (one growing context)",
+                )
+            else:
+                out[i] = CallPrompt(
+                    i,
+                    label(i, t),
+                    "missing",
+                    None,
+                    f"not stored, and not a continuation of the stored context ({t.prompt_tokens} prompt tokens)",
+                )
+    for i, t in calls:
+        if i not in out:
+            out[i] = CallPrompt(i, label(i, t), "missing", None, missing_side.format(tokens=t.prompt_tokens))
+    return [out[i] for i, _ in calls]
+
+
 def sample_view(store, run_id: str, dataset: str, sample_id: str, passage_text=None) -> SampleView:
     """Everything stored about one question of one run; ``passage_text(doc_id) -> contents | None``
     fills passage titles and texts (e.g. from the packaged closed corpus). Correction messages the
@@ -219,6 +326,9 @@ def _as_list(x: object) -> list:
 
 __all__ = [
     "INJECTED",
+    "MODEL_CALLS",
+    "CallPrompt",
+    "call_prompts",
     "MAX_COLLAPSE_CHARS",
     "PassageView",
     "SampleView",

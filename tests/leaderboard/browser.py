@@ -127,6 +127,14 @@ def grid_headers(page) -> list[str]:
     return [h.strip() for h in grid.locator('[role="columnheader"]').all_inner_texts()]
 
 
+def grid_scroll_overflow(page, index: int = 0) -> float:
+    """How many pixels the ``index``-th table is wider than its frame (0: no horizontal scroll):
+    the grid's scroller's ``scrollWidth - clientWidth``."""
+    grid = page.locator('[data-testid="stDataFrame"]').nth(index)
+    grid.locator(".dvn-scroller").first.wait_for(state="attached", timeout=30_000)
+    return float(grid.locator(".dvn-scroller").first.evaluate("e => e.scrollWidth - e.clientWidth"))
+
+
 def wait_for_app(page, title: str, timeout_ms: float = 60_000) -> None:
     """Until the page's title is shown and Streamlit is no longer running the script."""
     page.get_by_role("heading", name=title).first.wait_for(state="visible", timeout=timeout_ms)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 pytest.importorskip("streamlit", reason="the leaderboard app needs the ui extra (streamlit)")
@@ -53,6 +54,10 @@ def test_leaderboard_page(app):
     details = _table(app, 1)  # answered, format, retriever, top-k, ... under the scores
     d = details[details["model"] == MODEL].set_index("method")
     assert d.loc["search_r1", "valid_format"] == 75.0 and d.loc["search_r1", "answered"] == 100.0
+    assert d.loc["direct", "top_k"] == "—" and d.loc["direct", "retriever"] == "—"  # no retrieval
+    assert d.loc["naive_rag", "top_k"] == "3"
+    settings = pd.concat([t.value for t in app.table])  # the protocol as a table, not raw JSON
+    assert settings.loc["top_k", "value"] == "3" and "retriever.kind" in settings.index
     assert "status" not in details.columns  # partial runs are left out, so no status column
     cfg = json.loads(app.dataframe[0].proto.columns)
     assert cfg["method"]["pinned"] is True  # stays visible when the table scrolls sideways
@@ -219,7 +224,10 @@ def test_trajectory_shows_prompt_correction_and_empty_search(app):
     app.selectbox(key="q").set_value("hotpotqa-0").run()
     assert not app.exception, [e.value for e in app.exception]
     codes = [c.value for c in app.code]
-    assert any(c.startswith(PROMPT) for c in codes)  # in the collapsed "prompt" expander
+    assert any(c.startswith(PROMPT) for c in codes)  # in the collapsed per-call prompt expanders
+    labels = [e.label for e in app.expander]
+    assert labels[0] == "prompt of turn 0 · generation · stored"
+    assert all(" · continued context" in x for x in labels[1:]) and len(labels) > 1
     assert [w.value for w in app.warning] == [CORRECTION.strip()]
     assert "gold passages never retrieved** (1)" in " ".join(m.value for m in app.markdown)
     app.selectbox(key="q").set_value("hotpotqa-3").run()
@@ -268,8 +276,9 @@ def test_training_page(app, fixture_db):
 def test_glossary_page(app):
     app.switch_page("app_pages/glossary.py").run()
     assert app.title[0].value == "Metric glossary"
-    g = _table(app).set_index("name")
-    assert "FlashRAG acc" in g.loc["cover_em", "also_called"]
+    assert not app.dataframe  # a static table: long definitions wrap instead of being cut
+    g = app.table[0].value
+    assert "FlashRAG acc" in g.loc["cover_em", "papers / toolkits"]
     assert g.loc["n_retrievals", "unit"] == "count" and g.loc["em", "unit"] == "%"
 
 
