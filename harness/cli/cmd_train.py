@@ -113,6 +113,7 @@ def run_training(method, recipe, args: argparse.Namespace) -> int:
             resume=args.resume,
             aux_models=aux,
             run_id=run_id,
+            data_dir=setup.data_dir,
             log=lambda s: print(s, file=sys.stderr),
             device=str(device),
         )
