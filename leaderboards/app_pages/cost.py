@@ -170,10 +170,6 @@ shown["usd_per_correct"] = [
 by_key = {c.key: c for c in COST_COLUMNS}
 cols = [by_key["method"], by_key["model"]]
 cols.append(Column(key="accuracy_text", label="accuracy [95%]", kind="text", help="the chosen metric, in %"))
-cols += [
-    by_key[k] for k in ("answered", "retrievals", "llm_calls", "tokens", "prompt_tokens", "completion_tokens")
-]
-cols += [by_key["tokens_per_correct"]]
 cols.append(
     by_key["seconds"].model_copy(
         update={"label": "s / q (measured)", "help": "mean stored wall time per question"}
@@ -188,14 +184,16 @@ cols.append(
         help="mean without the flagged batches (see timing); equal to the measured mean when none is flagged",
     )
 )
-cols.append(
-    Column(key="timing", label="timing", kind="text", help="batches far slower than the row's median")
-)
 cols += [
     by_key["usd"].model_copy(update={"kind": "text"}),
     by_key["usd_per_correct"].model_copy(update={"kind": "text"}),
 ]
-cols += [by_key[k] for k in ("n", "coverage", "pareto_retrievals", "pareto_tokens", "pareto_usd")]
+cols += [by_key[k] for k in ("retrievals", "llm_calls", "tokens", "prompt_tokens", "completion_tokens")]
+cols += [by_key[k] for k in ("tokens_per_correct", "answered", "n", "coverage")]
+cols.append(
+    Column(key="timing", label="timing", kind="text", help="batches far slower than the row's median")
+)
+cols += [by_key[k] for k in ("pareto_retrievals", "pareto_tokens", "pareto_usd")]
 if shown["label"].astype(bool).any():
     cols.insert(1, by_key["label"])
 flagged = shown[shown["timing"].astype(bool)]

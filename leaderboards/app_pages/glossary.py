@@ -11,9 +11,10 @@ from leaderboards.views import glossary
 st.title("Metric glossary")
 st.caption(
     "Scores are fractions shown in % (one decimal); counts (retrievals, tokens) are shown as printed. "
-    "Intervals: 95% Wilson score intervals for 0/1 metrics, percentile bootstrap (1000 resamples, "
-    "seed 0) otherwise; averages are unweighted means over datasets, shown only for rows with every "
-    "dataset they cover."
+    "Intervals (95%): for 0/1 metrics Wilson score per dataset and stratified Agresti-Coull for an "
+    "average of several datasets; otherwise percentile bootstrap (1000 resamples, seed 0), an average's "
+    "over the pooled questions with datasets weighted equally. Averages are unweighted means over "
+    "datasets, shown only for rows with every dataset they cover."
 )
 # a static table wraps long text, so every definition is read whole at any width (a data grid
 # cuts a cell at its column's width)
