@@ -158,3 +158,34 @@ def test_slow_clients_holding_every_connection_do_not_lock_out_a_normal_one(corp
         for c in slow:
             c.close()
         s.stop()
+
+
+def test_the_bound_socket_gives_connections_without_nagle_delay():
+    """`harness serve-retriever` binds its socket before loading the index (bind()). Made with
+    protocol number 0, its accepted connections were not TCP sockets to asyncio, which then left
+    Nagle's algorithm on: every keep-alive reply waited for the client's delayed ACK (~40 ms p50,
+    half the throughput of the same app on uvicorn's own socket)."""
+    import asyncio
+
+    from harness.retrieval.server import bind
+
+    async def accepted_nodelay() -> int:
+        loop = asyncio.get_running_loop()
+        got: asyncio.Future[int] = loop.create_future()
+
+        class Probe(asyncio.Protocol):
+            def connection_made(self, transport) -> None:
+                sock = transport.get_extra_info("socket")
+                got.set_result(sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY))
+                transport.close()
+
+        sock = bind("127.0.0.1", 0)
+        server = await loop.create_server(Probe, sock=sock)
+        _, writer = await asyncio.open_connection(*sock.getsockname()[:2])
+        try:
+            return await asyncio.wait_for(got, 10)
+        finally:
+            writer.close()
+            server.close()
+
+    assert asyncio.run(accepted_nodelay()) != 0
