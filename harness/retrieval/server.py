@@ -413,7 +413,7 @@ def create_app(
                 parts.clear()
                 raise BadRequest(
                     f"the reply to {len(queries)} queries at top-{k} passed the server's budget of "
-                    f"{limits.max_reply_bytes} bytes (max_reply_bytes) after {start + step} queries; "
+                    f"{limits.max_reply_bytes} bytes (max_reply_bytes) after {min(start + step, len(queries))} queries; "
                     "send fewer queries or a smaller top-k",
                     413,
                 )
