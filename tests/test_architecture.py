@@ -406,11 +406,7 @@ def test_no_paper_folder_imports_another_paper_folder():
 SHARED_OPTIONS = ("--db", "--data-dir", "--protocol", "--model")
 OPTIONS_MODULE = "harness/cli/options.py"
 # (file, function) pairs allowed to add a shared option themselves, with the reason; keep it short
-OPTION_EXCEPTIONS: dict[str, set[tuple[str, str]]] = {
-    # serve-model's --model (a preset or a .gguf to serve) is left to the serve-model front-layer
-    # work under way in that file; it switches to add_model_arg(p, default="default", help=...)
-    "--model": {("harness/cli/cmd_serve_model.py", "add_parser")},
-}
+OPTION_EXCEPTIONS: dict[str, set[tuple[str, str]]] = {}  # (file, function) allowed a second definition
 # modules outside harness/cli/ that may import argparse, with the reason: none
 ARGPARSE_EXCEPTIONS: set[str] = set()
 

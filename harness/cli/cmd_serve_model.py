@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from harness.cli import add_command
+from harness.cli.options import add_model_arg
 from harness.llm.front import API_KEY_ENV, FrontLimits
 
 EXAMPLES = """\
@@ -41,7 +42,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         examples=EXAMPLES,
         handler=run,
     )
-    p.add_argument("--model", default="default", help="a preset (default: SmolLM2) or a .gguf file")
+    add_model_arg(p, default="default", help="a preset (default: SmolLM2) or a .gguf file")
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=8765)
     p.add_argument("--threads", type=int, default=1, help="llama.cpp threads (default 1)")
