@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Iterator, Mapping
 
 from harness import plugins
@@ -45,7 +46,9 @@ def resolve_methods(spec: str) -> list[str]:
         raise ConfigError("--method is empty; give a name, a comma list or 'all'")
     for n in names:
         if n not in METHODS:
-            raise ConfigError(f"unknown method {n!r}; known: {', '.join(METHODS.names())}")
+            close = difflib.get_close_matches(n.lower().replace("-", "_"), METHODS.names(), n=2, cutoff=0.6)
+            hint = f" (did you mean {' or '.join(close)}?)" if close else ""
+            raise ConfigError(f"unknown method {n!r}{hint}; known: {', '.join(METHODS.names())}")
     return list(dict.fromkeys(names))
 
 

@@ -45,7 +45,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         examples=EXAMPLES,
         handler=handle,
     )
-    p.add_argument("--method", default="all", help="a method, a comma list, or 'all' (default: all)")
+    p.add_argument(
+        "--method",
+        nargs="+",
+        default=["all"],
+        help="a method, a comma list, or 'all' (default: all); spaces after commas are fine",
+    )
     p.add_argument("--bench", default="mini-multihop", help="bench name (see `harness list benches`)")
     add_protocol_arg(p)
     add_model_arg(p, help="model name, local HF dir, or served name")
@@ -134,21 +139,23 @@ def handle(args: argparse.Namespace) -> int:
     from harness.judge.factory import make_judge
     from harness.judge.stored import judge_runs
     from harness.lifecycle import command_line
-    from harness.llm.model_files import auto_backend
+    from harness.llm.model_files import auto_backend, check_model
     from harness.methods_registry import get_method, resolve_methods
     from harness.protocol import check_judge
     from harness.queries import prefill_summary
     from harness.run_setup import build_protocol
-    from harness.runner import RunConfig, Runner, protocol_groups, reference_sources, summary
+    from harness.runner import RunConfig, Runner, protocol_groups, reference_sources, run_summary
     from harness.scoring import RunScoring
     from harness.secrets import redact
 
+    # `--method direct, naive_rag` arrives as two words: one comma list either way
+    method = ",".join(args.method)
     proto = build_protocol(run_choices(args))
-    everything = args.method.strip() == "all"
+    everything = method.strip() == "all"
     # Methods bound to their own protocol (ARENA's gold-context setting) run under it, as separate
     # runs with their own table; the runner checks each method against its protocol: `all` skips,
     # with the reason, a method that refuses it; an explicit list lets the error stop the command.
-    groups = protocol_groups([get_method(n) for n in resolve_methods(args.method)], proto, args.corpus)
+    groups = protocol_groups([get_method(n) for n in resolve_methods(method)], proto, args.corpus)
     judge_spec = judge_spec_from_args(args)
     for p, _ in groups:  # a protocol that names a judge is scored by it, or not at all
         check_judge(p, *((judge_spec.model, judge_spec.prompt) if judge_spec is not None else (None, None)))
@@ -174,6 +181,7 @@ def handle(args: argparse.Namespace) -> int:
     )
     runner = Runner(cfg, progress=not args.no_progress)
     plans = runner.plan_groups(groups)  # every check, before a model loads or a row is written
+    check_model(cfg.backend, args.model)  # an unknown model leaves no results file behind
     runner.store  # noqa: B018 - opens and checks the results file (a damaged one stops here)
     print(
         f"protocol {proto.name} ({proto.protocol_id}); bench {args.bench}; model {redact(args.model)}",
@@ -188,7 +196,7 @@ def handle(args: argparse.Namespace) -> int:
         if not done:
             continue
         ids = [r.run_id for r in done]
-        df = summary(runner.store, ids, RunScoring.of(p).primary)
+        df = run_summary(runner.store, ids, RunScoring.of(p).primary)
         if any(m.own_protocols for m in group):
             df = df.merge(reference_sources(runner.store, ids), on=["method", "dataset"], how="left")
         print_summary(
@@ -255,38 +263,61 @@ def backend_options(args: argparse.Namespace) -> dict[str, object]:
 
 
 def print_summary(df, title: str, primary: str = "em") -> None:
-    """The run summary table; the protocol's primary metric is the first score column (marked *)."""
+    """The run summary table (:func:`harness.runner.run_summary`): scores in % as the app and the
+    exports print them, the protocol's primary metric first (marked *) with its 95% interval, an
+    ``Avg.`` row per method over its datasets, seconds per question once per method."""
+    import math
+
     from rich.console import Console
     from rich.table import Table
 
     from harness.cost import format_usd
+    from harness.runner import AVG
+
+    def pct(x: float) -> str:
+        return "" if x is None or math.isnan(x) else f"{100 * x:.1f}"
+
+    def with_ci(d: dict) -> str:
+        if d["primary"] is None or math.isnan(d["primary"]):
+            return ""
+        return f"{pct(d['primary'])} [{pct(d['primary_lo'])}, {pct(d['primary_hi'])}]"
+
+    def num(spec: str):
+        return lambda x: "" if x is None or (isinstance(x, float) and math.isnan(x)) else format(x, spec)
 
     table = Table(title=title)
     scores = {"em": "EM", "f1": "F1", "cover_em": "cover-EM"}
     cols = [
-        ("method", "method", "{}"),
-        ("dataset", "dataset", "{}"),
-        ("n", "n", "{}"),
-        *([("errors", "errors", "{}")] if df["errors"].sum() else []),  # failed, not scored
-        ("primary", f"{scores.get(primary, primary)}*", "{:.3f}"),
-        *((key, header, "{:.3f}") for key, header in scores.items() if key != primary),
-        ("retrievals", "retrievals/q", "{:.2f}"),
-        ("llm_calls", "LLM calls/q", "{:.2f}"),
-        ("tokens", "tokens/q", "{:.0f}"),
-        ("seconds_per_q", "s/q", "{:.2f}"),
-        ("answered", "answered", "{:.0%}"),
+        ("method", "method", str),
+        ("dataset", "dataset", str),
+        ("n", "n", str),
+        *([("errors", "errors", str)] if df["errors"].sum() else []),  # failed, not scored
+        (None, f"{scores.get(primary, primary)}* (%)", with_ci),
+        *((key, f"{header} (%)", pct) for key, header in scores.items() if key != primary),
+        ("retrievals", "retrievals/q", num(".2f")),
+        ("llm_calls", "LLM calls/q", num(".2f")),
+        ("tokens", "tokens/q", num(".0f")),
+        ("seconds_per_q", "s/q", num(".2f")),
+        ("answered", "answered", lambda x: pct(x) + "%" if pct(x) else ""),
         ("cost_usd_per_q", "$/q", format_usd),
         ("usd_per_correct", "$/correct", format_usd),
     ]
+    caption = [
+        "*: the protocol's primary metric, 95% interval in brackets (0/1 values: Wilson score per "
+        f"dataset, stratified Agresti-Coull for {AVG}; otherwise the percentile bootstrap over "
+        f"questions); {AVG}: the unweighted mean over the method's datasets; s/q: the method's "
+        "wall time per question, once per method"
+    ]
     if "own_refs" in df.columns:  # a reader's references: its own paragraphs vs the labelled substitute
-        cols += [("own_refs", "own", "{:.0f}"), ("substitute_refs", "subst.", "{:.0f}")]
-        table.caption = (
+        cols += [("own_refs", "own", num(".0f")), ("substitute_refs", "subst.", num(".0f"))]
+        caption.append(
             "own / subst.: questions answered from their own paragraphs / from the gold + BM25 substitute"
         )
-    table.caption = "\n".join(filter(None, ["*: the protocol's primary metric", table.caption]))
+    table.caption = "\n".join(caption)
     for _, header, _ in cols:
         table.add_column(header, justify="left" if header in ("method", "dataset") else "right")
-    for row in df.itertuples(index=False):
-        d = row._asdict()
-        table.add_row(*[fmt(d[key]) if callable(fmt) else fmt.format(d[key]) for key, _, fmt in cols])
-    Console(width=160).print(table)
+    for row in df.to_dict("records"):
+        table.add_row(*[fmt(row) if key is None else fmt(row.get(key)) for key, _, fmt in cols])
+        if row["dataset"] == AVG:
+            table.add_section()
+    Console(width=180).print(table)

@@ -530,6 +530,19 @@ def ensure_hf_model(name: str = DEFAULT_MODEL) -> Path:
     return ensure_converted(source, cache_root() / "models" / preset.name, convert_gguf)
 
 
+def check_model(backend: str, model: str) -> None:
+    """Refuse, before anything is written, a model the in-process ``backend`` cannot load: a
+    non-preset that is not a ``.gguf`` file (llamacpp) or a local HF directory (transformers,
+    vllm); the same one-line errors as :func:`resolve_gguf` / :func:`resolve_model`, without
+    assembling or converting a preset. Served models (``openai``) are the server's to check."""
+    if backend == "openai" or canonical_name(model) in PRESETS:
+        return
+    if backend == "llamacpp":
+        resolve_gguf(model)
+    else:
+        resolve_model(model)
+
+
 def resolve_model(name_or_path: str) -> Path:
     """A preset name (``default``, ``smollm2-135m-instruct``) or an existing local HF directory.
 

@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
-import math
 import re
 
-import numpy as np
+from harness.metrics.bootstrap import (  # the intervals are the engine's (the run summary uses them too)
+    N_RESAMPLES,
+    Z95,
+    _nan_aggregate,
+    dataset_aggregate,
+    is_binary,
+    macro_aggregate,
+    wilson_aggregate,
+)
 
-from harness.metrics.bootstrap import Aggregate, bootstrap_ci, wilson_ci
-
-N_RESAMPLES = 1000
-Z95 = 1.959963984540054
 PARETO_COSTS = ("retrievals", "tokens", "usd")
 ROW_KEY = ["method", "model"]
 
@@ -27,51 +30,6 @@ def inline_code(text: str) -> str:
     fence = "`" * (max((len(r) for r in re.findall(r"`+", text)), default=0) + 1)
     pad = " " if text[0] == "`" or text[-1] == "`" or (text[0] == " " and text[-1] == " ") else ""
     return f"{fence}{pad}{text}{pad}{fence}"
-
-
-def _nan_aggregate() -> Aggregate:
-    return Aggregate(math.nan, math.nan, math.nan, 0)
-
-
-def is_binary(values: np.ndarray) -> bool:
-    """Every value is 0 or 1 (EM, cover-EM, a judge's verdict)."""
-    return bool(len(values)) and bool(np.all((values == 0) | (values == 1)))
-
-
-def wilson_aggregate(values: np.ndarray) -> Aggregate:
-    """Mean of 0/1 values with the Wilson score 95% interval (:func:`harness.metrics.bootstrap.wilson_ci`)."""
-    return wilson_ci(values)
-
-
-def dataset_aggregate(
-    values: np.ndarray, n_resamples: int = N_RESAMPLES, *, binary: bool = False
-) -> Aggregate:
-    """Mean of one dataset's per-question values with its 95% interval (Wilson when ``binary``)."""
-    if binary:
-        return wilson_aggregate(values)
-    return bootstrap_ci(values, n_resamples=n_resamples)
-
-
-def macro_aggregate(
-    per_dataset: list[np.ndarray], n_resamples: int = N_RESAMPLES, *, binary: bool = False
-) -> Aggregate:
-    """Unweighted mean of dataset means, with its 95% interval (see the module docstring)."""
-    sizes = [len(v) for v in per_dataset]
-    if not per_dataset or min(sizes) == 0:
-        return _nan_aggregate()
-    total, d = sum(sizes), len(per_dataset)
-    exact = float(np.mean([v.mean() for v in per_dataset]))  # the same number without float drift
-    if binary:
-        if d == 1:
-            return wilson_aggregate(per_dataset[0])
-        add = 2 / d  # successes and failures added per dataset (see the module docstring)
-        tilde = [(v.sum() + add) / (len(v) + 2 * add) for v in per_dataset]
-        var = sum(p * (1 - p) / (len(v) + 2 * add) for p, v in zip(tilde, per_dataset, strict=True)) / d**2
-        centre, half = float(np.mean(tilde)), Z95 * math.sqrt(var)
-        return Aggregate(exact, max(0.0, centre - half), min(1.0, centre + half), total)
-    pooled = np.concatenate([v * (total / (d * len(v))) for v in per_dataset])
-    agg = bootstrap_ci(pooled, n_resamples=n_resamples)
-    return Aggregate(exact, agg.lo, agg.hi, total)
 
 
 # -- methods and protocols as the tables describe them ----------------------------------------------
