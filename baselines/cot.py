@@ -16,8 +16,8 @@ generates until it stops (no stop string; max ``protocol.decoding.max_new_tokens
 
 from __future__ import annotations
 
+from harness.eval.protocol import Protocol
 from harness.method import Method, MethodSpec, RunContext, format_question
-from harness.protocol import Protocol
 from harness.rollout.extract import Extraction, extract_tagged
 from harness.rollout.single import answer_once
 from harness.types import QAExample, Trajectory

@@ -8,8 +8,8 @@ template; the answer is the first line of the reply. FlashRAG's benchmark scores
 
 from __future__ import annotations
 
+from harness.eval.protocol import Protocol
 from harness.method import Method, MethodSpec, RunContext
-from harness.protocol import Protocol
 from harness.rollout.extract import extract_first_line
 from harness.rollout.single import answer_once
 from harness.types import QAExample, Trajectory

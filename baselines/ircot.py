@@ -61,8 +61,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from harness.eval.protocol import Protocol
 from harness.method import Method, MethodSpec, RunContext
-from harness.protocol import Protocol
 from harness.rollout.extract import extract_after
 from harness.types import Completion, Hit, QAExample, Trajectory, Turn
 

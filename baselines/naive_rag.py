@@ -15,8 +15,8 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 
+from harness.eval.protocol import Protocol
 from harness.method import Method, MethodSpec, RunContext
-from harness.protocol import Protocol
 from harness.rollout.extract import extract_first_line
 from harness.rollout.render import RENDERERS
 from harness.rollout.single import answer_once

@@ -67,8 +67,8 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 
 from harness.errors import ConfigError
+from harness.eval.protocol import Protocol
 from harness.method import Method, MethodSpec, RunContext
-from harness.protocol import Protocol
 from harness.rollout.dialect import TagDialect
 from harness.rollout.engine import Observation, RolloutState, TagRolloutConfig, run_tag_rollouts
 from harness.rollout.extract import extract_boxed

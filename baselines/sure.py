@@ -51,8 +51,8 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from harness.eval.protocol import Protocol
 from harness.method import Method, MethodSpec, RunContext
-from harness.protocol import Protocol
 from harness.types import Completion, Hit, QAExample, Trajectory, Turn
 
 # FlashRAG SuRePipeline.load_prompts, verbatim but for the restored spaces (see above).

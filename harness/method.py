@@ -19,8 +19,8 @@ from pydantic import BaseModel, ConfigDict
 from harness.types import QAExample, SamplingParams, Trajectory
 
 if TYPE_CHECKING:
+    from harness.eval.protocol import Protocol
     from harness.llm.base import Backend
-    from harness.protocol import Protocol
     from harness.retrieval.base import Retriever
     from harness.rollout.base import RolloutConfig
 
@@ -83,7 +83,7 @@ class Method(ABC):
     own_protocols: ClassVar[tuple[str, ...]] = ()
     # The trajectory meta key under which a reader method records where its references came from
     # ("dataset": the question's own paragraphs; anything else: a substitute), counted per run by
-    # ``harness.runner.reference_sources``; a method that records none counts 0 and 0.
+    # ``harness.eval.runner.reference_sources``; a method that records none counts 0 and 0.
     reference_source_key: ClassVar[str] = "reference_source"
 
     def cannot_answer(self, example: QAExample) -> str | None:
@@ -289,13 +289,13 @@ class TrainableMethod(Method):
         return cfg.run(prompts, examples, ctx)
 
     def reported(self) -> list[Any]:
-        """The paper's published numbers (``harness.store.ReportedRow``), every table row: read from
-        the ``reported.yaml`` beside the method's module (:func:`harness.reported.load_reported`),
+        """The paper's published numbers (``harness.results.store.ReportedRow``), every table row: read from
+        the ``reported.yaml`` beside the method's module (:func:`harness.results.reported.load_reported`),
         none when there is no such file."""
         import inspect
         from pathlib import Path
 
-        from harness.reported import load_reported
+        from harness.results.reported import load_reported
 
         path = Path(inspect.getfile(type(self))).with_name("reported.yaml")
         return load_reported(path) if path.is_file() else []

@@ -6,7 +6,7 @@ A user may put a key in an endpoint URL in several places: the userinfo
 (``?api_key=KEY``, ``?code=KEY``, ``?bearer=KEY``: a server may read its key from a parameter of
 any name), a path parameter (``/v1;KEY``, ``/v1;key=KEY``) or the fragment. :func:`redact` masks
 all of them in any text: a command line, a JSON document, an error message, one URL. It is the one
-redaction the harness has; :class:`harness.store.Store` applies it to every run record and every
+redaction the harness has; :class:`harness.results.store.Store` applies it to every run record and every
 stored error it writes, the CLI to what it prints, backends to what ``describe()`` reports, and
 ``harness regress --update`` to the baseline file. Outside URLs, ``name=value`` pairs whose name
 says they carry a secret (``api_key=``, ``token=``, ...) are masked too. API keys read from the

@@ -260,7 +260,7 @@ class Trajectory:
     meta: dict[str, Any] = field(default_factory=dict)
     # named alternative predictions, e.g. {"first_answer": "..."} when a paper's released evaluation
     # reads another answer than ``prediction``: each is scored with the answer metrics under
-    # ``metric[name]`` (harness.scoring.alt_metric_name) and stored in the sample's meta_json
+    # ``metric[name]`` (harness.eval.scoring.alt_metric_name) and stored in the sample's meta_json
     # under "alt_predictions"; ``prediction`` and its metrics are unchanged
     alt_predictions: dict[str, str] = field(default_factory=dict)
 

@@ -1,4 +1,4 @@
-"""The leaderboard's read queries: the ones of :mod:`harness.queries`, where every read query over
+"""The leaderboard's read queries: the ones of :mod:`harness.results.queries`, where every read query over
 the results database lives (the dependency runs one way: ``leaderboards`` imports ``harness``).
 
 "Latest" means: for each (method, model, protocol_id, dataset), the newest evaluation run that has
@@ -8,7 +8,7 @@ scores through :func:`latest_values`, so they always agree on which run a number
 
 from __future__ import annotations
 
-from harness.queries import (
+from harness.results.queries import (
     ANSWERED,
     COMPLETE,
     INVALID_FORMAT,

@@ -6,7 +6,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from harness.store import ReportedRow, Store
+from harness.results.store import ReportedRow, Store
 
 if TYPE_CHECKING:
     import pandas as pd

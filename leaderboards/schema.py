@@ -338,7 +338,7 @@ COST_COLUMNS: tuple[Column, ...] = (
         key="usd",
         label="$ / q",
         kind="number",
-        help="mean cost per question in USD (harness.cost prices); empty when any question's cost is unknown",
+        help="mean cost per question in USD (harness.results.cost prices); empty when any question's cost is unknown",
         fmt="$%.6f",
     ),
     Column(

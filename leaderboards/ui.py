@@ -14,7 +14,7 @@ from pathlib import Path
 import pandas as pd
 import streamlit as st
 
-from harness.store import DEFAULT_DB
+from harness.results.store import DEFAULT_DB
 from leaderboards import DB_ENV, queries, views
 from leaderboards.schema import PERCENT_KINDS, Column
 

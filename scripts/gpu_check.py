@@ -272,8 +272,8 @@ def encoder_throughput(encoder_arg: str | None, device: torch.device, n: int, wo
 
 # -- 4. GRPO step: ours vs TRL ------------------------------------------------------------------------
 def ours_grpo(model_dir: Path, device: torch.device, dtype: str, work: Path, sizes: dict[str, int]) -> dict:
+    from harness.eval.protocol import CorpusRef, Protocol
     from harness.method import MethodSpec, RewardBreakdown, TrainableMethod, reward_fn
-    from harness.protocol import CorpusRef, Protocol
     from harness.rl.config import preset
     from harness.rl.recipe import Recipe
     from harness.rl.trainer import Trainer

@@ -27,7 +27,7 @@ from pathlib import Path
 
 def _train_run(db: Path, label: str) -> str:
     from harness.errors import ConfigError
-    from harness.store import Store
+    from harness.results.store import Store
 
     ids = Store(db).query("SELECT run_id FROM runs WHERE label = $l ORDER BY started_at DESC", {"l": label})
     if not len(ids):

@@ -10,13 +10,13 @@ from pathlib import Path
 
 import pytest
 
-from harness import queries, regress
 from harness.data.benches import Selection
 from harness.errors import ConfigError
+from harness.eval.protocol import Protocol, preset
+from harness.eval.runner import RunConfig, Runner, score_trajectory
+from harness.eval.scoring import RunScoring, alt_metric_name, score_alternatives
 from harness.method import Method, MethodSpec, RunContext
-from harness.protocol import Protocol, preset
-from harness.runner import RunConfig, Runner, score_trajectory
-from harness.scoring import RunScoring, alt_metric_name, score_alternatives
+from harness.results import queries, regress
 from harness.types import QAExample, Trajectory
 from leaderboards import views
 

@@ -25,9 +25,9 @@ from pathlib import Path
 import pytest
 
 from harness.errors import ConfigError
+from harness.eval.protocol import PROTOCOLS, preset
 from harness.method import TrainableMethod
 from harness.methods_registry import METHODS, get_method
-from harness.protocol import PROTOCOLS, preset
 
 PINNED = Path(__file__).parent / "methods" / "spec_hashes.json"
 NAMES = METHODS.names()

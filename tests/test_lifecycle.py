@@ -1,4 +1,4 @@
-"""The run lifecycle (``harness.lifecycle``): the rows it creates, resumes and finishes."""
+"""The run lifecycle (``harness.results.lifecycle``): the rows it creates, resumes and finishes."""
 
 from __future__ import annotations
 
@@ -11,10 +11,10 @@ from types import SimpleNamespace
 import duckdb
 import pytest
 
-from harness import lifecycle
 from harness.errors import StoreError
-from harness.protocol import preset
-from harness.store import RunRecord, Store, this_owner
+from harness.eval.protocol import preset
+from harness.results import lifecycle
+from harness.results.store import RunRecord, Store, this_owner
 
 RUN_ID = re.compile(r"^(?P<name>.+)-\d{8}-\d{6}-[0-9a-f]{6}$")
 

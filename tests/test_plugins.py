@@ -13,11 +13,11 @@ import pytest
 
 from harness.data.benches import BENCHES, Bench, get_bench
 from harness.errors import ConfigError
+from harness.eval.protocol import PROTOCOLS, Protocol, preset
 from harness.judge.prompts import JUDGE_PROMPTS, JudgePrompt, get_prompt
 from harness.method import Method
 from harness.methods_registry import METHODS, VARIANTS
 from harness.plugins import Manifest, Plugin, discover, manifests, register
-from harness.protocol import PROTOCOLS, Protocol, preset
 from harness.registry import Registry
 from harness.rollout.render import RENDERERS
 
@@ -195,7 +195,7 @@ def test_listing_names_imports_no_plugin_module():
             from harness.data.benches import BENCHES
             from harness.judge.prompts import JUDGE_PROMPTS
             from harness.methods_registry import METHODS
-            from harness.protocol import PROTOCOLS
+            from harness.eval.protocol import PROTOCOLS
             from harness.rollout.render import RENDERERS
             assert sum(len(r.names()) for r in (METHODS, PROTOCOLS, BENCHES, JUDGE_PROMPTS, RENDERERS)) > 30
             """
@@ -209,7 +209,7 @@ def test_describing_the_protocols_imports_no_method_module():
     """``harness list protocols`` builds every protocol from the papers' light ``protocol.py``
     modules, never from their method modules (which import torch)."""
     got = _plugin_modules_after(
-        "import json, sys\nfrom harness.protocol import describe_protocols\ndescribe_protocols()\n"
+        "import json, sys\nfrom harness.eval.protocol import describe_protocols\ndescribe_protocols()\n"
     )
     with_protocols = sorted(m.package for m in manifests() if m.plugin.protocols)
     folders = sorted(f"methods.{p.parent.name}" for p in (ROOT / "methods").glob("*/__init__.py"))

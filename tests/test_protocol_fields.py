@@ -1,6 +1,6 @@
 """Every protocol field acts: changing it changes the protocol id AND what a run does.
 
-For each field of :class:`harness.protocol.Protocol` (iterated from ``Protocol.model_fields``, so a
+For each field of :class:`harness.eval.protocol.Protocol` (iterated from ``Protocol.model_fields``, so a
 new field without a case below fails :func:`test_every_field_has_a_case`) a scripted-backend run of
 ``search_r1`` over a tiny corpus is compared under the base protocol and under a copy with only that
 field changed: the questions loaded, each sample's turns (retrieved ids, scores, observation text),
@@ -16,12 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from harness import queries
 from harness.data.benches import Selection
 from harness.errors import ConfigError
-from harness.judge.prompts import get_prompt
-from harness.methods_registry import get_method
-from harness.protocol import (
+from harness.eval.protocol import (
     PROTOCOL_FORMAT,
     PROTOCOLS,
     CorpusRef,
@@ -33,10 +30,13 @@ from harness.protocol import (
     preset,
     resolve_corpus,
 )
+from harness.eval.runner import RunConfig, Runner
+from harness.eval.scoring import RunScoring
+from harness.judge.prompts import get_prompt
+from harness.methods_registry import get_method
+from harness.results import queries
 from harness.retrieval.paths import CACHE_ENV
 from harness.retrieval.spec import Bm25sSpec
-from harness.runner import RunConfig, Runner
-from harness.scoring import RunScoring
 from tests.retrieval.helpers import TINY, write_jsonl
 from tests.support.scripted import ScriptedBackend
 
@@ -104,7 +104,7 @@ def observe(proto: Protocol, corpus: Path, tmp: Path, monkeypatch) -> dict[str, 
         "SELECT sample_id, metric, value FROM sample_metrics WHERE run_id = $r ORDER BY ALL",
         {"r": run.run_id},
     )
-    # the column `harness run`'s summary shows first (harness.runner.summary adds costs to it)
+    # the column `harness run`'s summary shows first (harness.eval.runner.summary adds costs to it)
     primary = queries.run_metrics(store, [run.run_id], RunScoring.of(proto).primary)["primary"]
     return {
         "samples": samples.to_dict("records"),
@@ -283,12 +283,12 @@ def test_a_protocol_with_a_judge_takes_exactly_that_judge():
 
 
 def test_harness_run_refuses_a_judged_protocol_without_its_judge(monkeypatch, tmp_path, capsys):
-    import harness.protocol
+    import harness.eval.protocol
     from harness.cli import main
 
     h = get_prompt("default").prompt_hash
     judged = preset("mini").with_(judge=JudgeRef(model="m", prompt_id="default", prompt_hash=h))
-    monkeypatch.setattr(harness.protocol, "preset", lambda name: judged)
+    monkeypatch.setattr(harness.eval.protocol, "preset", lambda name: judged)
     db = tmp_path / "r.duckdb"
     args = ["run", "--method", "direct", "--bench", "mini-singlehop", "--limit", "1", "--db", str(db)]
     assert main([*args, "--no-progress"]) == 2

@@ -1,4 +1,4 @@
-"""Read queries (``harness.queries``): values reach DuckDB only as parameters, never spliced into
+"""Read queries (``harness.results.queries``): values reach DuckDB only as parameters, never spliced into
 SQL text, and ids that would break spliced SQL read back exactly."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from harness import queries
-from harness.store import RunRecord, ScoredSample, Store
+from harness.results import queries
+from harness.results.store import RunRecord, ScoredSample, Store
 from harness.types import Trajectory, Turn
 
 ROOT = Path(__file__).resolve().parents[1]

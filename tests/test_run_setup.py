@@ -1,4 +1,4 @@
-"""The run set-up every command shares (harness/run_setup.py): the choices in, the protocol,
+"""The run set-up every command shares (harness/eval/setup.py): the choices in, the protocol,
 results file, retriever and run rows out; and the argparse glue in front of it
 (harness/cli/options.py)."""
 
@@ -14,9 +14,9 @@ from harness.cli import build_parser
 from harness.cli.options import DEFAULT_DB, run_choices
 from harness.data.benches import Selection
 from harness.errors import ConfigError
-from harness.protocol import preset
-from harness.run_setup import RunChoices, RunSetup, build_protocol
-from harness.store import Store
+from harness.eval.protocol import preset
+from harness.eval.setup import RunChoices, RunSetup, build_protocol
+from harness.results.store import Store
 
 
 def test_the_protocol_carries_the_selection_top_k_and_seed():
@@ -52,11 +52,11 @@ def test_run_choices_read_each_command_s_options():
 
 
 def test_the_results_file_and_the_retriever_wait_for_their_first_use(tmp_path, monkeypatch):
-    import harness.run_setup
+    import harness.eval.setup
 
     built = []
     monkeypatch.setattr(
-        harness.run_setup, "protocol_retriever", lambda p, corpus, url: built.append((p.top_k, corpus, url))
+        harness.eval.setup, "protocol_retriever", lambda p, corpus, url: built.append((p.top_k, corpus, url))
     )
     db, corpus = tmp_path / "r.duckdb", tmp_path / "c.jsonl"
     setup = RunSetup(preset("mini"), db=db, corpus=corpus, retriever_url="http://h/retrieve")

@@ -1,4 +1,4 @@
-"""Direct tests of ``harness.store.Store`` on a temporary DuckDB file: every write and the reads the
+"""Direct tests of ``harness.results.store.Store`` on a temporary DuckDB file: every write and the reads the
 run bookkeeping relies on, with the exact rows they leave."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import pytest
 
 from harness.errors import StoreError
 from harness.judge.core import Judgement
-from harness.store import (
+from harness.results.store import (
     ERROR_STATUS,
     OWNER_STALE_S,
     ReportedRow,
@@ -371,7 +371,7 @@ def test_retrieval_evals_are_appended(store):
 
 
 def test_replace_prices_replaces_the_table(store):
-    from harness.cost import PriceRow
+    from harness.results.cost import PriceRow
 
     now = datetime(2025, 1, 1)
     store.replace_prices([PriceRow("model", "a", 1.0, 2.0, None, None, "s", now)])

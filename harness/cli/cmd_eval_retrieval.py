@@ -138,7 +138,7 @@ def _run(args: argparse.Namespace) -> int:
     out.print(table)
 
     if not args.no_store:
-        from harness.store import DEFAULT_DB, RetrievalEvalRow, Store
+        from harness.results.store import DEFAULT_DB, RetrievalEvalRow, Store
 
         db = args.db or DEFAULT_DB
         store_rows = [

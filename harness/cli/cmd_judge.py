@@ -50,11 +50,11 @@ def handle(args: argparse.Namespace) -> int:
     if args.list_prompts:
         return list_prompts()
     from harness.cli.judge_options import judge_spec_from_args, print_report, report_judge_failures
-    from harness.cost import load_prices, prices_path
     from harness.errors import ConfigError
     from harness.judge.factory import make_judge
     from harness.judge.stored import judge_runs, resolve_runs
-    from harness.store import Store
+    from harness.results.cost import load_prices, prices_path
+    from harness.results.store import Store
 
     spec = judge_spec_from_args(args)
     if spec is None:

@@ -26,7 +26,7 @@ explorer, training curves and a metric glossary; every page's choices are in its
 reads with short read-only connections, so `harness run` can keep writing to the same file, and
 fetches nothing from the internet. Before starting, the registered paper methods' published
 numbers are written into the file's `reported` table (replacing each paper's rows; without it the
-app reads them from the package) and the price table (harness.cost presets + prices.json next to
+app reads them from the package) and the price table (harness.results.cost presets + prices.json next to
 the file) into `prices`. See docs/leaderboard.md."""
 
 
@@ -79,8 +79,8 @@ def handle(args: argparse.Namespace) -> int:
     if importlib.util.find_spec("streamlit") is None:
         raise ConfigError("the leaderboard needs Streamlit: pip install 'rar-harness[ui]'")
     if not args.no_sync:
-        from harness.cost import sync_prices
-        from harness.store import Store
+        from harness.results.cost import sync_prices
+        from harness.results.store import Store
         from leaderboards.reported_sync import sync_reported
 
         papers, rows = sync_reported(db)

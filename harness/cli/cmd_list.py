@@ -24,7 +24,7 @@ EXAMPLES = """\
 # WHAT -> (module, function returning rows of strings) provided by other parts of the harness
 _DESCRIBERS = {
     "metrics": ("harness.metrics.registry", "describe_metrics"),
-    "protocols": ("harness.protocol", "describe_protocols"),
+    "protocols": ("harness.eval.protocol", "describe_protocols"),
     "methods": ("harness.methods_registry", "describe_methods"),
 }
 

@@ -1,5 +1,5 @@
 """``harness regress``: the regression gate, exact layers first (:mod:`harness.gate`), then the
-model's scores against a committed baseline (:mod:`harness.regress`)."""
+model's scores against a committed baseline (:mod:`harness.results.regress`)."""
 
 from __future__ import annotations
 
@@ -178,7 +178,7 @@ def handle_exact(args: argparse.Namespace, layers: list[str], texts: list[str]) 
 
 def handle_scores(args: argparse.Namespace, store, texts: list[str]) -> int:
     from harness.errors import ConfigError
-    from harness.regress import Baseline, baseline_from_values, compare, markdown
+    from harness.results.regress import Baseline, baseline_from_values, compare, markdown
     from leaderboards.queries import latest_runs, latest_values
 
     complete_only = not args.include_partial

@@ -135,17 +135,17 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def handle(args: argparse.Namespace) -> int:
     from harness.cli.judge_options import judge_spec_from_args, print_report, report_judge_failures
-    from harness.cost import load_prices, prices_path
+    from harness.eval.protocol import check_judge
+    from harness.eval.runner import RunConfig, Runner, protocol_groups, reference_sources, run_summary
+    from harness.eval.scoring import RunScoring
+    from harness.eval.setup import build_protocol
     from harness.judge.factory import make_judge
     from harness.judge.stored import judge_runs
-    from harness.lifecycle import command_line
     from harness.llm.model_files import auto_backend, check_model
     from harness.methods_registry import get_method, resolve_methods
-    from harness.protocol import check_judge
-    from harness.queries import prefill_summary
-    from harness.run_setup import build_protocol
-    from harness.runner import RunConfig, Runner, protocol_groups, reference_sources, run_summary
-    from harness.scoring import RunScoring
+    from harness.results.cost import load_prices, prices_path
+    from harness.results.lifecycle import command_line
+    from harness.results.queries import prefill_summary
     from harness.secrets import redact
 
     # `--method direct, naive_rag` arrives as two words: one comma list either way
@@ -263,7 +263,7 @@ def backend_options(args: argparse.Namespace) -> dict[str, object]:
 
 
 def print_summary(df, title: str, primary: str = "em") -> None:
-    """The run summary table (:func:`harness.runner.run_summary`): scores in % as the app and the
+    """The run summary table (:func:`harness.eval.runner.run_summary`): scores in % as the app and the
     exports print them, the protocol's primary metric first (marked *) with its 95% interval, an
     ``Avg.`` row per method over its datasets, seconds per question once per method."""
     import math
@@ -271,8 +271,8 @@ def print_summary(df, title: str, primary: str = "em") -> None:
     from rich.console import Console
     from rich.table import Table
 
-    from harness.cost import format_usd
-    from harness.runner import AVG
+    from harness.eval.runner import AVG
+    from harness.results.cost import format_usd
 
     def pct(x: float) -> str:
         return "" if x is None or math.isnan(x) else f"{100 * x:.1f}"

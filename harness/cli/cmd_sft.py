@@ -67,8 +67,8 @@ def handle(args: argparse.Namespace) -> int:
         print(json.dumps(recipe.sft.model_dump(mode="json"), indent=2))
         return 0
 
+    from harness.eval.setup import RunSetup
     from harness.rl.sft import run_sft
-    from harness.run_setup import RunSetup
 
     final, run_id = run_sft(
         method,

@@ -77,10 +77,10 @@ def handle(args: argparse.Namespace) -> int:
 
 def run_training(method, recipe, args: argparse.Namespace) -> int:
     from harness.device import describe_device, resolve_device
-    from harness.lifecycle import running
+    from harness.eval.setup import RunSetup
     from harness.llm.base import make_backend
+    from harness.results.lifecycle import running
     from harness.rl.trainer import Trainer, rollout_protocol
-    from harness.run_setup import RunSetup
 
     setup = RunSetup.from_choices(run_choices(args))  # the protocol; --retriever-url asked now
     proto = setup.protocol

@@ -133,7 +133,7 @@ def print_report(report: JudgeRunReport, *, price_table=None) -> None:
     statuses = ", ".join(f"{k} {v}" for k, v in sorted(o.status_counts.items()))
     cost = ""
     if price_table is not None and o.asked:
-        from harness.cost import format_usd
+        from harness.results.cost import format_usd
 
         usd = price_table.token_cost(report.judge_model, o.prompt_tokens, o.completion_tokens)
         cost = (

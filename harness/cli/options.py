@@ -1,7 +1,7 @@
 """The options several commands share, each defined once: ``--db``, ``--data-dir``,
 ``--protocol``, ``--model``, ``--corpus`` and ``--device``; and :func:`run_choices`, the one
 place a command's parsed options become the run set-up's typed input
-(:class:`harness.run_setup.RunChoices`).
+(:class:`harness.eval.setup.RunChoices`).
 
 Each ``add_*`` helper adds its option where it is called, so a command's ``--help`` lists its
 options in the order the command adds them; ``default`` and ``help`` are the command's own where
@@ -20,7 +20,7 @@ from harness.device import check_device_spec
 from harness.errors import ConfigError
 
 if TYPE_CHECKING:
-    from harness.run_setup import RunChoices
+    from harness.eval.setup import RunChoices
 
 DEFAULT_DB = Path("results/harness.duckdb")
 DEFAULT_MODEL = "smollm2-135m-instruct"
@@ -92,7 +92,7 @@ def add_device_arg(parser: argparse.ArgumentParser, *, what: str) -> None:
 def run_choices(args: argparse.Namespace) -> RunChoices:
     """The run set-up's input from a command's parsed options (``harness run``, ``train``,
     ``sft``); an option the command does not have is None."""
-    from harness.run_setup import RunChoices
+    from harness.eval.setup import RunChoices
 
     def opt(name: str):
         return getattr(args, name, None)

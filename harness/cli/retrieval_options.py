@@ -45,7 +45,7 @@ def parse_ks(text: str) -> list[int]:
 
 def add_remote_args(p: argparse.ArgumentParser) -> None:
     """``--retriever-url`` and ``--retriever-declare`` (see harness.retrieval.remote; the run set-up,
-    :func:`harness.run_setup.build_protocol`, reads them)."""
+    :func:`harness.eval.setup.build_protocol`, reads them)."""
     p.add_argument(
         "--retriever-url",
         default=None,

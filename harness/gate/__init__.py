@@ -5,7 +5,7 @@ retrieval, prompts, extraction); this module keeps them in a baseline file
 (``results/regress/exact.json``, the prompt texts beside it in ``exact.prompts.json.gz`` for the
 diff), compares a tree with it item by item, in layer order, and names the first layer and item
 that moved, with a readable first difference. The model-score layer (paired bootstrap on the
-reader slice) is :mod:`harness.regress`, run after these.
+reader slice) is :mod:`harness.results.regress`, run after these.
 
 A baseline holds no machine paths and no timings: item keys are method, protocol, dataset and
 question ids, values are hashes, ids, scores, predictions and metric values. ``reasons`` lists

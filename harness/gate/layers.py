@@ -74,8 +74,8 @@ class Recorded:
 # -- layer 1: specs -------------------------------------------------------------------------------
 def protocols_of(name: str) -> list[str]:
     """The named protocols method ``name`` runs under: its own, else every shared one."""
+    from harness.eval.protocol import PROTOCOLS
     from harness.methods_registry import METHODS, get_method
-    from harness.protocol import PROTOCOLS
 
     own = get_method(name).own_protocols
     if own:
@@ -85,8 +85,8 @@ def protocols_of(name: str) -> list[str]:
 
 
 def spec_items() -> dict[str, str]:
+    from harness.eval.protocol import PROTOCOLS, preset
     from harness.methods_registry import METHODS, get_method
-    from harness.protocol import PROTOCOLS, preset
 
     items = {f"protocol {p}": preset(p).protocol_id for p in PROTOCOLS.names()}
     for n in METHODS.names():
@@ -99,7 +99,7 @@ def spec_items() -> dict[str, str]:
 # -- layer 2: retrieval ---------------------------------------------------------------------------
 def packaged_protocols() -> list[Any]:
     """The registered protocols whose corpus is the packaged one (checkable on any machine)."""
-    from harness.protocol import PROTOCOLS, closed_corpus_ref, preset
+    from harness.eval.protocol import PROTOCOLS, closed_corpus_ref, preset
 
     closed = closed_corpus_ref()
     return [
@@ -187,10 +187,10 @@ def synthetic_outputs(dialect: dict[str, Any], question: str, answer: str, turn_
 def replay_items(recorded: Recorded, retriever_for: RetrieverFor) -> tuple[dict, dict, dict]:
     """(prompt hashes, prompt texts, extraction items) of every method in :func:`replay_plan`."""
     from harness.data.benches import load_bench
+    from harness.eval.protocol import preset
+    from harness.eval.scoring import RunScoring
     from harness.method import RunContext
     from harness.methods_registry import get_method
-    from harness.protocol import preset
-    from harness.scoring import RunScoring
 
     from .replay import ReplayBackend
 

@@ -14,10 +14,10 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from harness import queries
 from harness.errors import ConfigError
 from harness.judge.core import Judge, JudgeItem, JudgeOutcome
-from harness.store import Store
+from harness.results import queries
+from harness.results.store import Store
 
 AGREEMENT_METRICS = ("em", "cover_em")
 

@@ -7,7 +7,7 @@ Metrics whose name ends in ``@k`` are families: ``get_metric("retrieval_recall@5
 
 A metric registered with ``in_default_protocols=False`` (a paper's own variant, e.g. R-Search's
 "Acc") is left out of ``metric_versions()``. ``harness run`` scores exactly a protocol's
-``metrics``; the harness' protocols carry ``harness.protocol.STANDARD_METRICS`` (named there, so
+``metrics``; the harness' protocols carry ``harness.eval.protocol.STANDARD_METRICS`` (named there, so
 registering a metric changes no protocol id), and a paper's protocol adds its own variants.
 """
 

@@ -133,7 +133,7 @@ def report_from_rows(
 
 def heldout_report(store: Any, eval_run_id: str) -> HeldoutReport:
     """EM (Wilson) / F1 (bootstrap) intervals and the answer statistics of one eval run."""
-    from harness.queries import scored_predictions
+    from harness.results.queries import scored_predictions
 
     df = scored_predictions(store, eval_run_id)
     if not len(df):

@@ -86,7 +86,7 @@ def checkpoint_entry(label: str, model: str | None, rl_steps: int | None, report
 def eval_entry(label: str, rl_steps: int | None, db: Path, run_label: str) -> dict:
     """:func:`checkpoint_entry` of the eval run labelled ``run_label`` in the database ``db`` (its
     ``--model`` as the run stored it)."""
-    from harness.store import Store
+    from harness.results.store import Store
 
     store = Store(db)
     runs = store.query("SELECT run_id, model FROM runs WHERE label = $l", {"l": run_label})
@@ -99,7 +99,7 @@ def eval_entry(label: str, rl_steps: int | None, db: Path, run_label: str) -> di
 def train_curve(db: Path, run_id: str) -> dict[str, list[float | None]]:
     """Every metric of one training run's ``train_steps`` (held-out metrics left out) as
     ``{"step": [1, 2, ...], metric: [value or None per step]}``, steps numbered from 1."""
-    from harness.store import Store
+    from harness.results.store import Store
 
     df = Store(db).query(
         "SELECT step, metric, value FROM train_steps WHERE run_id = $r AND metric NOT LIKE 'heldout/%'",

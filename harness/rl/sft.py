@@ -36,16 +36,16 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from harness.errors import ConfigError
+from harness.eval.protocol import Protocol
 from harness.llm.base import Backend, GenerateArgs, TokenBackend
 from harness.method import RunContext, TrainableMethod
 from harness.metrics.normalize import normalize_answer
-from harness.protocol import Protocol
 from harness.rl.losses import agg_loss, agg_units
 from harness.rl.recipe import SftConfig
 from harness.types import Completion, QAExample, Trajectory
 
 if TYPE_CHECKING:
-    from harness.run_setup import RunSetup
+    from harness.eval.setup import RunSetup
 
 
 def observations(trajectory: Trajectory) -> list[str]:
@@ -268,14 +268,14 @@ def run_sft(
     """``harness sft`` end to end: roll out the recipe's demonstrations in the method's own
     dialect (with ``setup``'s protocol, retriever and training data, and the RL rollout budgets),
     write them to ``out/demonstrations.jsonl``, train, save the final checkpoint; the run row is
-    ``setup``'s (:meth:`harness.run_setup.RunSetup.train_run`). Returns (checkpoint dir, run id).
+    ``setup``'s (:meth:`harness.eval.setup.RunSetup.train_run`). Returns (checkpoint dir, run id).
     ``device``: see :mod:`harness.device`."""
     import json
 
     from harness.device import describe_device, resolve_device
-    from harness.lifecycle import running
     from harness.llm.base import BackendSpec
     from harness.llm.transformers_backend import TransformersBackend
+    from harness.results.lifecycle import running
     from harness.rl.trainer import load_policy, rollout_protocol, save_final, training_examples
 
     cfg = recipe.sft

@@ -40,8 +40,8 @@ from typing import Any
 import torch
 
 from harness.errors import ConfigError
+from harness.eval.protocol import Protocol
 from harness.method import RewardBreakdown, RewardContext, RunContext, TrainableMethod
-from harness.protocol import Protocol
 from harness.rl.advantages import AdvantageBatch, compute_advantages, gae_advantages_returns
 from harness.rl.dapo import DynamicSampler, GroupRewards, overlong_penalty
 from harness.rl.kl import kl_loss, kl_penalty_reward, kl_values

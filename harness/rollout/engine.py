@@ -39,7 +39,7 @@ from harness.rollout.render import Renderer
 from harness.types import Completion, Hit, QAExample, Trajectory, Turn
 
 if TYPE_CHECKING:
-    from harness.protocol import Protocol
+    from harness.eval.protocol import Protocol
 
 # An observation: the text placed inside the observation tags, and the turns the observation
 # function recorded for it (their ``index`` is assigned when the engine appends them, right after

@@ -51,7 +51,7 @@ from harness.verl.contract import AGENT_NAME, rollout_of, trainable
 from harness.verl.rows import row_example
 
 if TYPE_CHECKING:
-    from harness.protocol import Protocol
+    from harness.eval.protocol import Protocol
     from harness.rl.recipe import Recipe
     from harness.rollout.base import RolloutConfig
 
@@ -110,7 +110,7 @@ class LoopPlan:
 
 @functools.cache
 def _plan(method_name: str, recipe_json: str) -> LoopPlan:
-    from harness.protocol import mini
+    from harness.eval.protocol import mini
     from harness.rl.recipe import Recipe
     from harness.rl.trainer import rollout_protocol
 

@@ -355,7 +355,7 @@ def write_verl_job(
     chat_template: Path | None = None,
 ) -> list[Path]:
     """Write the job's files (module docstring) for these training and validation questions."""
-    from harness.protocol import mini
+    from harness.eval.protocol import mini
 
     rollout = rollout_of(method, mini())  # the contract checked before anything is written
     out = Path(out).resolve()

@@ -30,7 +30,7 @@ from harness.verl.contract import rollout_of, trainable
 from harness.verl.rows import example_from_verl
 
 if TYPE_CHECKING:
-    from harness.protocol import Protocol
+    from harness.eval.protocol import Protocol
     from harness.rollout.base import RolloutConfig
     from harness.rollout.dialect import TagDialect
 
@@ -53,7 +53,7 @@ class Exported:
 def exported(method_name: str) -> Exported:
     """The method and its rollout config, built once per process: verl calls the reward once per
     trajectory, and building a method costs milliseconds."""
-    from harness.protocol import mini
+    from harness.eval.protocol import mini
 
     method = trainable(method_name)
     protocol = mini()

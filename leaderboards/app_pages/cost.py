@@ -140,13 +140,14 @@ with right:
         st.subheader("Dollars")
         st.caption(
             "Every row's dollar cost is `free (local)` (an in-process model: tokens not billed, no GPU price) "
-            "or unknown (no price for the model): no $ plot. Prices: `harness.cost` presets and `prices.json` "
+            "or unknown (no price for the model): no $ plot. Prices: `harness.results.cost` presets and `prices.json` "
             "next to the database."
         )
     else:
         st.subheader("Accuracy vs dollars per question")
         st.altair_chart(
-            frontier_chart(table, "usd", "mean USD per question (harness.cost prices)"), width="stretch"
+            frontier_chart(table, "usd", "mean USD per question (harness.results.cost prices)"),
+            width="stretch",
         )
 st.caption(
     "Vertical bars: the accuracy's 95% interval (as on the leaderboard). The dashed line joins the "
@@ -204,7 +205,7 @@ st.caption(
     f"{views.OUTLIER_RATIO:g}× the row's median and it took at least {views.OUTLIER_EXCESS_S:.0f} s longer "
     "in all; `s / q (w/o flagged)` leaves flagged batches out (an estimate, not a measurement). "
     "Money: `free (local)` is an in-process model (tokens not billed, no GPU price); "
-    "`unknown (no price)` a model with no price (`harness.cost` presets, `prices.json` next to the database)."
+    "`unknown (no price)` a model with no price (`harness.results.cost` presets, `prices.json` next to the database)."
 )
 if len(flagged):
     st.warning(

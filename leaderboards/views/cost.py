@@ -81,7 +81,7 @@ first batch that warms the model up costs seconds; a pause costs minutes)."""
 
 SECONDS_SOURCE = (
     "seconds per question are the stored `samples.latency_s`: the wall time of the batch of questions "
-    "solved together (`harness.runner`, around `method.solve`) divided by the batch's size; `runs.seconds` "
+    "solved together (`harness.eval.runner`, around `method.solve`) divided by the batch's size; `runs.seconds` "
     "is the run's wall time. Neither excludes time the process was paused or stalled, so a paused batch "
     "cannot be taken out exactly"
 )

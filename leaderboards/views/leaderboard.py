@@ -333,7 +333,7 @@ def ordered_metrics(store, protocol_id: str, *, include_partial: bool = False) -
     the protocol's primary metric first
     (the one the app opens on and ``harness export`` uses by default), then
     :func:`leaderboards.schema.order_metrics`."""
-    from harness.scoring import stored_metric_name
+    from harness.eval.scoring import stored_metric_name
     from leaderboards.schema import order_metrics
 
     raw = queries.protocol_json(store, protocol_id)
@@ -395,7 +395,7 @@ PAPER_AVERAGES: dict[str, tuple[str, ...]] = {
     "avg_singlehop": SINGLEHOP,
     "avg_multihop": MULTIHOP,
 }
-"""What a paper's average covers (``harness/reported.py``: ``avg`` is all seven sets)."""
+"""What a paper's average covers (``harness/results/reported.py``: ``avg`` is all seven sets)."""
 
 COMPOSITE_METRICS: dict[str, tuple[str, ...]] = {
     "em_f1_mean": ("em", "f1"),

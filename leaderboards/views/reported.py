@@ -37,7 +37,7 @@ def paper_protocol(paper: str) -> dict | None:
     """The registered protocol that produced ``paper``'s numbers, as a dict: its released evaluation
     (``<paper>-released``) when registered, else ``<paper>-eval``, else the paper's name without
     underscores (e.g. ``searchr1``); None when none is registered."""
-    from harness.protocol import PROTOCOLS, preset
+    from harness.eval.protocol import PROTOCOLS, preset
 
     for name in (f"{paper}-released", f"{paper}-eval", paper.replace("_", "")):
         if name in PROTOCOLS.names():

@@ -49,9 +49,9 @@ from typing import Protocol as TypingProtocol
 
 from harness.data.context import ContextParagraph, example_context, has_context
 from harness.errors import ConfigError
+from harness.eval.protocol import Protocol
 from harness.method import MethodSpec, RewardBreakdown, RewardContext, RunContext, TrainableMethod, reward_fn
 from harness.metrics.normalize import normalize_answer_r1searcher
-from harness.protocol import Protocol
 from harness.rollout.extract import Extraction
 from harness.rollout.single import answer_once
 from harness.types import QAExample, SamplingParams, Trajectory

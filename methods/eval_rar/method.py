@@ -33,6 +33,7 @@ import time
 from dataclasses import asdict, dataclass
 from typing import Any, ClassVar, Literal
 
+from harness.eval.protocol import Protocol
 from harness.method import (
     MethodSpec,
     RewardBreakdown,
@@ -44,7 +45,6 @@ from harness.method import (
 )
 from harness.metrics.answer import exact_match
 from harness.metrics.normalize import normalize_answer
-from harness.protocol import Protocol
 from harness.rollout.dialect import TagDialect
 from harness.rollout.engine import (
     RolloutState,

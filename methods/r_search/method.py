@@ -30,6 +30,7 @@ import re
 from dataclasses import asdict, dataclass, replace
 
 from harness.errors import ConfigError
+from harness.eval.protocol import Protocol
 from harness.method import (
     MethodSpec,
     RewardBreakdown,
@@ -40,7 +41,6 @@ from harness.method import (
     reward_fn,
 )
 from harness.metrics.answer import f1_squad
-from harness.protocol import Protocol
 from harness.rollout.dialect import DEFAULT_INVALID_MESSAGE, TagDialect
 from harness.rollout.engine import RolloutState, TagRolloutConfig, run_tag_rollouts
 from harness.rollout.hooks import TurnPolicy

@@ -5,7 +5,7 @@ Tags: [P] the paper, [C] the released code at QingFei1/R-Search@ecba08d, [D] der
 
 from __future__ import annotations
 
-from harness.protocol import Decoding, Protocol, mini
+from harness.eval.protocol import Decoding, Protocol, mini
 
 EVAL_TOP_K = 5  # [P] top-5 for every method at evaluation (training: top-3, recipes.yaml)
 EVAL_MAX_NEW_TOKENS = 1024  # [C] per generation

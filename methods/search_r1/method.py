@@ -20,6 +20,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import asdict
 
+from harness.eval.protocol import Protocol
 from harness.method import (
     MethodSpec,
     RewardBreakdown,
@@ -28,7 +29,6 @@ from harness.method import (
     format_question,
     reward_fn,
 )
-from harness.protocol import Protocol
 from harness.rollout.engine import TagRolloutConfig
 from harness.rollout.extract import extract_tagged
 from harness.rollout.render import RENDERERS, stripped_observations

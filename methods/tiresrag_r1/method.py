@@ -63,9 +63,9 @@ from typing import Literal
 import torch
 
 from harness.errors import ConfigError
+from harness.eval.protocol import Protocol
 from harness.method import MethodSpec, RewardBreakdown, RewardContext, RunContext, TrainableMethod, reward_fn
 from harness.metrics.normalize import normalize_answer_r1searcher
-from harness.protocol import Protocol
 from harness.rl.advantages import SeqAdjust
 from harness.rollout.dialect import TagDialect
 from harness.rollout.extract import extract_tagged

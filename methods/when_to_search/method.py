@@ -40,8 +40,8 @@ from typing import Protocol as TypingProtocol
 import numpy as np
 
 from harness.errors import ConfigError
+from harness.eval.protocol import Protocol
 from harness.method import MethodSpec, RewardBreakdown, RewardContext, RunContext, TrainableMethod, reward_fn
-from harness.protocol import Protocol
 from harness.rollout.dialect import TagDialect
 from harness.rollout.extract import extract_tagged
 from harness.rollout.segments import SegmentLoopConfig, run_segment_rollouts, stopped_at

@@ -21,9 +21,9 @@ from baselines.flashrag import (
 from baselines.ircot import EXAMPLE, INSTRUCTION, IRCoT
 from baselines.naive_rag import NaiveRAG
 from harness.errors import ConfigError
+from harness.eval.protocol import preset
+from harness.eval.runner import check_protocol
 from harness.methods_registry import get_method
-from harness.protocol import preset
-from harness.runner import check_protocol
 from tests.baselines.helpers import context, example, protocol
 from tests.support.scripted import ScriptedBackend
 

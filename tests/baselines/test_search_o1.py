@@ -270,7 +270,7 @@ def upstream(pattern: str) -> list[str]:
 
 
 def test_released_protocols_pin_run_search_o1():
-    from harness.protocol import preset
+    from harness.eval.protocol import preset
 
     single, multi = preset("search_o1-released-singlehop"), preset("search_o1-released-multihop")
     assert [single.max_turns, multi.max_turns] == [int(x) for x in upstream(r"MAX_SEARCH_LIMIT = (\d+)")]
@@ -323,7 +323,7 @@ def _run(method, proto):
 
 
 def test_variant_decodes_reason_in_documents_as_released_and_the_reasoning_as_the_protocol():
-    from harness.protocol import preset
+    from harness.eval.protocol import preset
 
     proto = preset("search_o1-released-multihop")
     be, t, sampling = _run(SearchO1Released(), proto)
@@ -339,9 +339,9 @@ def test_variant_decodes_reason_in_documents_as_released_and_the_reasoning_as_th
 
 
 def test_variant_is_scored_only_under_the_released_protocols():
+    from harness.eval.protocol import preset
+    from harness.eval.runner import check_protocol
     from harness.methods_registry import get_method
-    from harness.protocol import preset
-    from harness.runner import check_protocol
 
     for name in ("search_o1-released-singlehop", "search_o1-released-multihop"):
         check_protocol(get_method("search_o1_released"), preset(name))

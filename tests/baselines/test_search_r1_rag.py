@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 
 from baselines.search_r1_rag import PROMPT, SearchR1RAG
-from harness.protocol import preset
+from harness.eval.protocol import preset
 from tests.baselines.helpers import context, example, protocol
 from tests.support.scripted import ScriptedBackend
 

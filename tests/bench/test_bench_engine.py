@@ -20,8 +20,8 @@ N = 16
 @pytest.fixture(scope="module")
 def setting(tiny_dir):
     from harness.data.benches import load_bench
+    from harness.eval.protocol import mini
     from harness.llm import BackendSpec, make_backend
-    from harness.protocol import mini
     from harness.retrieval.factory import make_protocol_retriever
 
     proto = mini()

@@ -33,7 +33,7 @@ FREE_TOKENS = 256
 @pytest.fixture(scope="module")
 def setting(tiny_dir):
     from harness.data.benches import load_bench
-    from harness.protocol import mini
+    from harness.eval.protocol import mini
     from harness.retrieval.factory import make_protocol_retriever
 
     proto = mini()

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from harness.cli import main
+from harness.eval.scoring import read_predictions, score_predictions
 from harness.metrics.registry import resolve_metrics
-from harness.scoring import read_predictions, score_predictions
 
 N = 10_000
 ALL_ANSWER_METRICS = "em,f1,f1_squad,cover_em,cover_em_tokens"

@@ -89,12 +89,12 @@ def test_list_described_by_other_modules(
 def test_list_when_the_module_is_missing(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    monkeypatch.setitem(sys.modules, "harness.protocol", None)  # import raises ModuleNotFoundError
+    monkeypatch.setitem(sys.modules, "harness.eval.protocol", None)  # import raises ModuleNotFoundError
     assert main(["list", "protocols"]) == 2
     err = capsys.readouterr().err
     assert (
         err
-        == "error: `harness list protocols` needs harness.protocol.describe_protocols(), and harness.protocol does not exist yet\n"
+        == "error: `harness list protocols` needs harness.eval.protocol.describe_protocols(), and harness.eval.protocol does not exist yet\n"
     )
     fake = types.ModuleType("harness.methods_registry")
     monkeypatch.setitem(sys.modules, "harness.methods_registry", fake)

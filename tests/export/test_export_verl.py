@@ -16,9 +16,9 @@ import pytest
 import yaml
 
 from harness.errors import ConfigError
+from harness.eval.protocol import Protocol
 from harness.method import split_prefill
 from harness.methods_registry import METHODS, get_method
-from harness.protocol import Protocol
 from harness.types import Evidence, QAExample, Trajectory
 from harness.verl.job import write_verl_job
 from harness.verl.reward import response_parts, trajectory_from_text, verl_compute_score
@@ -296,7 +296,7 @@ def test_rebuilt_trajectory_is_what_the_engine_recorded(name):
 
 @pytest.mark.parametrize("name", TRAINABLE)
 def test_rollout_config_is_the_contract_the_export_reads(name):
-    from harness.protocol import mini
+    from harness.eval.protocol import mini
     from harness.rollout.base import RolloutConfig
     from harness.verl.contract import rollout_of
 
@@ -310,7 +310,7 @@ def test_rollout_config_is_the_contract_the_export_reads(name):
 
 
 def test_rollout_config_must_agree_with_uses_retrieval():
-    from harness.protocol import mini
+    from harness.eval.protocol import mini
     from harness.verl.contract import rollout_of
 
     arena, search = get_method("arena"), get_method("search_r1")

@@ -6,10 +6,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from harness.eval.protocol import preset
+from harness.eval.runner import score_trajectory
 from harness.judge.transport import JudgeReply
-from harness.protocol import preset
-from harness.runner import score_trajectory
-from harness.store import RunRecord, ScoredSample, Store
+from harness.results.store import RunRecord, ScoredSample, Store
 from harness.types import Trajectory, Turn
 
 # (question, golds, prediction): exact, alias-only, wrong, hedged, empty ...

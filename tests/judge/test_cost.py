@@ -8,7 +8,12 @@ import math
 
 import pytest
 
-from harness.cost import (
+from harness.errors import DataError
+from harness.eval.runner import summary
+from harness.judge.core import Judge, JudgeItem
+from harness.judge.prompts import get_prompt
+from harness.judge.transport import JudgeReply
+from harness.results.cost import (
     PRESET_MODELS,
     cost_summary,
     format_usd,
@@ -16,11 +21,6 @@ from harness.cost import (
     run_costs,
     sync_prices,
 )
-from harness.errors import DataError
-from harness.judge.core import Judge, JudgeItem
-from harness.judge.prompts import get_prompt
-from harness.judge.transport import JudgeReply
-from harness.runner import summary
 from tests.judge.helpers import ScriptedTransport, make_run, new_store
 
 RIGHT = [("Capital of France?", ["Paris"], "Paris"), ("Gold symbol?", ["Au"], "Au")]

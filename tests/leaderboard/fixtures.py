@@ -1,8 +1,8 @@
-"""A small results database written through ``harness.store.Store``, with numbers known exactly.
+"""A small results database written through ``harness.results.store.Store``, with numbers known exactly.
 
 Protocol ``mini`` (the real preset): methods direct, naive_rag and search_r1 (label "untrained
 policy") on hotpotqa, musique and popqa, 4 questions each. Metrics come from the harness's own
-scoring (``harness.runner.score_trajectory``) of the predictions below. A second protocol
+scoring (``harness.eval.runner.score_trajectory``) of the predictions below. A second protocol
 (``mini`` with top-5, a different id) holds one naive_rag run on hotpotqa that must never appear
 in the first protocol's rows. A second model (``OTHER_MODEL``) has a direct run on popqa only.
 A training run logs three steps.
@@ -33,11 +33,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.cost import sync_prices
+from harness.eval.protocol import Protocol, preset
+from harness.eval.runner import score_trajectory
 from harness.judge.core import Judgement
-from harness.protocol import Protocol, preset
-from harness.runner import score_trajectory
-from harness.store import ReportedRow, RunRecord, ScoredSample, Store
+from harness.results.cost import sync_prices
+from harness.results.store import ReportedRow, RunRecord, ScoredSample, Store
 from harness.types import Trajectory, Turn
 from methods.search_r1.render import SEARCH_R1_INVALID_MESSAGE
 
@@ -393,7 +393,7 @@ def build_training(path: Path) -> tuple[str, str]:
 
     store = Store(path)
     proto = preset("mini")
-    t0 = datetime(2026, 1, 1)  # naive UTC, as harness.store writes
+    t0 = datetime(2026, 1, 1)  # naive UTC, as harness.results.store writes
     for i, (run_id, label, model, command) in enumerate(
         [
             (SFT_RUN, "sft recipe cpu-sft-rl", MODEL, "harness sft --method search_r1 --out runs/sft"),

@@ -12,7 +12,7 @@ from leaderboards import views
 
 def _costs(batches: list[tuple[str, float, int]]) -> pd.DataFrame:
     """Rows as ``queries.latest_costs`` gives them: every question of a batch has the batch's
-    wall time over its size (``harness.runner``)."""
+    wall time over its size (``harness.eval.runner``)."""
     rows = []
     for run, sec, n in batches:
         for i in range(n):

@@ -159,7 +159,7 @@ def test_cost_and_reported_views(fixture_db, tmp_path):
 
 def test_reported_export_on_a_fresh_database(tmp_path, capsys):
     """No `harness leaderboard` ever ran on it: the registered papers' numbers come from the package."""
-    from harness.store import Store
+    from harness.results.store import Store
     from tests.leaderboard import fixtures
 
     db = tmp_path / "fresh.duckdb"

@@ -9,7 +9,7 @@ import pytest
 
 from harness.cli import main
 from harness.errors import ConfigError
-from harness.regress import POOLED, Baseline, BaselineEntry, baseline_from_values, compare, markdown
+from harness.results.regress import POOLED, Baseline, BaselineEntry, baseline_from_values, compare, markdown
 from leaderboards.queries import latest_values, open_results
 from tests.leaderboard import fixtures
 
@@ -234,7 +234,7 @@ def test_update_never_writes_credentials(tmp_path):
 
 
 def test_baseline_commands_carry_no_machine_paths():
-    from harness.regress import portable_command
+    from harness.results.regress import portable_command
 
     cmd = (
         "/tmp/ci-clone2/.tox/py/bin/harness run --method direct,naive_rag --bench mini --limit 3 "

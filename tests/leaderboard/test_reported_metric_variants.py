@@ -111,7 +111,7 @@ def test_every_reported_row_names_a_known_metric_variant():
 def test_a_papers_numbers_are_compared_with_its_released_protocol():
     """The paper's numbers came from its released evaluation: the protocol differences name its
     top-k (TIRESRAG-R1's released evaluation hard-codes top-7; its harness protocol uses 5)."""
-    from harness.protocol import preset
+    from harness.eval.protocol import preset
 
     assert views.paper_protocol("tiresrag_r1")["name"] == "tiresrag_r1-released"
     assert views.paper_protocol("r_search")["name"] == "r_search-released"

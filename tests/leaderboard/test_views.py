@@ -318,7 +318,7 @@ def test_reported_pivots_keep_units():
 
 
 def test_reported_rows_come_from_the_package_on_a_fresh_db(tmp_path):
-    from harness.store import Store
+    from harness.results.store import Store
     from leaderboards.reported_sync import registered_reported, reported_frame
 
     Store(tmp_path / "fresh.duckdb")
@@ -354,7 +354,7 @@ def test_cost_and_pareto(store, fixture_db):
     assert views.all_costs_zero_or_unknown(t.reset_index())
     assert t["pareto_retrievals"].to_dict() == {"direct": "yes", "naive_rag": "", "search_r1": "yes"}
     assert t["pareto_tokens"].to_dict() == {"direct": "yes", "naive_rag": "yes", "search_r1": "yes"}
-    # the packaged model on the in-process backend costs $0 (harness.cost): only the best is optimal
+    # the packaged model on the in-process backend costs $0 (harness.results.cost): only the best is optimal
     assert list(t["usd"]) == [0.0, 0.0, 0.0] and list(t["usd_per_correct"]) == [0.0, 0.0, 0.0]
     assert t["pareto_usd"].to_dict() == {"direct": "", "naive_rag": "", "search_r1": "yes"}
     one = views.build_cost(

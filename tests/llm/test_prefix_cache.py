@@ -10,10 +10,10 @@ from __future__ import annotations
 import pytest
 
 from harness.errors import ConfigError
+from harness.eval.protocol import CorpusRef, Protocol
 from harness.llm import BackendSpec
 from harness.llm.transformers_backend import TransformersBackend
 from harness.method import RunContext
-from harness.protocol import CorpusRef, Protocol
 from harness.types import QAExample
 from methods.search_r1.method import SearchR1
 from tests.support.scripted import RecordingRetriever
@@ -189,8 +189,8 @@ def test_sliding_window_models_are_refused(loaded):
 
 
 def test_prefill_is_stored_per_turn_and_summed_per_method(tmp_path):
-    from harness.queries import prefill_summary
-    from harness.store import RunRecord, ScoredSample, Store
+    from harness.results.queries import prefill_summary
+    from harness.results.store import RunRecord, ScoredSample, Store
     from harness.types import Trajectory, Turn
 
     store = Store(tmp_path / "r.duckdb")

@@ -12,8 +12,8 @@ import pydantic
 import pytest
 
 from harness.errors import ConfigError
+from harness.eval.protocol import Decoding, preset
 from harness.llm import BackendSpec, make_backend
-from harness.protocol import Decoding, preset
 from harness.types import SamplingParams
 
 PROMPTS = [

@@ -21,9 +21,9 @@ from harness.cli import main
 from harness.data import example_context, load_bench
 from harness.data.benches import Selection
 from harness.errors import ConfigError
+from harness.eval.protocol import preset
+from harness.eval.runner import RunConfig, Runner, bound_protocols, check_protocol, own_protocol
 from harness.methods_registry import METHODS, VARIANTS, get_method, resolve_methods
-from harness.protocol import preset
-from harness.runner import RunConfig, Runner, bound_protocols, check_protocol, own_protocol
 from harness.types import Evidence, Hit, QAExample, Trajectory, Turn
 from methods.arena.method import (
     BONUS,
@@ -553,7 +553,7 @@ def test_retrieval_methods_are_refused_under_arena_protocol(scripted, tmp_path: 
 
 
 def test_substitutes_are_counted_per_dataset(scripted, tmp_path: Path) -> None:
-    from harness.runner import reference_sources
+    from harness.eval.runner import reference_sources
     from methods.arena.method import ClosedCorpusContexts
 
     arena = preset(PROTOCOL_NAME).with_(selection=Selection(mode="first", n=2))

@@ -240,7 +240,7 @@ def test_released_protocol_pins_the_released_setting():
     - :139 ``curr_search_template = '\\n\\n{output_text}<observation>{search_results}</observation>\\n\\n'``
     - :195 Acc (``utils.py:18-30``), F1 (``utils.py:62-78``, no yes/no rule), EM
     """
-    from harness.protocol import preset
+    from harness.eval.protocol import preset
 
     p = preset("r_search-released")
     d = p.decoding
@@ -300,8 +300,8 @@ def test_run_under_the_released_protocol_scores_acc(monkeypatch, tmp_path):
     (``acc_substring_lower``, QingFei1/R-Search@ecba08d src/eval/utils.py:18-30) per sample beside
     em and f1_squad; ``r_search-eval`` does not score it."""
     from harness.data.benches import Selection
-    from harness.runner import RunConfig, Runner
-    from harness.store import Store
+    from harness.eval.runner import RunConfig, Runner
+    from harness.results.store import Store
     from methods.r_search.method import released_protocol
     from tests.support.scripted import RecordingRetriever, ScriptedBackend
 

@@ -7,9 +7,9 @@ from __future__ import annotations
 import pytest
 
 from harness.data.benches import get_bench
+from harness.eval.protocol import PROTOCOLS, preset
 from harness.method import TrainableMethod
 from harness.methods_registry import METHODS, get_method
-from harness.protocol import PROTOCOLS, preset
 from harness.rl.config import AlgoConfig
 from harness.rl.recipe import Recipe
 

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from harness.judge.prompts import get_prompt
-from harness.reported import read_reported
-from harness.store import Store
+from harness.results.reported import read_reported
+from harness.results.store import Store
 from methods.arena import method as arena_module
 from methods.arena.method import Arena
 from methods.eval_rar.method import EvalRAR
@@ -295,7 +295,7 @@ def test_when_to_search_averages_match_the_spec():
     assert {k for k in ours if ours[k] != t1[k]} == {("bamboogle", "n_retrievals")}
 
 
-# --- the reported.yaml format: harness.reported.load_reported ---------------------------------
+# --- the reported.yaml format: harness.results.reported.load_reported ---------------------------------
 
 GOOD = """\
 paper: toy
@@ -328,8 +328,8 @@ def _write(tmp_path, text, name="reported.yaml"):
 
 def test_yaml_rows_scale_round_and_join_notes(tmp_path):
     from harness.judge.prompts import get_prompt
-    from harness.reported import load_reported
-    from harness.store import ReportedRow
+    from harness.results.reported import load_reported
+    from harness.results.store import ReportedRow
 
     judge = f"judge@m1:{get_prompt('default').prompt_hash}"
     rows = load_reported(_write(tmp_path, GOOD))
@@ -373,7 +373,7 @@ def test_yaml_rows_scale_round_and_join_notes(tmp_path):
 )  # fmt: skip
 def test_malformed_yaml_is_refused_in_one_line_naming_the_file(tmp_path, old, new, expect):
     from harness.errors import DataError
-    from harness.reported import load_reported
+    from harness.results.reported import load_reported
 
     assert GOOD.count(old) == 1
     path = _write(tmp_path, GOOD.replace(old, new))
@@ -385,7 +385,7 @@ def test_malformed_yaml_is_refused_in_one_line_naming_the_file(tmp_path, old, ne
 
 def test_a_missing_file_is_named(tmp_path):
     from harness.errors import DataError
-    from harness.reported import load_reported
+    from harness.results.reported import load_reported
 
     with pytest.raises(DataError, match=r"nope\.yaml: cannot read the reported-numbers file"):
         load_reported(tmp_path / "nope.yaml")
@@ -397,7 +397,7 @@ def test_reported_is_the_yaml_beside_the_method(paper):
     import inspect
     from pathlib import Path
 
-    from harness.reported import read_reported
+    from harness.results.reported import read_reported
 
     path = Path(inspect.getfile(type(METHODS[paper]))).with_name("reported.yaml")
     parsed = read_reported(path)

@@ -355,9 +355,9 @@ def test_run_scores_the_last_answer_as_em_and_the_first_as_em_first_answer(monke
     change its answer: ``em`` scores the last answer (ours), ``em[first_answer]`` the first (the
     released evaluation's, which stops at ``</answer>``); both per sample in DuckDB."""
     from harness.data.benches import Selection
-    from harness.protocol import preset
-    from harness.runner import RunConfig, Runner
-    from harness.store import Store
+    from harness.eval.protocol import preset
+    from harness.eval.runner import RunConfig, Runner
+    from harness.results.store import Store
     from tests.support.scripted import RecordingRetriever, ScriptedBackend
 
     script = {
@@ -430,7 +430,7 @@ def test_released_protocol_pins_the_released_itsearchpipeline_setting():
       answer (the loop ends there)
     - active_pipeline.py:340-348  an empty query: ``"pred": "I don't know."``
     """
-    from harness.protocol import preset
+    from harness.eval.protocol import preset
     from methods.tiresrag_r1.protocol import RELEASED_EMPTY_QUERY, RELEASED_STOPS, eval_mode
 
     p = preset("tiresrag_r1-released")
@@ -514,9 +514,9 @@ def test_run_under_the_released_protocol_scores_the_first_answer(monkeypatch, tm
     generation stops at the first ``</answer>``, so ``em`` scores the first answer; an empty query
     is answered "I don't know." and a reply without an answer is scored on its last sentence."""
     from harness.data.benches import Selection
-    from harness.protocol import preset
-    from harness.runner import RunConfig, Runner
-    from harness.store import Store
+    from harness.eval.protocol import preset
+    from harness.eval.runner import RunConfig, Runner
+    from harness.results.store import Store
     from tests.support.scripted import RecordingRetriever, ScriptedBackend
 
     script = {

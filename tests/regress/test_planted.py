@@ -85,7 +85,7 @@ def titles_dropped(mp: pytest.MonkeyPatch, ctx: dict) -> None:
 
 def protocol_top_k(mp: pytest.MonkeyPatch, ctx: dict) -> None:
     """``mini``'s top-k 3 -> 2."""
-    from harness.protocol import PROTOCOLS, mini
+    from harness.eval.protocol import PROTOCOLS, mini
 
     mp.setitem(PROTOCOLS._items, "mini", lambda: mini().with_(top_k=2))
 
@@ -165,7 +165,7 @@ def engine_obs_budget(mp: pytest.MonkeyPatch, ctx: dict) -> None:
 
 def protocol_obs_budget(mp: pytest.MonkeyPatch, ctx: dict) -> None:
     """``mini``'s observation budget 500 -> 400 tokens."""
-    from harness.protocol import PROTOCOLS, mini
+    from harness.eval.protocol import PROTOCOLS, mini
 
     mp.setitem(PROTOCOLS._items, "mini", lambda: mini().with_(max_obs_tokens=400))
 

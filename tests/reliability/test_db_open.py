@@ -18,7 +18,7 @@ import duckdb
 import pytest
 
 from harness.errors import StoreError
-from harness.store import Store
+from harness.results.store import Store
 from tests.reliability.helpers import one_line
 
 

@@ -13,7 +13,7 @@ import pytest
 SCRIPT = """
 import os, sys
 from harness.errors import StoreError
-from harness.store import Store
+from harness.results.store import Store
 d = sys.argv[1]
 s = Store(os.path.join(d, "r.duckdb"))
 with s.connect() as con:

@@ -145,7 +145,7 @@ def test_credentials_in_urls_are_never_stored(tok_dir, tmp_path, capsys):
 def test_store_migrates_an_old_file(tmp_path):
     import duckdb
 
-    from harness.store import Store
+    from harness.results.store import Store
 
     db = tmp_path / "old.duckdb"
     Store(db)

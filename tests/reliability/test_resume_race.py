@@ -13,7 +13,7 @@ import os
 import sys
 
 from harness.cli import main
-from harness.store import Store
+from harness.results.store import Store
 from tests.reliability.fake_openai import FakeOpenAI
 from tests.reliability.helpers import TOTAL, rows, run_args
 

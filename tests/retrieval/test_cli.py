@@ -47,8 +47,8 @@ def test_retrieve_table(tiny_path, capsys):
 def test_eval_retrieval_prints_and_stores_recall(tmp_path, capsys):
     from harness.data.benches import Selection, load_bench
     from harness.metrics.retrieval import retrieval_recall_at_k
+    from harness.results.store import Store
     from harness.retrieval.factory import make_retriever
-    from harness.store import Store
 
     db = tmp_path / "r.duckdb"
     code = main(["eval-retrieval", "--bench", "mini-multihop", "--k", "1,3", "--limit", "4", "--db", str(db)])

@@ -14,7 +14,7 @@ import duckdb
 import pytest
 
 from harness.errors import ConfigError
-from harness.protocol import CorpusRef, Protocol, mini
+from harness.eval.protocol import CorpusRef, Protocol, mini
 from harness.retrieval.bm25 import Bm25sRetriever
 from harness.retrieval.client import RetrievalClient
 from harness.retrieval.remote import protocol_retriever, remote_protocol
@@ -213,8 +213,8 @@ def test_eval_retrieval_through_a_server_equals_in_process(tmp_path, capsys):
     """`eval-retrieval --retrievers bm25s --retriever-url URL`: the server (bm25s over the closed
     corpus) and the in-process bm25s give the same recall, stored with the server's corpus."""
     from harness.cli import main
+    from harness.results.store import Store
     from harness.retrieval.factory import make_retriever
-    from harness.store import Store
 
     local = make_retriever("bm25s")
     s = Served(local)

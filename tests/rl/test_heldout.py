@@ -83,8 +83,8 @@ def test_template_majority_baseline_on_the_learning_split():
 
 
 def test_record_heldout_writes_the_paired_difference(tmp_path):
+    from harness.results.store import Store
     from harness.rl.heldout import record_heldout
-    from harness.store import Store
 
     store = Store(tmp_path / "t.duckdb")
     ids = [f"q{i}" for i in range(4)]

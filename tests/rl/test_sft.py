@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from harness.errors import ConfigError
-from harness.protocol import CorpusRef, Protocol
+from harness.eval.protocol import CorpusRef, Protocol
 from harness.rl.recipe import SftConfig
 from harness.types import Hit, QAExample
 
@@ -145,7 +145,7 @@ def test_harness_sft_runs_end_to_end(tiny_dir: Path, tmp_path: Path):
     """`harness sft` parses and calls harness.rl.sft.run_sft: demonstrations on disk, a checkpoint,
     and a complete train run with its step metrics in the database."""
     from harness.cli import main
-    from harness.store import Store
+    from harness.results.store import Store
 
     out, db = tmp_path / "out", tmp_path / "r.duckdb"
     overrides = ["sft.n_questions=2", "sft.epochs=1", "sft.answer_in_observation=false", "lora=null"]

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import duckdb
 
-from harness.protocol import preset
+from harness.eval.protocol import preset
 
 LIMIT = 2
 DATASETS = 3  # mini-multihop: hotpotqa, 2wikimultihopqa, musique

@@ -9,8 +9,8 @@ import os
 import pytest
 
 from harness.errors import ConfigError
+from harness.eval.protocol import preset
 from harness.llm import BackendSpec, make_backend
-from harness.protocol import preset
 from harness.types import SamplingParams
 from methods.search_r1.method import make_prompt
 from methods.search_r1.render import SEARCH_R1_DIALECT

@@ -1,15 +1,15 @@
-"""The life of a run row: create, resume, finish. ``harness run`` (:class:`harness.runner.Runner`),
+"""The life of a run row: create, resume, finish. ``harness run`` (:class:`harness.eval.runner.Runner`),
 ``harness train`` and ``harness sft`` record their runs through here, so every row says the same
 things the same way.
 
 - **create** (:func:`create_run`): a new ``runs`` row with the git commit of the code, the package
   versions, the command line (URL credentials masked: :func:`harness.secrets.redact`), and for a run
   that can be resumed, the process that owns it (pid and host; the heartbeat is refreshed with
-  every stored batch, :meth:`harness.store.Store.add_samples`). Its status is ``running``.
+  every stored batch, :meth:`harness.results.store.Store.add_samples`). Its status is ``running``.
 - **resume** (:func:`resume_run`): the newest run with exactly the same method, model, protocol
   id, method spec hash and bench. A ``complete`` one is reused as it is (a long multi-method command
   rerun with ``--resume`` redoes nothing it finished); an unfinished one is claimed for this process
-  (:meth:`harness.store.Store.claim_run` refuses a run another live process is writing);
+  (:meth:`harness.results.store.Store.claim_run` refuses a run another live process is writing);
   :func:`release` hands it back (``failed``, its time kept) when the resumed run cannot start.
   When there is none, the run this process then creates with those settings is inserted only if
   no other process created one meanwhile (two ``--resume`` of the same new run started together:
@@ -34,12 +34,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from harness.results.store import RunRecord, Store, this_owner
 from harness.secrets import redact
-from harness.store import RunRecord, Store, this_owner
 
 if TYPE_CHECKING:
+    from harness.eval.protocol import Protocol
     from harness.method import Method
-    from harness.protocol import Protocol
 
 # packages whose versions every run row records
 VERSIONED_PACKAGES = (

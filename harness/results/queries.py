@@ -1,13 +1,13 @@
-"""Every read query over the results database (:mod:`harness.store`), in one place.
+"""Every read query over the results database (:mod:`harness.results.store`), in one place.
 
 Values reach DuckDB only as parameters (named ``$name``), never spliced into the SQL text: run
 ids, metric names, protocol ids and status lists are data. Table and view names are written out.
 The store keeps only the reads its own bookkeeping needs (a run's row, the resumable run, the
 finished samples of a run, cached verdicts); everything that reports lives here and is used by
-``harness run`` (summaries), :mod:`harness.cost`, :mod:`harness.judge.stored`, the training
+``harness run`` (summaries), :mod:`harness.results.cost`, :mod:`harness.judge.stored`, the training
 report (:mod:`harness.rl.heldout`) and the leaderboard (``leaderboards`` re-exports this module).
 
-Every function takes a :class:`harness.store.Store`; each query opens its own short connection
+Every function takes a :class:`harness.results.store.Store`; each query opens its own short connection
 and closes it (a long-lived connection, even read-only, would block the writer of a running
 ``harness run``). Build a reader with :func:`open_results`.
 
@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from harness.store import ERROR_STATUS, Store
+from harness.results.store import ERROR_STATUS, Store
 
 COMPLETE = "complete"
 """The one run status whose rows are finished (``failed``, ``interrupted``, ``running``,
@@ -123,10 +123,10 @@ def reference_sources(store: Store, run_ids: Sequence[str], key: str) -> pd.Data
     )
 
 
-# -- cost (the views are defined with the store; harness.cost explains the rules) -----------------
+# -- cost (the views are defined with the store; harness.results.cost explains the rules) -----------------
 def cost_rows(store: Store, run_ids: Sequence[str]) -> pd.DataFrame:
     """Per (method, dataset) of ``run_ids`` from the ``sample_costs`` view (see
-    :func:`harness.cost.cost_summary`, which refreshes the prices first)."""
+    :func:`harness.results.cost.cost_summary`, which refreshes the prices first)."""
     return store.query(
         """SELECT method, dataset, count(*) AS n,
                   CASE WHEN count(cost_usd) = count(*) THEN sum(cost_usd) END AS cost_usd,

@@ -32,13 +32,13 @@ from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
 
-from harness import lifecycle, queries
 from harness.errors import ConfigError
+from harness.eval.protocol import Protocol
+from harness.eval.setup import RunSetup
 from harness.llm.model_files import is_preset
 from harness.method import Method, RunContext
-from harness.protocol import Protocol
-from harness.run_setup import RunSetup
-from harness.store import ERROR_STATUS, ScoredSample, Store
+from harness.results import lifecycle, queries
+from harness.results.store import ERROR_STATUS, ScoredSample, Store
 from harness.types import QAExample, Trajectory
 
 
@@ -96,10 +96,10 @@ def sample_error(t: Trajectory) -> str | None:
 
 
 def score_trajectory(t: Trajectory, gold_ids: Sequence[str], protocol: Protocol) -> dict[str, float]:
-    """The protocol's metrics (:class:`harness.scoring.RunScoring`): answer metrics on the
+    """The protocol's metrics (:class:`harness.eval.scoring.RunScoring`): answer metrics on the
     prediction and on each alternative prediction (``em[first_answer]``), retrieval metrics where
     gold passages are known."""
-    from harness.scoring import RunScoring
+    from harness.eval.scoring import RunScoring
 
     return RunScoring.of(protocol).score(t, gold_ids)
 
@@ -148,7 +148,7 @@ def own_protocol(method: Method, protocol: Protocol, corpus_path: Path | None = 
     and decoding seed (its other settings are the method's setting, pinned by its own id)."""
     if not method.own_protocols or protocol.name in method.own_protocols:
         return protocol
-    from harness.protocol import preset, resolve_corpus
+    from harness.eval.protocol import preset, resolve_corpus
 
     own = preset(method.own_protocols[0])
     decoding = own.decoding.model_copy(update={"seed": protocol.decoding.seed})
@@ -252,7 +252,7 @@ class Runner:
         examples = self.load_examples(proto)
         if not examples:
             raise ConfigError(f"bench {self.cfg.bench!r} selected no examples")
-        from harness.scoring import RunScoring
+        from harness.eval.scoring import RunScoring
 
         RunScoring.of(proto)  # a metric the run cannot score is refused before anything runs
         plan = []
@@ -375,7 +375,7 @@ class Runner:
                 command=cfg.command,
                 n_expected=len(examples),
             )
-        from harness.scoring import RunScoring
+        from harness.eval.scoring import RunScoring
 
         scoring = RunScoring.of(proto)
         n_errors, first_error = 0, None
@@ -429,10 +429,10 @@ def _progress(total: int, initial: int, desc: str, enabled: bool):
 def summary(store: Store, run_ids: Sequence[str], primary: str = "em"):
     """Per method x dataset: n (scored samples), errors (samples whose generation failed: never
     scored, not in n or any mean), ``primary`` (the mean of the protocol's primary metric, by its
-    stored name: :attr:`harness.scoring.RunScoring.primary`), EM, F1, cover-EM, mean retrievals /
+    stored name: :attr:`harness.eval.scoring.RunScoring.primary`), EM, F1, cover-EM, mean retrievals /
     LLM calls / tokens, seconds, and cost per question / per correct answer (USD; NaN where a price
-    is unknown, see harness.cost)."""
-    from harness.cost import cost_summary
+    is unknown, see harness.results.cost)."""
+    from harness.results.cost import cost_summary
 
     df = queries.run_metrics(store, run_ids, primary)
     costs = cost_summary(store, run_ids)[["method", "dataset", "cost_usd_per_q", "usd_per_correct"]]

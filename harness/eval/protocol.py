@@ -10,7 +10,7 @@ the *environment* every method is scored in, and every field is read by the code
 - ``decoding``: the sampling parameters and per-turn token budget of every generation;
 - ``selection``: which questions of each bench dataset are loaded;
 - ``metrics`` (name -> version): exactly the metrics ``harness run`` scores every sample with
-  (:class:`harness.scoring.RunScoring`; an unknown metric, one a run cannot compute, or a
+  (:class:`harness.eval.scoring.RunScoring`; an unknown metric, one a run cannot compute, or a
   version other than the registered one is refused before the run starts);
 - ``primary_metric``: the metric the run summary shows first and the leaderboard opens on;
 - ``judge``: when set, a run under the protocol must be judged by that judge (model, prompt and

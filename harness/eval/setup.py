@@ -9,7 +9,7 @@ fills them is :func:`harness.cli.options.run_choices`); out comes a ready :class
 - ``store``: the results file, opened (and checked) on first use;
 - ``retriever(protocol)``: the retriever that protocol pins (in process, or a client of the
   remote server), behind the result cache, built on first use and kept per protocol id;
-- ``eval_run(...)`` / ``train_run(...)``: the run's ``running`` row (:mod:`harness.lifecycle`).
+- ``eval_run(...)`` / ``train_run(...)``: the run's ``running`` row (:mod:`harness.results.lifecycle`).
 
 Everything past the protocol is lazy, so each command keeps its own order of side effects: a
 ``--method direct`` run needs no index, a dead retrieval server fails inside a training run's
@@ -24,14 +24,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import harness.protocol
+import harness.eval.protocol
 from harness.data.benches import Selection
 from harness.errors import ConfigError
-from harness.lifecycle import create_run, create_train_run, new_run_id
-from harness.protocol import Protocol, resolve_corpus
+from harness.eval.protocol import Protocol, resolve_corpus
+from harness.results.lifecycle import create_run, create_train_run, new_run_id
+from harness.results.store import Store
 from harness.retrieval.cache import CachedRetriever, ResultCache
 from harness.retrieval.remote import protocol_retriever
-from harness.store import Store
 
 if TYPE_CHECKING:
     from harness.method import Method, MethodSpec
@@ -59,7 +59,7 @@ def build_protocol(choices: RunChoices) -> Protocol:
     remote retriever's description (``retriever_url``) and the corpus (``corpus``) applied."""
     if choices.limit is not None and choices.sample is not None:
         raise ConfigError("give --limit (first N) or --sample (random N), not both")
-    proto = harness.protocol.preset(choices.protocol)  # looked up when called: a test may swap it
+    proto = harness.eval.protocol.preset(choices.protocol)  # looked up when called: a test may swap it
     if choices.limit is not None:
         proto = proto.with_(selection=Selection(mode="first", n=choices.limit))
     elif choices.sample is not None:
@@ -192,7 +192,7 @@ class RunSetup:
         runtime: dict[str, Any] | None = None,
     ) -> str:
         """The ``running`` row of a training run (``harness train`` / ``harness sft``): see
-        :func:`harness.lifecycle.create_train_run`; its id."""
+        :func:`harness.results.lifecycle.create_train_run`; its id."""
         return create_train_run(
             self.store,
             prefix=prefix,

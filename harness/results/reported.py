@@ -1,5 +1,5 @@
 """Published numbers of the paper methods, as data: each paper's ``methods/<paper>/reported.yaml``
-holds one entry per printed table, read by :func:`load_reported` into ``harness.store.ReportedRow``
+holds one entry per printed table, read by :func:`load_reported` into ``harness.results.store.ReportedRow``
 records.
 
 Conventions for every paper:
@@ -53,7 +53,7 @@ from typing import Annotated, Any
 from pydantic import AllowInfNan, BaseModel, ConfigDict, Strict, ValidationError
 
 from harness.errors import DataError, HarnessError
-from harness.store import ReportedRow
+from harness.results.store import ReportedRow
 
 
 class TableError(ValueError):

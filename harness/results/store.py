@@ -7,7 +7,7 @@ Tables
 - ``turns``: one row per generation / retrieval / auxiliary LLM call of a sample.
 - ``judgements``: LLM-judge verdicts, keyed so that no verdict is ever asked twice.
 - ``prices``: USD per 1M tokens per model and GPU-hour per backend; views ``sample_costs``,
-  ``run_costs`` and ``judge_costs`` price every question, run and judge (see :mod:`harness.cost`).
+  ``run_costs`` and ``judge_costs`` price every question, run and judge (see :mod:`harness.results.cost`).
 - ``reported``: published numbers with their citation.
 - ``retrieval_evals``: recall@k of retrievers on benches.
 - ``train_steps``: per-step training metrics.
@@ -23,8 +23,8 @@ second process while its owner is alive (same host: the pid exists; another host
 younger than ``OWNER_STALE_S``). Credentials in URLs are redacted (:func:`harness.secrets.redact`)
 in every run record before it is written.
 
-Run rows are created, resumed and finished through :mod:`harness.lifecycle` (``harness run``,
-``train``, ``sft``); reports read through :mod:`harness.queries`, where every read query over these
+Run rows are created, resumed and finished through :mod:`harness.results.lifecycle` (``harness run``,
+``train``, ``sft``); reports read through :mod:`harness.results.queries`, where every read query over these
 tables lives, with values passed as parameters.
 
 Opening checks the file first, and tells apart, each in its own one-line :class:`StoreError`
@@ -69,7 +69,7 @@ OWNER_STALE_S = 15 * 60
 # the marker of a sample whose generation failed (never scored, retried by --resume)
 ERROR_STATUS = "error"
 
-# Cost views (harness.cost explains the rules). A cost is NULL, never 0, when it is unknown: an
+# Cost views (harness.results.cost explains the rules). A cost is NULL, never 0, when it is unknown: an
 # unpriced model, or token counts a server did not report (-1). Aggregates are NULL when any
 # sample's cost is; usd_per_correct is NULL when no answer is correct (by EM).
 COST_VIEWS = [
@@ -168,7 +168,7 @@ SCHEMA = [
         run_id VARCHAR, step INTEGER, metric VARCHAR, value DOUBLE, created_at TIMESTAMP,
         PRIMARY KEY (run_id, step, metric)
     )""",
-    # prices (synced from harness.cost: presets overridden by results/prices.json):
+    # prices (synced from harness.results.cost: presets overridden by results/prices.json):
     # kind 'model' rows price tokens; kind 'backend' rows say whether the backend's tokens are
     # billed (token_priced; false for in-process models) and what an hour of its GPU costs
     """CREATE TABLE IF NOT EXISTS prices (
@@ -462,7 +462,7 @@ class Store:
 
     def query(self, sql: str, params: Sequence[Any] | Mapping[str, Any] | None = None) -> pd.DataFrame:
         """The result of one read ``sql`` (values only as parameters: ``?`` with a sequence, ``$name``
-        with a mapping); the reports' queries live in :mod:`harness.queries`."""
+        with a mapping); the reports' queries live in :mod:`harness.results.queries`."""
         with self.connect() as con:
             return con.execute(sql, params if params is not None else []).df()
 
@@ -689,7 +689,7 @@ class Store:
         return [dict(zip(cols, r, strict=True)) for r in rows]
 
     def replace_prices(self, rows: Sequence[Any]) -> None:
-        """Replace the ``prices`` table with ``rows`` (objects with its columns; see harness.cost)."""
+        """Replace the ``prices`` table with ``rows`` (objects with its columns; see harness.results.cost)."""
         df = pd.DataFrame([dict(r.__dict__) for r in rows]) if rows else None
         with self.connect() as con:
             con.execute("DELETE FROM prices")

@@ -44,7 +44,7 @@ from harness.errors import DataError
 if TYPE_CHECKING:
     import pandas as pd
 
-    from harness.store import Store
+    from harness.results.store import Store
 
 PRICES_FILE = "prices.json"
 
@@ -179,7 +179,9 @@ def load_prices(path: str | Path | None = None) -> PriceTable:
     except ValidationError as e:
         first = e.errors()[0]
         where = ".".join(str(x) for x in first["loc"])
-        raise DataError(str(p), f"{where}: {first['msg']} (see harness/cost.py for the format)") from e
+        raise DataError(
+            str(p), f"{where}: {first['msg']} (see harness/results/cost.py for the format)"
+        ) from e
     for name, m in data.models.items():
         models[name] = ModelPrice(m.input_usd_per_1m, m.output_usd_per_1m, m.source)
     for name, b in data.backends.items():
@@ -208,14 +210,14 @@ def cost_summary(store: Store, run_ids: Sequence[str], *, sync: bool = True) -> 
     ``sync``: refresh the ``prices`` table first (skipped on a read-only store)."""
     if sync and not store.read_only:
         sync_prices(store)
-    from harness import queries
+    from harness.results import queries
 
     return queries.cost_rows(store, run_ids)
 
 
 def run_costs(store: Store, run_ids: Sequence[str]) -> pd.DataFrame:
     """Rows of the ``run_costs`` view for ``run_ids``."""
-    from harness import queries
+    from harness.results import queries
 
     return queries.run_costs(store, run_ids)
 

@@ -49,7 +49,7 @@ from harness.metrics.registry import (
 from harness.types import is_unmapped_id
 
 if TYPE_CHECKING:
-    from harness.protocol import Protocol
+    from harness.eval.protocol import Protocol
     from harness.types import Trajectory
 
 PREDICTION_KEYS = ("prediction", "pred", "output.pred")
