@@ -12,7 +12,6 @@ the cost view with readable units.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
@@ -20,6 +19,7 @@ from typing import Literal
 import pandas as pd
 
 from harness.errors import ConfigError
+from harness.results.tables import markdown_table, md_cell
 from leaderboards import EXPORT_FORMATS, EXPORT_VIEWS, queries, views
 from leaderboards.schema import COST_COLUMNS, REPORTED_COLUMNS, Column, dataset_label, metric_label
 
@@ -257,13 +257,7 @@ def _num(v: float, digits: int) -> str:
 
 def to_markdown(df: pd.DataFrame, columns: list[Column] | None = None, *, digits: int = 4) -> str:
     """A GitHub markdown table of a frame as it is (headers are the declared labels when given)."""
-    keys = list(df.columns)
-    labels = {c.key: c.label for c in columns or []}
-    header = [labels.get(k, k) for k in keys]
-    lines = ["| " + " | ".join(_cell(h) for h in header) + " |", "|" + "|".join("---" for _ in keys) + "|"]
-    for row in df.itertuples(index=False):
-        lines.append("| " + " | ".join(_cell(_fmt(v, digits)) for v in row) + " |")
-    return "\n".join(lines) + "\n"
+    return markdown_table(df, {c.key: c.label for c in columns or []}, digits=digits)
 
 
 TIE_MARK = "≈"  # the app's mark (leaderboards/app_pages/leaderboard.py)
@@ -275,7 +269,7 @@ def paper_markdown(t: PaperTable) -> str:
     """A paper table as GitHub markdown, its caption above it: group titles as italic rows, bold
     best cells, tied cells marked ``≈`` as in the app."""
     lines = [
-        "| " + " | ".join(_cell(h) for h in t.header) + " |",
+        "| " + " | ".join(md_cell(h) for h in t.header) + " |",
         "|" + "|".join("---" for _ in t.header) + "|",
     ]
     for gi, (title, rows) in enumerate(t.groups):
@@ -285,9 +279,9 @@ def paper_markdown(t: PaperTable) -> str:
             cells = [
                 f"**{c}**"
                 if (gi, ri, ci) in t.bold and c
-                else f"{_cell(c)} {TIE_MARK}"
+                else f"{md_cell(c)} {TIE_MARK}"
                 if (gi, ri, ci) in t.tied and c
-                else _cell(c)
+                else md_cell(c)
                 for ci, c in enumerate(row)
             ]
             lines.append("| " + " | ".join(cells) + " |")
@@ -340,18 +334,6 @@ def paper_latex(t: PaperTable) -> str:
             lines.append(" & ".join(cells) + r" \\")
     lines += [r"\bottomrule", r"\end{tabular}}", rf"\end{{{env}}}"]
     return "\n".join(lines) + "\n"
-
-
-def _fmt(v: object, digits: int) -> str:
-    if v is None:
-        return ""
-    if isinstance(v, float):
-        return "" if math.isnan(v) else f"{v:.{digits}f}"
-    return str(v)
-
-
-def _cell(s: str) -> str:
-    return s.replace("|", "\\|").replace("\n", " ")
 
 
 def write(exported: ExportedView, fmt: str, out: Path | None) -> str | None:

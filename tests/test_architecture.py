@@ -485,3 +485,26 @@ def test_the_option_checks_catch_a_second_definition_and_an_argparse_import(tmp_
     assert defs["--db"] == {("harness/cli/options.py", "add_db_arg"), ("harness/cli/cmd_x.py", "add_parser")}
     assert defs["--model"] == set()
     assert argparse_importers(tmp_path) == ["harness/retrieval/opts.py:2"]
+
+
+def test_nothing_in_harness_imports_the_leaderboard_app():
+    """The dependency runs one way (leaderboards -> harness), in functions too: the app's commands
+    reach the CLI through the ``rar_harness.commands`` entry points (harness.cli.COMMANDS_GROUP)."""
+    bad = []
+    for f in _py_files("harness"):
+        for node in _all_imports(ast.parse(f.read_text(encoding="utf-8")).body):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
+            bad += [
+                f"{f.relative_to(ROOT)}:{node.lineno} imports {n}"
+                for n in names
+                if n.split(".")[0] == "leaderboards"
+            ]
+    assert not bad, "\n".join(bad)
+
+
+def test_the_leaderboard_commands_are_found_through_their_entry_points():
+    from harness.cli import commands
+
+    found = commands()
+    assert {"export", "leaderboard", "run", "train"} <= set(found)
+    assert found["export"].__module__ == "leaderboards.cmd_export"

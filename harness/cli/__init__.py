@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 from contextlib import contextmanager
 from typing import NoReturn
 
-from harness.errors import HarnessError
+from harness.errors import ConfigError, HarnessError
 from harness.secrets import redact
 
 EXAMPLES = """\
@@ -112,12 +112,37 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for _, add in sorted(commands().items()):
+        add(sub)
+    return parser
+
+
+COMMANDS_GROUP = "rar_harness.commands"
+"""Entry-point group through which another package adds ``harness`` sub-commands (the leaderboard
+app adds ``export`` and ``leaderboard``): ``name = "package.module:add_parser"``; the engine never
+imports those packages itself."""
+
+
+def commands() -> dict[str, Callable[[argparse._SubParsersAction], object]]:
+    """Every sub-command's ``add_parser``: the engine's ``harness/cli/cmd_*.py`` and those of the
+    installed :data:`COMMANDS_GROUP` entry points."""
+    from importlib.metadata import entry_points
+
     import harness.cli as pkg
 
-    for info in sorted(pkgutil.iter_modules(pkg.__path__), key=lambda m: m.name):
+    out: dict[str, Callable[[argparse._SubParsersAction], object]] = {}
+    for info in pkgutil.iter_modules(pkg.__path__):
         if info.name.startswith("cmd_"):
-            importlib.import_module(f"harness.cli.{info.name}").add_parser(sub)
-    return parser
+            out[info.name.removeprefix("cmd_")] = importlib.import_module(
+                f"harness.cli.{info.name}"
+            ).add_parser
+    for ep in entry_points(group=COMMANDS_GROUP):
+        if ep.name in out:
+            raise ConfigError(
+                f"entry point {ep.value!r} ({COMMANDS_GROUP}) names a command harness has: {ep.name}"
+            )
+        out[ep.name] = ep.load()
+    return out
 
 
 class Terminated(KeyboardInterrupt):

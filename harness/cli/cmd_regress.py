@@ -129,7 +129,7 @@ def handle(args: argparse.Namespace) -> int:
     texts: list[str] = []
     store = None
     if SCORES in layers:  # a missing or damaged database is refused before any work
-        from leaderboards.queries import open_results
+        from harness.results.queries import open_results
 
         store = open_results(args.db)
     rc = 0
@@ -178,8 +178,8 @@ def handle_exact(args: argparse.Namespace, layers: list[str], texts: list[str]) 
 
 def handle_scores(args: argparse.Namespace, store, texts: list[str]) -> int:
     from harness.errors import ConfigError
+    from harness.results.queries import latest_runs, latest_values
     from harness.results.regress import Baseline, baseline_from_values, compare, markdown
-    from leaderboards.queries import latest_runs, latest_values
 
     complete_only = not args.include_partial
     values = latest_values(store, args.protocol, complete_only=complete_only)

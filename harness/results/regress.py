@@ -403,9 +403,9 @@ TABLE_COLUMNS = (
 
 def markdown(comparisons: list[Comparison]) -> str:
     """A markdown table of every comparison (failures first)."""
-    from leaderboards.export import to_markdown
+    from harness.results.tables import markdown_table
 
-    return to_markdown(table(comparisons))
+    return markdown_table(table(comparisons))
 
 
 def _num(x: float | None) -> str:
