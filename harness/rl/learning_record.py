@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import ConfigError
+from harness.metrics.normalize import normalize_answer
 from harness.rl.heldout import (
     HeldoutReport,
     heldout_report,
@@ -185,7 +186,7 @@ def heldout_table(cps: Sequence[Checkpoint]) -> str:
         r, a = c.report, c.report.answers
         lines.append(
             f"| {c.label} | {r.em.n} | {_interval(r.em)} | {_interval(r.f1)} | {a.answered:.0%} | "
-            f"`{a.top_answer}` ({a.top_share:.0%}) | {a.entropy_bits:.2f} bits |"
+            f"{f'`{a.top_answer}`' if a.top_answer else 'none'} ({a.top_share:.0%}) | {a.entropy_bits:.2f} bits |"
         )
     return "\n".join(lines)
 
@@ -199,22 +200,31 @@ def comparisons(cps: Sequence[Checkpoint]) -> list[tuple[str, str]]:
     return pairs
 
 
+def _norm(prediction: str | None) -> str:
+    return normalize_answer(prediction) if prediction else ""
+
+
 def paired_table(cps: Sequence[Checkpoint]) -> str:
     """b - a question by question; when one of the two was evaluated on part of the held-out
     questions only (a partial checkpoint), on the questions both were evaluated on, and the
-    ``questions`` column says how many."""
+    ``questions`` column says how many. ``answers changed``: questions whose normalised prediction
+    differs (did the policy move at all on them, right or wrong)."""
     by = {c.label: c.report for c in cps}
     lines = [
-        "| comparison (same questions) | questions | EM difference [95% paired bootstrap] | F1 difference [95% paired bootstrap] | right only in the first | right only in the second |",
-        "|---|---|---|---|---|---|",
+        "| comparison (same questions) | questions | EM difference [95% paired bootstrap] | F1 difference [95% paired bootstrap] | right only in the first | right only in the second | answers changed |",
+        "|---|---|---|---|---|---|---|",
     ]
     for a, b in comparisons(cps):
         ra, rb = by[a], by[b]
         common = set(ra.sample_ids) & set(rb.sample_ids)
         ra, rb = restrict(ra, common), restrict(rb, common)
         em, f1 = paired_diff(ra, rb, "em"), paired_diff(ra, rb, "f1")
+        pa = dict(zip(ra.sample_ids, ra.predictions, strict=True))
+        pb = dict(zip(rb.sample_ids, rb.predictions, strict=True))
+        changed = sum(_norm(pa[q]) != _norm(pb[q]) for q in common)
         lines.append(
-            f"| {b} - {a} | {len(common)} | {_signed(em.diff)} | {_signed(f1.diff)} | {em.b_only} | {em.a_only} |"
+            f"| {b} - {a} | {len(common)} | {_signed(em.diff)} | {_signed(f1.diff)} | {em.b_only} | {em.a_only} "
+            f"| {changed} |"
         )
     return "\n".join(lines)
 

@@ -107,6 +107,7 @@ def _record(tmp_path):
     base = template_majority_report("learning")
     sft_em = [float(i % 2) for i in range(100)]
     rl_em = [1.0 if i % 2 or i % 5 == 0 else 0.0 for i in range(100)]
+    rl_preds = [f"new{q}" if i % 10 == 0 else f"p{q}" for i, q in enumerate(ids)]  # the 10 answers won
     return {
         "schema": SCHEMA,
         "split": "learning",
@@ -114,7 +115,7 @@ def _record(tmp_path):
             checkpoint_entry("untrained", "m", None, _report("u", ids, [0.0] * 100, [None] * 100)),
             checkpoint_entry(BASELINE, None, None, base),
             checkpoint_entry("SFT", "sft", None, _report("s", ids, sft_em)),
-            checkpoint_entry("SFT+RL", "rl", 30, _report("r", ids, rl_em)),
+            checkpoint_entry("SFT+RL", "rl", 30, _report("r", ids, rl_em, rl_preds)),
         ],
         "curves": {"rl": {"step": [1, 2], "sampled/reward/total_mean": [0.5, 0.625], "kl": [0.0, None]}},
     }
@@ -129,12 +130,16 @@ def test_learning_tables_render_the_record(tmp_path):
     check_record(rec)
     text = learning_tables(rec)
     assert (
-        "| untrained | 100 | 0.000 [0.000, 0.037] | 0.000 [0.000, 0.000] | 0% | `` (0%) | 0.00 bits |" in text
+        "| untrained | 100 | 0.000 [0.000, 0.037] | 0.000 [0.000, 0.000] | 0% | none (0%) | 0.00 bits |"
+        in text
     )
     assert "| template majority | 100 | 0.190 [0.125, 0.278] |" in text
     assert "| SFT - untrained | 100 | +0.500 [" in text and "| 50 | 0 |" in text
     # RL wins the 10 even questions divisible by 5, loses none
-    assert "| SFT+RL - SFT | 100 | +0.100 [+0.050, +0.170] |" in text and "| 10 | 0 |" in text
+    assert "| SFT+RL - SFT | 100 | +0.100 [+0.050, +0.170] |" in text and "| 10 | 0 | 10 |" in text
+    assert (
+        "| SFT - untrained | 100 | +0.500 [+0.400, +0.600] | +0.500 [+0.400, +0.600] | 50 | 0 | 100 |" in text
+    )
     assert "| 1 | 0.500 | 0.0000 |\n| 2 | 0.625 |  |" in text
 
 

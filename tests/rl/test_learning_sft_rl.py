@@ -1,25 +1,26 @@
-"""The learning run (slow; ``tox -e slow``): SFT warm-up then GRPO raise held-out EM on the real
-thing, and the answers do not collapse to one string.
+"""The learning run (slow; ``tox -e slow``): SFT warm-up then GRPO on the real thing, judged on the
+held-out questions against the untrained model, the template-majority baseline and each other, and
+compared with the committed record of the run (``results/learning-2026-11-26.json``).
 
 The packaged SmolLM2-135M-Instruct; Search-R1's rollout over the closed corpus (bm25s, top-3);
 PopQA questions of the packaged ``learning`` split. Commands, as a user runs them:
 
-1. ``harness sft --method search_r1 --recipe cpu-sft-rl``: demonstrations built through the
+1. ``harness sft --method search_r1 --recipe cpu-sft-grpo``: demonstrations built through the
    method's own rollout (real retrieval), on train questions only;
-2. ``harness train --method search_r1 --recipe cpu-sft-rl --model <sft>/final``: GRPO (DAPO
-   dynamic sampling) on outcome EM;
-3. ``harness run --method search_r1 --model M --bench mini-singlehop --sample N --seed 20`` under
-   the mini protocol for the untrained model (the first UNTRAINED_N held-out questions: it runs
-   every turn to its 500-token limit, minutes a question on a busy CPU), the SFT and the SFT+RL
-   checkpoints (every held-out question). Each evaluation runs in the background while the next
-   training stage goes on (its own database: DuckDB has one writer), so the run fits its budget.
+2. ``harness train --method search_r1 --recipe cpu-sft-grpo --model <sft>/final``: GRPO (DAPO
+   dynamic sampling, groups of 8, token-F1 reward);
+3. ``harness run --method search_r1 --model M --bench mini-singlehop --sample 100 --seed 20``
+   under the mini protocol for the untrained model, the SFT and the SFT+RL checkpoints, every one
+   on all 100 held-out questions. Each evaluation runs in the background while the next training
+   stage goes on (its own database: DuckDB has one writer).
 
 Criteria: the evaluated ids are exactly the split's held-out ids and no demonstration is one of
-them; held-out EM of SFT+RL has its bootstrap interval's lower end above the untrained EM (the
-pipeline learned); neither trained checkpoint gives one answer to more than half the questions
-(the reward-hack guard). Whether RL raised EM over SFT with separated intervals is printed, not
-asserted (it is the run's finding, reported in docs/training.md). The ``heldout/*`` metrics are
-written into ``train_steps`` of the SFT and RL runs.
+them; every checkpoint's per-question EM is the committed record's (the run reproduces); SFT beats
+the untrained model and the template-majority baseline by a paired bootstrap on the same
+questions (intervals above 0); neither trained checkpoint gives one answer to more than half the
+questions (the reward-hack guard). The paired SFT+RL minus SFT difference is ASSERT_RL_GAIN's
+business: see below. The ``heldout/*`` metrics (with the paired difference from each run's start)
+and the baseline are written into ``train_steps`` of the SFT and RL runs.
 """
 
 from __future__ import annotations
@@ -35,8 +36,13 @@ import pytest
 
 pytestmark = pytest.mark.slow
 
-UNTRAINED_N = 3
+RECIPE = "cpu-sft-grpo"
+RECORD = Path(__file__).resolve().parents[2] / "results" / "learning-2026-11-26.json"
 TOP_SHARE_MAX = 0.5
+# The committed run's paired SFT+RL - SFT EM difference did not exclude 0 (docs/training.md): the
+# test asserts the record is reproduced and reports the difference; set True once a recipe's
+# committed record shows the gain, so that the gain itself is asserted.
+ASSERT_RL_GAIN = False
 
 
 def _env(threads: str = "2") -> dict[str, str]:
@@ -99,7 +105,7 @@ def _train(tmp_path: Path, db: Path, heldout: set[str], evals: dict, evaluate, n
         "--method",
         "search_r1",
         "--recipe",
-        "cpu-sft-rl",
+        RECIPE,
         "--out",
         str(tmp_path / "sft"),
         "--db",
@@ -115,7 +121,7 @@ def _train(tmp_path: Path, db: Path, heldout: set[str], evals: dict, evaluate, n
         "--method",
         "search_r1",
         "--recipe",
-        "cpu-sft-rl",
+        RECIPE,
         "--model",
         str(tmp_path / "sft" / "final"),
         "--out",
@@ -131,9 +137,9 @@ def _train(tmp_path: Path, db: Path, heldout: set[str], evals: dict, evaluate, n
 
 def test_sft_then_grpo_raise_heldout_em_without_collapse(smollm2_dir: Path, tmp_path: Path):
     from harness.methods_registry import get_trainable
+    from harness.results.store import Store
     from harness.rl.heldout import heldout_report, record_heldout
     from harness.rl.split import load_split
-    from harness.store import Store
 
     db = tmp_path / "learn.duckdb"
     split = load_split("learning")
@@ -164,53 +170,61 @@ def test_sft_then_grpo_raise_heldout_em_without_collapse(smollm2_dir: Path, tmp_
             threads=threads,
         )
 
-    evals = {"untrained": evaluate("untrained", "smollm2-135m-instruct", UNTRAINED_N)}
+    evals = {"untrained": evaluate("untrained", "smollm2-135m-instruct", sel.n)}
     try:
         sft_out, rl_out = _train(tmp_path, db, heldout, evals, evaluate, sel.n)
     finally:  # a failed stage leaves no evaluation running
         for e in evals.values():
             if e.proc.poll() is None:
                 e.proc.kill()
-    models = list(evals)
+    from harness.rl.heldout import paired_diff, record_baseline, template_majority_report
+    from harness.rl.learning_record import checkpoints, load_record
+
     store = Store(db)
     reports = {
         label: heldout_report(
             Store(tmp_path / f"eval-{label}.duckdb"),
             _run_id(tmp_path / f"eval-{label}.duckdb", f"learning {label}"),
         )
-        for label in models
+        for label in evals
     }
+    baseline = template_majority_report(split.name)
+    print(baseline.line("template majority"))
     for label, rep in reports.items():
         print(rep.line(label))
-    # what was evaluated is the held-out part (the untrained model a subset of it)
-    assert set(reports["sft"].sample_ids) == heldout == set(reports["sft+rl"].sample_ids)
-    assert set(reports["untrained"].sample_ids) < heldout
+    # what was evaluated is the held-out part, all of it, for every checkpoint
+    for rep in reports.values():
+        assert set(rep.sample_ids) == heldout
 
     # held-out metrics per checkpoint into train_steps: step = optimizer steps of that run so far
     sft_run, rl_run = _train_run(sft_out), _train_run(rl_out)
     sft_steps = store.query("SELECT max(step) AS s FROM train_steps WHERE run_id = ?", [sft_run])["s"][0]
+    record_baseline(store, sft_run, baseline)
     record_heldout(store, sft_run, 0, reports["untrained"])
-    record_heldout(store, sft_run, int(sft_steps) + 1, reports["sft"])
+    record_heldout(store, sft_run, int(sft_steps) + 1, reports["sft"], against=reports["untrained"])
     record_heldout(store, rl_run, 0, reports["sft"])
-    rl_steps = get_trainable("search_r1", "cpu-sft-rl")[1].steps
-    m = record_heldout(store, rl_run, rl_steps, reports["sft+rl"])
+    rl_steps = get_trainable("search_r1", RECIPE)[1].steps
+    m = record_heldout(store, rl_run, rl_steps, reports["sft+rl"], against=reports["sft"])
     assert m["heldout/em"] == reports["sft+rl"].em.mean
 
-    sampled = store.query(
-        "SELECT step, value FROM train_steps WHERE run_id = ? AND metric = 'sampled/reward/total_mean' ORDER BY step",
-        [rl_run],
-    )["value"].tolist()
-    k = max(1, len(sampled) // 4)
-    print(
-        f"RL sampled reward (every rollout generated): first {k} steps {sum(sampled[:k]) / k:.3f}, "
-        f"last {k} steps {sum(sampled[-k:]) / k:.3f}"
-    )
     un, sft, rl = reports["untrained"], reports["sft"], reports["sft+rl"]
-    print(
-        f"RL over SFT: EM {sft.em.mean:.3f} -> {rl.em.mean:.3f}; intervals "
-        f"{'separate' if rl.em.lo > sft.em.hi else 'overlap'}"
-    )
-    assert rl.em.lo > un.em.mean, (un.em, rl.em)  # the pipeline learned the task
+    over_untrained, over_baseline = paired_diff(un, sft), paired_diff(baseline, sft)
+    rl_gain = paired_diff(sft, rl)
+    print(f"SFT - untrained: {over_untrained.diff}; SFT - template majority: {over_baseline.diff}")
+    print(f"SFT+RL - SFT (paired, EM): {rl_gain.diff}; {rl_gain.b_only} questions won, {rl_gain.a_only} lost")
+
+    # the committed record is what this run measured, question by question (on the questions it
+    # has: a checkpoint the record marks partial was stopped before the last ones)
+    committed = {c.label: c.report for c in checkpoints(load_record(RECORD))}
+    for label, name in (("untrained", "untrained"), ("sft", "SFT"), ("sft+rl", "SFT+RL")):
+        got = dict(zip(reports[label].sample_ids, reports[label].em_values, strict=True))
+        want = dict(zip(committed[name].sample_ids, committed[name].em_values, strict=True))
+        differ = [k for k in want if got[k] != want[k]]
+        assert not differ, (label, len(differ), "questions differ from the record", differ[:5])
+
+    assert over_untrained.diff.lo > 0 and over_baseline.diff.lo > 0  # the warm-up learned the task
+    if ASSERT_RL_GAIN:
+        assert rl_gain.diff.lo > 0, rl_gain
     for label in ("sft", "sft+rl"):  # reward-hack guard: no single answer takes over
         a = reports[label].answers
         assert a.top_share <= TOP_SHARE_MAX, (label, a)
