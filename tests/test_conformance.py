@@ -3,61 +3,107 @@ plugin folder registers (``methods/<paper>/``, ``baselines/``) is checked here w
 its own, so a new method is covered the moment it is registered.
 
 - **spec hash stable**: the method's ``MethodSpec`` hash under every protocol it runs under equals
-  the pinned value in ``tests/methods/spec_hashes.json``. The hash is stored with every run and keys
-  the leaderboard, resume and the regression gate: a change to it is a change of the method, made
-  on purpose. A new method, or a deliberate change: ``UPDATE_SPEC_HASHES=1 pytest
-  tests/test_conformance.py`` rewrites the file (review the diff).
+  the value pinned in a plugin folder's ``conformance.json`` (the method's plugin or the protocol's,
+  ``tests/methods/plugin_data.py``). The hash is stored with every run and keys the leaderboard,
+  resume and the regression gate: a change to it is a change of the method, made on purpose. A new
+  method, or a deliberate change: ``UPDATE_SPEC_HASHES=1 pytest tests/test_conformance.py``
+  rewrites the files (review the diff).
 - **prompts render**: a trainable method's prompt messages for a packaged question, in training
   and evaluation form, are chat messages that carry the question.
 - **rewards resolve**: ``"default"`` is the first reward name; an unknown name is refused.
 - **recipes valid**: ``paper`` and ``cpu-smoke`` exist, and every reward a recipe's stages name
   resolves on the method.
 - **export parity**: ``tests/export/test_export_verl.py`` compares the verl-side reward with ours
-  for every reward of every trainable method; here we only check that it has a case for each.
+  for every reward of every trainable method, from the ``verl_cases`` of its folder's
+  ``conformance.json``; here we only check that there is a case for each.
 """
 
 from __future__ import annotations
 
-import json
 import os
-from pathlib import Path
 
 import pytest
 
 from harness.errors import ConfigError
-from harness.eval.protocol import PROTOCOLS, preset
+from harness.eval.protocol import preset
+from harness.gate.layers import protocols_of  # the regress gate's specs layer pins the same pairs
 from harness.method import TrainableMethod
 from harness.methods_registry import METHODS, get_method
+from tests.methods import plugin_data as pdata
 
-PINNED = Path(__file__).parent / "methods" / "spec_hashes.json"
 NAMES = METHODS.names()
 TRAINABLE = [n for n in NAMES if METHODS.get(n).trained]
-
-
-def protocols_of(name: str) -> list[str]:
-    """The named protocols ``name`` runs under: its own, else every shared one."""
-    own = get_method(name).own_protocols
-    if own:
-        return [p for p in PROTOCOLS.names() if p in own]
-    bound = {p for n in NAMES for p in get_method(n).own_protocols}
-    return [p for p in PROTOCOLS.names() if p not in bound]
 
 
 def current_hashes() -> dict[str, dict[str, str]]:
     return {n: {p: get_method(n).spec(preset(p)).spec_hash for p in protocols_of(n)} for n in NAMES}
 
 
+Pair = tuple[str, str]
+
+
+def pinned_hashes() -> tuple[dict[Pair, tuple[str, pdata.PluginData]], list[str]]:
+    """(method, protocol) -> (pinned hash, the plugin pinning it), over every plugin folder, and
+    the pins that break the layout (pinned twice, or by a plugin registering neither)."""
+    pins: dict[Pair, tuple[str, pdata.PluginData]] = {}
+    bad: list[str] = []
+    for pd in pdata.plugin_data():
+        for n, per in pd.section("spec_hashes").items():
+            for p, h in per.items():
+                if (n, p) in pins:
+                    bad.append(f"{n} under {p} pinned twice ({pins[n, p][1].where}, {pd.where}): keep one")
+                elif n not in pd.methods and p not in pd.protocols:
+                    bad.append(f"{pd.where} pins {n} under {p}, and registers neither: move the pin")
+                pins.setdefault((n, p), (h, pd))
+    return pins, bad
+
+
+def repin(now: dict[str, dict[str, str]]) -> None:
+    """UPDATE_SPEC_HASHES=1: a changed hash re-pinned where it is, a gone pair dropped, a new pair
+    pinned by the plugin of the two (method's, protocol's) that pins nothing yet, else the method's."""
+    pins, _ = pinned_hashes()
+    sections = {pd.where: (pd, {}) for pd in pdata.plugin_data()}
+    for (n, p), (_h, pd) in pins.items():
+        if p in now.get(n, {}):
+            sections[pd.where][1].setdefault(n, {})[p] = now[n][p]
+    for n, per in now.items():
+        for p, h in per.items():
+            if (n, p) in pins:
+                continue
+            owner = pdata.of_method(n)
+            proto = pdata.of_protocol(p)
+            if owner.section("spec_hashes") and proto is not None and not proto.section("spec_hashes"):
+                owner = proto
+            sections[owner.where][1].setdefault(n, {})[p] = h
+    for pd, section in sections.values():
+        ordered = {n: dict(sorted(section[n].items())) for n in sorted(section)}
+        if ordered != pd.section("spec_hashes"):
+            pd.write_section("spec_hashes", ordered)
+    pdata.reload()
+
+
 def test_spec_hashes_are_pinned():
     now = current_hashes()
     if os.environ.get("UPDATE_SPEC_HASHES") == "1":
-        PINNED.write_text(json.dumps(now, indent=1, sort_keys=True) + "\n")
-    pinned = json.loads(PINNED.read_text())
+        repin(now)
+    pins, bad = pinned_hashes()
+    assert not bad, "spec hash pins: " + "; ".join(bad)
+    pinned: dict[str, dict[str, str]] = {}
+    for (n, p), (h, _pd) in pins.items():
+        pinned.setdefault(n, {})[p] = h
     assert set(now) == set(pinned), (
-        f"methods registered {sorted(now)} vs pinned {sorted(pinned)}: pin a new method with "
+        f"methods registered {sorted(now)} vs pinned {sorted(pinned)}: pin a new method in "
+        f"{pdata.expected_file('spec_hashes', sorted(set(now) - set(pinned)))} with "
         "UPDATE_SPEC_HASHES=1 pytest tests/test_conformance.py"
     )
+    unpinned = [f"{n} under {p}" for n in now for p in now[n] if p not in pinned[n]]
+    stale = [f"{n} under {p} ({pins[n, p][1].where})" for n in pinned for p in pinned[n] if p not in now[n]]
+    assert not unpinned and not stale, (
+        f"not pinned: {unpinned}; pinned but not run: {stale}: "
+        "UPDATE_SPEC_HASHES=1 pytest tests/test_conformance.py (review the diff)"
+    )
     changed = [
-        f"{n} under {p}: {pinned[n].get(p)} -> {h}"
+        f"{n} under {p}: {pinned[n].get(p)} -> {h} ({pins[n, p][1].where})"
         for n in now
         for p, h in now[n].items()
         if pinned[n].get(p) != h
@@ -119,6 +165,10 @@ def test_recipes_are_valid(name):
 def test_export_parity_covers_every_trainable_method():
     from tests.export.test_export_verl import CASES
 
+    missing = sorted(set(TRAINABLE) - set(CASES))
+    assert not missing, (
+        f"no verl export case for {missing}: add one to {pdata.expected_file('verl_cases', missing)}"
+    )
     assert set(CASES) == set(TRAINABLE)
 
 

@@ -16,7 +16,7 @@ import pytest
 import yaml
 
 from harness.errors import ConfigError
-from harness.eval.protocol import Protocol
+from harness.eval.protocol import Protocol, preset
 from harness.method import split_prefill
 from harness.methods_registry import METHODS, get_method
 from harness.types import Evidence, QAExample, Trajectory
@@ -24,6 +24,7 @@ from harness.verl.job import write_verl_job
 from harness.verl.reward import response_parts, trajectory_from_text, verl_compute_score
 from methods.eval_rar.method import EvaluateAfterObservation
 from tests.methods.helpers import PROTO, ScriptedEmbedder, ScriptedJudge, ScriptedReader, context, reward_ctx
+from tests.methods.plugin_data import expected_file, plugin_data
 
 TRAINABLE = sorted(n for n in METHODS.names() if METHODS.get(n).trained)
 TOTAL_STEPS = 10  # TIRESRAG-R1's a_t needs the run's length; both sides get the same
@@ -70,141 +71,37 @@ class Case:
     protocol: Callable[[], Protocol] = lambda: PROTO
 
 
-def _no_models() -> dict[str, Any]:
-    return {}
-
-
-def _arena_judge() -> dict[str, Any]:
-    return {
-        "judge": ScriptedJudge({"response:*************\nParis": ["yes"] * N, "*************": ["no"] * N})
+def _models(spec: dict[str, dict[str, Any]]) -> Callable[[], dict[str, Any]]:
+    """The auxiliary models a case names, built fresh for each run: ``judge`` / ``reader`` answer
+    each prompt holding a key with its reply (``N`` times), ``embedder`` looks vectors up."""
+    kinds: dict[str, Callable[[dict[str, Any]], Any]] = {
+        "judge": lambda d: ScriptedJudge({k: [v] * N for k, v in d.items()}),
+        "reader": lambda d: ScriptedReader({k: [v] * N for k, v in d.items()}),
+        "embedder": ScriptedEmbedder,
     }
+    unknown = sorted(set(spec) - set(kinds))
+    if unknown:
+        raise ValueError(f"verl case models {unknown}: known {sorted(kinds)}")
+    return lambda: {k: kinds[k](d) for k, d in spec.items()}
 
 
-def _reader() -> dict[str, Any]:
-    return {"reader": ScriptedReader({"Paris is the capital": ["Paris"] * N})}
+def _protocol(name: str | None) -> Callable[[], Protocol]:
+    return (lambda: PROTO) if name is None else (lambda: preset(name))
 
 
-def _tiresrag_judge() -> dict[str, Any]:
-    suff = '{"sufficient context to the given answer": 1}'
-    return {"judge": ScriptedJudge({"### ANSWER": [suff] * N, "### MODEL THINKING PROCESS": ["0.7"] * N})}
+def load_cases() -> dict[str, Case]:
+    """Every plugin folder's ``verl_cases`` (its ``conformance.json``, tests/methods/plugin_data.py)."""
+    out: dict[str, Case] = {}
+    for pd in plugin_data():
+        for name, c in pd.section("verl_cases").items():
+            assert name in pd.methods, f"{pd.where}: verl case {name!r} is not a method of this plugin"
+            out[name] = Case(
+                c["script"], c["reward"], _models(c.get("models", {})), _protocol(c.get("protocol"))
+            )
+    return out
 
 
-def _w2s_models() -> dict[str, Any]:
-    judged = {
-        "Prediction: paris\n": ["YES"] * N,
-        "Prediction: milan\n": ["NO"] * N,
-        "Prediction: everest\n": ["YES"] * N,
-    }
-    return {
-        "judge": ScriptedJudge(judged),
-        "embedder": ScriptedEmbedder({"tallest mountain": [1.0, 0.0], "Everest height": [0.6, 0.8]}),
-    }
-
-
-def _arena_protocol() -> Protocol:
-    from methods.arena.method import eval_protocol
-
-    return eval_protocol()
-
-
-CASES: dict[str, Case] = {
-    "search_r1": Case(
-        {
-            "capital of France": [
-                "<think>look</think><search>capital of France</search>",
-                "<answer> Paris </answer>",
-            ],
-            "capital of Italy": ["<answer>Milan</answer>"],
-            "tallest mountain": ["no tags at all"] * 6,
-        },
-        "em",
-        _no_models,
-    ),
-    "eval_rar": Case(
-        {
-            "capital of France": [
-                "<search>capital of France</search>",
-                "<evaluate>the docs say Paris</evaluate><answer>Lyon</answer>",
-            ],
-            "capital of Italy": ["<search>Italy</search>", "<evaluate>fine</evaluate><answer>Rome</answer>"],
-            "tallest mountain": ["<answer>K2</answer>"],
-        },
-        "eval_rar",
-        _no_models,
-    ),
-    "eval_rar_b": Case(  # mode B: the <evaluate> step is its own generation after each observation
-        {
-            "capital of France": [
-                "<search>capital of France</search>",
-                "<evaluate>the docs say Paris</evaluate>",
-                "<answer>Lyon</answer>",
-            ],
-            "capital of Italy": [
-                "<search>Italy</search>",
-                "<evaluate>fine</evaluate>",
-                "<answer>Rome</answer>",
-            ],
-            "tallest mountain": ["<answer>K2</answer>"],
-        },
-        "eval_rar",
-        _no_models,
-    ),
-    "r_search": Case(
-        {
-            "capital of France": [
-                "<search>capital of France</search>",
-                "<original_evidence>Paris is the capital</original_evidence><answer>Paris</answer>",
-            ],
-            "capital of Italy": ["<answer>Rome city</answer>"],
-            "tallest mountain": ["<search>mountain</search>", "<answer>Everest</answer>"],
-        },
-        "r_search",
-        _reader,
-    ),
-    "tiresrag_r1": Case(
-        {
-            "capital of France": [
-                "look</think><search>capital of France</search>",
-                "<think>so Lyon</think><answer>Lyon</answer><think>check</think><answer>Paris</answer>",
-            ],
-            "capital of Italy": ["known</think><answer>Rome</answer>"],
-            "tallest mountain": [
-                "x</think><search>tallest mountain</search>",
-                "<think>k</think><answer>K2</answer>",
-            ],
-        },
-        "recommended",
-        _tiresrag_judge,
-    ),
-    "when_to_search": Case(
-        {
-            "capital of France": [
-                "<think>?</think><search>France capital</search>",
-                "<reflect>ok</reflect><answer>Paris</answer>",
-            ],
-            "capital of Italy": ["<think>known</think><reflect>Rome</reflect><answer>Milan</answer>"],
-            "tallest mountain": [
-                "<think>?</think><search>tallest mountain</search>",
-                "<reflect>more</reflect><search>Everest height</search>",
-                "<reflect>ok</reflect><answer>Everest</answer>",
-            ],
-        },
-        "stage1",
-        _w2s_models,
-    ),
-    "arena": Case(
-        {
-            "capital of France": [
-                "<relevance>[2]</relevance>\n<analysis>[2] says so</analysis>\n<answer>Paris</answer>"
-            ],
-            "capital of Italy": ["<relevance>[1,2]</relevance><analysis>x</analysis><answer>Milan</answer>"],
-            "tallest mountain": ["Everest"],
-        },
-        "arena",
-        _arena_judge,
-        _arena_protocol,  # its own gold-context protocol
-    ),
-}
+CASES: dict[str, Case] = load_cases()
 
 
 def run_case(name: str) -> tuple[Any, list[QAExample], list[Trajectory], dict[str, Any]]:
@@ -239,6 +136,10 @@ def verl_rendered(method: Any, t: Trajectory) -> str:
 
 
 def test_every_trainable_method_has_a_case():
+    missing = sorted(set(TRAINABLE) - set(CASES))
+    assert not missing, (
+        f"no verl export case for {missing}: add one to {expected_file('verl_cases', missing)}"
+    )
     assert set(CASES) == set(TRAINABLE)
 
 
