@@ -4,74 +4,69 @@ tables (catches transcription slips), loadable into the store; and the reported.
 
 from __future__ import annotations
 
+import inspect
 from collections import Counter, defaultdict
 from pathlib import Path
 
 import pytest
 
 from harness.judge.prompts import get_prompt
+from harness.methods_registry import METHODS as REGISTRY
+from harness.methods_registry import get_method
 from harness.results.reported import read_reported
 from harness.results.store import Store
 from methods.arena import method as arena_module
-from methods.arena.method import Arena
-from methods.eval_rar.method import EvalRAR
-from methods.r_search.method import RSearch
-from methods.search_r1.method import SearchR1
-from methods.tiresrag_r1.method import TiresRAG
 from methods.when_to_search import method as when_to_search_module
-from methods.when_to_search.method import WhenToSearch
+from tests.methods.plugin_data import plugin_data
 
 SEVEN = {"nq", "triviaqa", "popqa", "hotpotqa", "2wikimultihopqa", "musique", "bamboogle"}
 MULTI = ("hotpotqa", "2wikimultihopqa", "musique", "bamboogle")
 SINGLE = ("nq", "triviaqa", "popqa")
 
-# rows per table = printed rows x printed value columns
-EXPECTED = {
-    # arXiv 2503.09516 v5: Table 2 11 methods x {7B, 3B} x (7 sets + avg); Table 3 GRPO 3B-base, 3B-instruct,
-    # 7B-base (8 each) + 7B-instruct avg; Table 4 7B-base w/o mask (8) + 3B-base avg; Tables 5, 7, 8 averages
-    "search_r1": {
-        "Table 2": 22 * 8,
-        "Table 3": 3 * 8 + 1,
-        "Table 4": 8 + 1,
-        "Table 5": 2,
-        "Table 7": 3,
-        "Table 8": 3,
-    },
-    # Eval-RAR: Table 1 14 rows x 8, Table 2 4 rows x 8
-    "eval_rar": {"Table 1": 14 * 8, "Table 2": 4 * 8},
-    # R-Search: Table 2 9 methods x {3B, 7B} x 17; Table 6 4 x 14; Table 7 4 x 16
-    "r_search": {"Table 2": 18 * 17, "Table 6": 4 * 14, "Table 7": 4 * 16},
-    # the judged papers
-    # ARENA: Table 3 16 x 9; Table 4 3 x 9; Table 5 4 x 3; Table 6 3 variants x 9; Table 7 14 x 9
-    "arena": {"Table 3": 16 * 9, "Table 4": 3 * 9, "Table 5": 4 * 3, "Table 6": 3 * 9, "Table 7": 14 * 9},
-    # TIRESRAG-R1: Table 1 3 categories x 4 counts; Table 3 19 x 12 minus LeTS's 4 missing F1;
-    # Table 4 4 x 12; Table 5 3 x (5 + 5); Table 6 5 x 3; Table 7 8 x 12; Table 8 12 x 9
-    "tiresrag_r1": {
-        "Table 1": 12,
-        "Table 3": 19 * 12 - 4,
-        "Table 4": 4 * 12,
-        "Table 5": 3 * 10,
-        "Table 6": 5 * 3,
-        "Table 7": 8 * 12,
-        "Table 8": 12 * 9,
-    },
-    # When-to-Search: Table 1 2 x 7 x 14; Table 2 6 x 14; Table 3 14 x 21; Table 4 5 x 14
-    "when_to_search": {"Table 1": 14 * 14, "Table 2": 6 * 14, "Table 3": 14 * 21, "Table 4": 5 * 14},
-}
-METHODS = {
-    "search_r1": SearchR1(),
-    "eval_rar": EvalRAR(),
-    "r_search": RSearch(),
-    "arena": Arena(),
-    "tiresrag_r1": TiresRAG(),
-    "when_to_search": WhenToSearch(),
-}
+
+def _reported_yaml(name: str) -> Path:
+    """The ``reported.yaml`` beside method ``name``'s module (:meth:`harness.method.Method.reported`)."""
+    return Path(inspect.getfile(REGISTRY.get(name))).with_name("reported.yaml")
+
+
+def _expected() -> tuple[dict[str, dict[str, int]], list[str]]:
+    """Paper -> rows per table, from each paper folder's ``conformance.json`` (``reported_tables``:
+    rows per table = printed rows x printed value columns, the arithmetic in its ``why``); the
+    paper is the folder's method (not a variant) with a ``reported.yaml``. And the folders whose
+    numbers and expectations do not pair up."""
+    out: dict[str, dict[str, int]] = {}
+    problems: list[str] = []
+    for pd in plugin_data():
+        section = pd.section("reported_tables")
+        papers = [
+            n
+            for n in sorted(pd.methods)
+            if n not in pd.manifest.plugin.variants and _reported_yaml(n).is_file()
+        ]
+        if papers and not section:
+            problems.append(f"{pd.where}: no 'reported_tables' (rows per table) for {papers}'s reported.yaml")
+        elif section and len(papers) != 1:
+            problems.append(
+                f"{pd.where}: 'reported_tables' needs one method with a reported.yaml, found {papers}"
+            )
+        elif section:
+            out[papers[0]] = section["rows"]
+    return out, problems
+
+
+EXPECTED, UNPAIRED = _expected()
+METHODS = {paper: get_method(paper) for paper in EXPECTED}
 OPEN_QA = ["eval_rar", "r_search", "search_r1"]  # EM/F1 tables over the seven QA sets
 JUDGED = ["arena", "tiresrag_r1", "when_to_search"]  # judge columns, counts, other datasets
 
 
 def _rows(paper):
     return METHODS[paper].reported()
+
+
+def test_every_paper_with_reported_numbers_has_expectations():
+    assert not UNPAIRED, "; ".join(UNPAIRED)
+    assert {"search_r1", "eval_rar", "r_search", "arena", "tiresrag_r1", "when_to_search"} <= set(EXPECTED)
 
 
 @pytest.mark.parametrize("paper", sorted(EXPECTED))
