@@ -14,10 +14,16 @@ if TYPE_CHECKING:
     from harness.judge.factory import JudgeSpec
     from harness.judge.stored import JudgeRunReport
 
-PROMPT_HELP = (
-    "judge prompt: default, when_to_search, r1_searcher, tiresrag_r1, arena, tiresrag_r1_sufficiency, "
-    "tiresrag_r1_thinking; '<id>+logit' scores by the label's probability (needs logprobs)"
-)
+
+def prompt_help() -> str:
+    """``--judge-prompt``'s help: every registered judge prompt (the engine's and each plugin's
+    manifest's ``judge_prompts``), so a paper's prompt is listed without an edit here."""
+    # imported here, not at module level: this module stays light (see above); listing the names
+    # reads the plugin manifests only (harness.plugins)
+    from harness.judge.prompts import JUDGE_PROMPTS
+
+    names = ", ".join(JUDGE_PROMPTS.names())
+    return f"judge prompt: {names}; '<id>+logit' scores by the label's probability (needs logprobs)"
 
 
 def report_judge_failures(report: JudgeRunReport) -> int:
@@ -50,7 +56,7 @@ def add_judge_args(p: argparse.ArgumentParser, *, inline: bool = False) -> None:
         default=None,
         help="the model name the judge server serves (e.g. smollm2, gpt-4o-mini)",
     )
-    g.add_argument("--judge-prompt", default="default", help=PROMPT_HELP)
+    g.add_argument("--judge-prompt", default="default", help=prompt_help())
     g.add_argument(
         "--judge-concurrency", type=positive_int, default=4, help="judge requests in flight (default 4)"
     )

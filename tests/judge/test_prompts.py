@@ -7,20 +7,34 @@ import pytest
 
 from harness.errors import ConfigError
 from harness.judge.prompts import JUDGE_PROMPTS, JudgePrompt, _substitute, get_prompt
+from tests.methods.plugin_data import plugin_data
 
-PINNED = {
-    "default": "b5fb6b85",
-    "when_to_search": "d9206469",
-    "r1_searcher": "3e0535e8",
-    "tiresrag_r1": "215baba4",
-    "arena": "15487f02",
-    "tiresrag_r1_sufficiency": "d6cf6632",
-    "tiresrag_r1_thinking": "0df490ea",
-}
+ENGINE_PINNED = {"default": "b5fb6b85", "r1_searcher": "3e0535e8"}  # harness/judge/prompts.py's own
+
+
+def pinned() -> dict[str, str]:
+    """The engine's prompts' hashes and each plugin's, from its folder's ``conformance.json``
+    (``judge_prompt_hashes``, only for prompts its manifest registers)."""
+    out = dict(ENGINE_PINNED)
+    for pd in plugin_data():
+        mine = pd.section("judge_prompt_hashes")
+        foreign = sorted(set(mine) - set(pd.manifest.plugin.judge_prompts))
+        assert not foreign, f"{pd.where} pins judge prompts it does not register: {foreign}"
+        out.update(mine)
+    return out
+
+
+PINNED = pinned()
 
 
 def test_hashes_are_pinned():
-    assert {n: JUDGE_PROMPTS.get(n).prompt_hash for n in JUDGE_PROMPTS.names()} == PINNED
+    now = {n: JUDGE_PROMPTS.get(n).prompt_hash for n in JUDGE_PROMPTS.names()}
+    unpinned = sorted(set(now) - set(PINNED))
+    assert not unpinned, (
+        f"judge prompts {unpinned} have no pinned hash: add them to their folder's conformance.json "
+        f"(section 'judge_prompt_hashes'), values {[now[n] for n in unpinned]}"
+    )
+    assert now == PINNED
 
 
 def test_logit_variant_is_another_metric():
@@ -104,3 +118,24 @@ def test_a_template_missing_a_field_is_refused():
     with pytest.raises(ConfigError, match=r"lacks the placeholder\(s\) \['prediction'\]"):
         _substitute("Q: {question}", {"question": "q", "prediction": "p"})
     assert isinstance(JUDGE_PROMPTS.get("default"), JudgePrompt)
+
+
+def test_judge_prompt_help_lists_the_registry(monkeypatch):
+    """``--judge-prompt``'s help is the registry's list, so a paper's prompt (its manifest's
+    ``judge_prompts``) is listed without an edit to the CLI."""
+    import harness.judge.prompts as prompts
+    from harness.cli import build_parser
+    from harness.registry import Registry
+
+    def judge_help() -> str:
+        sub = next(a for a in build_parser()._actions if a.dest == "command")
+        action = next(a for a in sub.choices["judge"]._actions if a.dest == "judge_prompt")
+        return action.help
+
+    text = judge_help()
+    assert all(n in text for n in prompts.JUDGE_PROMPTS.names()), text
+    toy = Registry("judge prompt")
+    toy.register_lazy("toy_paper_judge", "methods.toy_paper.judge:TOY")
+    toy.register_lazy("default", "harness.judge.prompts:DEFAULT")
+    monkeypatch.setattr(prompts, "JUDGE_PROMPTS", toy)
+    assert judge_help().startswith("judge prompt: default, toy_paper_judge; '<id>+logit'")

@@ -8,6 +8,8 @@ plugin's file and say which one lacks what. Its sections, each optional:
   A (method, protocol) pair is pinned in the file of the plugin registering the method or of the
   one registering the protocol, once; ``UPDATE_SPEC_HASHES=1`` re-pins a changed hash where it is and
   a new pair in the plugin of the two that pins nothing yet, else the method's.
+- ``judge_prompt_hashes``: judge prompt id -> pinned prompt hash, for the prompts the plugin
+  registers (``tests/judge/test_prompts.py``; the engine's own prompts are pinned there).
 - ``reported_tables``: ``{"why": ..., "rows": {table: rows}}``, the rows the paper's
   ``reported.yaml`` gives per table (``tests/methods/test_reported.py``).
 - ``verl_cases``: method -> a scripted run for the verl export parity test
@@ -27,7 +29,7 @@ from typing import Any
 from harness.plugins import Manifest, manifests
 
 FILE = "conformance.json"
-SECTIONS = ("spec_hashes", "reported_tables", "verl_cases")
+SECTIONS = ("spec_hashes", "judge_prompt_hashes", "reported_tables", "verl_cases")
 ROOT = Path(__file__).resolve().parents[2]
 
 
