@@ -49,20 +49,19 @@ def papers() -> dict[str, tuple[str, ...]]:
     }
 
 
-def check_readme(text: str) -> list[str]:
+def check_readme(text: str, methods: list[str], recipes: set[str]) -> list[str]:
     names = readme_names(text)
-    recipes = {r for n in METHODS.names() if METHODS.get(n).trained for r in get_method(n).recipes()}
-    missing = [n for n in METHODS.names() if n not in names]
-    stale = sorted(names - set(METHODS.names()) - recipes)
+    missing = [n for n in methods if n not in names]
+    stale = sorted(names - set(methods) - recipes)
     return [f"README.md, Methods: name the method(s) {missing}"] * bool(missing) + [
         f"README.md, Methods: {stale} are not registered methods"
     ] * bool(stale)
 
 
-def check_sources(text: str) -> list[str]:
+def check_sources(text: str, folders: dict[str, tuple[str, ...]], methods: list[str]) -> list[str]:
     rows = [squash(r) for r in paper_rows(text)]
-    known = {squash(n) for n in METHODS.names()} | {a for names in papers().values() for a in names}
-    missing = [p for p, names in papers().items() if not any(a in r for r in rows for a in names)]
+    known = {squash(n) for n in methods} | {a for names in folders.values() for a in names}
+    missing = [p for p, names in folders.items() if not any(a in r for r in rows for a in names)]
     stale = [r for r in paper_rows(text) if not any(k in squash(r) for k in known)]
     return [f"docs/sources.md, Papers: add a row for methods/{missing}"] * bool(missing) + [
         f"docs/sources.md, Papers: rows {stale} name no registered method or paper"
@@ -70,26 +69,34 @@ def check_sources(text: str) -> list[str]:
 
 
 def test_readme_names_every_registered_method():
-    assert not check_readme(section(ROOT / "README.md", "## Methods"))
+    recipes = {r for n in METHODS.names() if METHODS.get(n).trained for r in get_method(n).recipes()}
+    problems = check_readme(section(ROOT / "README.md", "## Methods"), METHODS.names(), recipes)
+    assert not problems, problems
 
 
 def test_sources_list_every_paper_folder():
-    assert not check_sources(section(ROOT / "docs" / "sources.md", "## Papers"))
+    problems = check_sources(section(ROOT / "docs" / "sources.md", "## Papers"), papers(), METHODS.names())
+    assert not problems, problems
 
 
 def test_the_checks_fail_on_a_missing_or_stale_entry():
-    readme = section(ROOT / "README.md", "## Methods")
-    assert check_readme(readme.replace("`when_to_search`", "when_to_search")) == [
-        "README.md, Methods: name the method(s) ['when_to_search']"
+    readme = "Baselines: `direct`, `cot`; papers: `search_r1` (recipes `paper`, `cpu-smoke`), `arena`."
+    methods = ["arena", "cot", "direct", "search_r1"]
+    assert check_readme(readme, methods, {"paper"}) == []
+    assert check_readme(readme, [*methods, "toy_r1"], {"paper"}) == [
+        "README.md, Methods: name the method(s) ['toy_r1']"
     ]
-    assert check_readme(readme + " `gone_method`") == [
-        "README.md, Methods: ['gone_method'] are not registered methods"
+    assert check_readme(readme, methods[1:], {"paper"}) == [
+        "README.md, Methods: ['arena'] are not registered methods"
     ]
-    sources = section(ROOT / "docs" / "sources.md", "## Papers")
-    row = next(line for line in sources.splitlines() if line.startswith("| ARENA"))
-    assert check_sources(sources.replace(row + "\n", "")) == [
-        "docs/sources.md, Papers: add a row for methods/['arena']"
+    sources = (
+        "| Paper | Identifier |\n|---|---|\n| Search-R1 (Jin et al.) | arXiv |\n| ARENA (Ren) | arXiv |\n"
+    )
+    folders = {"search_r1": ("searchr1",), "arena": ("arena",)}
+    assert check_sources(sources, folders, methods) == []
+    assert check_sources(sources, {**folders, "toy_r1": ("toyr1", "toy-r1")}, methods) == [
+        "docs/sources.md, Papers: add a row for methods/['toy_r1']"
     ]
-    assert check_sources(sources + "| Gone-RL (X et al.) | arXiv 0000.00000 |\n") == [
+    assert check_sources(sources + "| Gone-RL (X et al.) | arXiv |\n", folders, methods) == [
         "docs/sources.md, Papers: rows ['Gone-RL (X et al.)'] name no registered method or paper"
     ]
