@@ -136,7 +136,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 def handle(args: argparse.Namespace) -> int:
     from harness.cli.judge_options import judge_spec_from_args, print_report, report_judge_failures
     from harness.eval.protocol import check_judge
-    from harness.eval.runner import RunConfig, Runner, protocol_groups, reference_sources, run_summary
+    from harness.eval.runner import AVG, RunConfig, Runner, protocol_groups, reference_sources, run_summary
     from harness.eval.scoring import RunScoring
     from harness.eval.setup import build_protocol
     from harness.judge.factory import make_judge
@@ -199,6 +199,10 @@ def handle(args: argparse.Namespace) -> int:
         df = run_summary(runner.store, ids, RunScoring.of(p).primary)
         if any(m.own_protocols for m in group):
             df = df.merge(reference_sources(runner.store, ids), on=["method", "dataset"], how="left")
+            avg = df["dataset"] == AVG
+            for col in ("own_refs", "substitute_refs") if avg.any() else ():  # Avg.: the method's sum
+                sums = df[~avg].groupby("method")[col].sum()
+                df[col] = df[col].where(~avg, df["method"].map(sums))
         print_summary(
             df,
             title=f"{args.bench} · protocol {p.name} ({p.protocol_id}) · {args.model}",

@@ -72,8 +72,9 @@ def test_unknown_model_leaves_no_run(tmp_path, capsys):
     db = tmp_path / "r.duckdb"
     assert main([*BASE, "--limit", "1", "--model", "nosuchmodel", "--db", str(db)]) == 2
     err = capsys.readouterr().err
-    assert one_line(err.split("\n", 1)[1]).startswith("error: model 'nosuchmodel' is neither a")
-    assert rows(db, "SELECT count(*) FROM runs") == [(0,)]  # no `running` (or any) row
+    # refused before the run starts: the error is the only line (no protocol line, no results file)
+    assert one_line(err).startswith("error: model 'nosuchmodel' is neither a")
+    assert not db.exists()  # no results file at all, so no `running` (or any) row
 
 
 def test_dead_base_url_is_one_line_before_anything(tok_dir, tmp_path, capsys):
