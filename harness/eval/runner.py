@@ -452,7 +452,7 @@ def run_summary(store: Store, run_ids: Sequence[str], primary: str = "em"):
     import numpy as np
     import pandas as pd
 
-    from harness.metrics.bootstrap import _nan_aggregate, dataset_aggregate, is_binary, macro_aggregate
+    from harness.metrics.bootstrap import dataset_aggregate, is_binary, macro_aggregate
 
     df = summary(store, run_ids, primary)
     methods = {rid: run.method for rid in run_ids if (run := store.get_run(rid)) is not None}
@@ -465,8 +465,7 @@ def run_summary(store: Store, run_ids: Sequence[str], primary: str = "em"):
     for method, g in df.groupby("method", sort=False):
         rows = g.to_dict("records")
         for r in rows:
-            v = per.get((method, r["dataset"]), np.array([]))  # none when every sample failed
-            agg = dataset_aggregate(v, binary=binary) if len(v) else _nan_aggregate()
+            agg = dataset_aggregate(per.get((method, r["dataset"]), np.array([])), binary=binary)
             r["primary_lo"], r["primary_hi"] = agg.lo, agg.hi
         n = float(g["n"].sum())
         method_spq = float((g["seconds_per_q"] * g["n"]).sum() / n) if n else float("nan")

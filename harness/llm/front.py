@@ -57,6 +57,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from harness.retrieval.server import read_timeout_protocol, replay_body  # the HTTP limits both servers share
+
 __all__ = ["FrontConfig", "FrontLimits", "check_request", "completion_logprobs", "create_app", "serve"]
 
 API_KEY_ENV = "HARNESS_API_KEY"
@@ -261,17 +263,7 @@ class Guard:
             chunks.append(chunk)
             if not message_in.get("more_body", False):
                 break
-        data = b"".join(chunks)
-        replayed = False
-
-        async def replay():
-            nonlocal replayed
-            if not replayed:
-                replayed = True
-                return {"type": "http.request", "body": data, "more_body": False}
-            return await receive()
-
-        await self.app(scope, replay, send)
+        await self.app(scope, replay_body(b"".join(chunks), receive), send)
 
 
 def create_app(cfg: FrontConfig) -> Any:
@@ -446,8 +438,6 @@ def create_app(cfg: FrontConfig) -> Any:
 def uvicorn_config(app: Any, limits: FrontLimits, *, host: str, port: int, log_level: str = "warning") -> Any:
     """h11 with the request read timeout, keep-alive and connection limits from ``limits``."""
     import uvicorn
-
-    from harness.retrieval.server import read_timeout_protocol
 
     return uvicorn.Config(
         app,

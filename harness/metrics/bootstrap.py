@@ -14,6 +14,8 @@ from dataclasses import dataclass
 import numpy as np
 
 _CHUNK_ELEMENTS = 2_000_000  # indices drawn per chunk (16 MB of int64)
+N_RESAMPLES = 1000  # every bootstrap's default
+Z95 = 1.959963984540054  # the standard normal's 97.5% quantile
 
 
 @dataclass(frozen=True)
@@ -56,7 +58,7 @@ def _check(n_resamples: int, alpha: float) -> None:
 
 def bootstrap_matrix(
     matrix: Sequence[Sequence[float]] | np.ndarray,
-    n_resamples: int = 1000,
+    n_resamples: int = N_RESAMPLES,
     alpha: float = 0.05,
     seed: int = 0,
 ) -> list[Aggregate]:
@@ -79,14 +81,14 @@ def bootstrap_matrix(
 
 
 def bootstrap_ci(
-    values: Sequence[float] | np.ndarray, n_resamples: int = 1000, alpha: float = 0.05, seed: int = 0
+    values: Sequence[float] | np.ndarray, n_resamples: int = N_RESAMPLES, alpha: float = 0.05, seed: int = 0
 ) -> Aggregate:
     """Mean of ``values`` with a ``1 - alpha`` percentile-bootstrap interval."""
     return bootstrap_matrix([values], n_resamples=n_resamples, alpha=alpha, seed=seed)[0]
 
 
 def bootstrap_columns(
-    columns: Mapping[str, Sequence[float]], n_resamples: int = 1000, alpha: float = 0.05, seed: int = 0
+    columns: Mapping[str, Sequence[float]], n_resamples: int = N_RESAMPLES, alpha: float = 0.05, seed: int = 0
 ) -> dict[str, Aggregate]:
     """``{name: Aggregate}`` for several metrics over the same samples (shared resamples)."""
     names = list(columns)
@@ -100,7 +102,7 @@ def bootstrap_columns(
 def paired_bootstrap_diff(
     a: Sequence[float] | np.ndarray,
     b: Sequence[float] | np.ndarray,
-    n_resamples: int = 1000,
+    n_resamples: int = N_RESAMPLES,
     alpha: float = 0.05,
     seed: int = 0,
 ) -> Aggregate:
@@ -135,11 +137,8 @@ def wilson_ci(values: Sequence[float] | np.ndarray, alpha: float = 0.05) -> Aggr
     return Aggregate(k / n, float(ci.low), float(ci.high), n)
 
 
-N_RESAMPLES = 1000
-Z95 = 1.959963984540054
-
-
-def _nan_aggregate() -> Aggregate:
+def nan_aggregate() -> Aggregate:
+    """No values: NaN mean and interval, n 0."""
     return Aggregate(math.nan, math.nan, math.nan, 0)
 
 
@@ -148,17 +147,15 @@ def is_binary(values: np.ndarray) -> bool:
     return bool(len(values)) and bool(np.all((values == 0) | (values == 1)))
 
 
-def wilson_aggregate(values: np.ndarray) -> Aggregate:
-    """Mean of 0/1 values with the Wilson score 95% interval (:func:`harness.metrics.bootstrap.wilson_ci`)."""
-    return wilson_ci(values)
-
-
 def dataset_aggregate(
     values: np.ndarray, n_resamples: int = N_RESAMPLES, *, binary: bool = False
 ) -> Aggregate:
-    """Mean of one dataset's per-question values with its 95% interval (Wilson when ``binary``)."""
+    """Mean of one dataset's per-question values with its 95% interval (Wilson when ``binary``);
+    :func:`nan_aggregate` when there are none (every sample failed, or the dataset was not run)."""
+    if not len(values):
+        return nan_aggregate()
     if binary:
-        return wilson_aggregate(values)
+        return wilson_ci(values)
     return bootstrap_ci(values, n_resamples=n_resamples)
 
 
@@ -176,12 +173,12 @@ def macro_aggregate(
     that every dataset counts equally, as in the point estimate."""
     sizes = [len(v) for v in per_dataset]
     if not per_dataset or min(sizes) == 0:
-        return _nan_aggregate()
+        return nan_aggregate()
     total, d = sum(sizes), len(per_dataset)
     exact = float(np.mean([v.mean() for v in per_dataset]))  # the same number without float drift
     if binary:
         if d == 1:
-            return wilson_aggregate(per_dataset[0])
+            return wilson_ci(per_dataset[0])
         add = 2 / d  # successes and failures added per dataset (see :func:`macro_aggregate`)
         tilde = [(v.sum() + add) / (len(v) + 2 * add) for v in per_dataset]
         var = sum(p * (1 - p) / (len(v) + 2 * add) for p, v in zip(tilde, per_dataset, strict=True)) / d**2

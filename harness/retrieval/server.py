@@ -179,17 +179,22 @@ class BodyLimit:
             await send({"type": "http.response.start", "status": status, "headers": headers})
             await send({"type": "http.response.body", "body": body})
             return
-        data = b"".join(chunks)
-        replayed = False
+        await self.app(scope, replay_body(b"".join(chunks), receive), send)
 
-        async def replay():
-            nonlocal replayed
-            if not replayed:
-                replayed = True
-                return {"type": "http.request", "body": data, "more_body": False}
-            return await receive()
 
-        await self.app(scope, replay, send)
+def replay_body(data: bytes, receive: Any) -> Any:
+    """An ASGI ``receive`` that hands the app ``data``, a body already read whole by a middleware,
+    as one message, then passes on to the connection's own ``receive`` (disconnects)."""
+    replayed = False
+
+    async def replay():
+        nonlocal replayed
+        if not replayed:
+            replayed = True
+            return {"type": "http.request", "body": data, "more_body": False}
+        return await receive()
+
+    return replay
 
 
 class FifoSemaphore:

@@ -7,11 +7,10 @@ import re
 from harness.metrics.bootstrap import (  # the intervals are the engine's (the run summary uses them too)
     N_RESAMPLES,
     Z95,
-    _nan_aggregate,
     dataset_aggregate,
     is_binary,
     macro_aggregate,
-    wilson_aggregate,
+    nan_aggregate,
 )
 
 PARETO_COSTS = ("retrievals", "tokens", "usd")
@@ -100,7 +99,7 @@ __all__ = [
     "ROW_KEY",
     "UNTRAINED",
     "Z95",
-    "_nan_aggregate",
+    "nan_aggregate",
     "corpus_text",
     "dataset_aggregate",
     "inline_code",
@@ -111,5 +110,4 @@ __all__ = [
     "paper_link",
     "retriever_text",
     "uses_retrieval",
-    "wilson_aggregate",
 ]

@@ -10,7 +10,7 @@ import pandas as pd
 from leaderboards.schema import (
     COST_COLUMNS,
 )
-from leaderboards.views.common import PARETO_COSTS, ROW_KEY, _nan_aggregate, is_binary, macro_aggregate
+from leaderboards.views.common import PARETO_COSTS, ROW_KEY, is_binary, macro_aggregate, nan_aggregate
 
 
 # -- cost and efficiency ---------------------------------------------------------------------------
@@ -35,7 +35,7 @@ def build_cost(
     for (method, model), g in v.groupby(ROW_KEY, sort=True):
         per = {d: gd["value"].to_numpy(dtype=np.float64) for d, gd in g.groupby("dataset")}
         full = all(d in per for d in datasets)
-        agg = macro_aggregate([per[d] for d in datasets], binary=binary) if full else _nan_aggregate()
+        agg = macro_aggregate([per[d] for d in datasets], binary=binary) if full else nan_aggregate()
         c = costs[(costs["method"] == method) & (costs["model"] == model)]
         correct = float(g["value"].sum())
         usd_known = len(c) and c["usd"].notna().all()

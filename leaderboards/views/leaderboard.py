@@ -30,12 +30,12 @@ from leaderboards.schema import (
 from leaderboards.views.common import (
     N_RESAMPLES,
     ROW_KEY,
-    _nan_aggregate,
     dataset_aggregate,
     is_binary,
     macro_aggregate,
     method_type,
     model_size,
+    nan_aggregate,
     paper_link,
     retriever_text,
     uses_retrieval,
@@ -255,7 +255,7 @@ def build_leaderboard(
             "runs": ", ".join(sorted(set(g["run_id"]))),
         }
         for d in datasets:
-            agg = dataset_aggregate(per[d], n_resamples, binary=binary) if d in per else _nan_aggregate()
+            agg = dataset_aggregate(per.get(d, np.array([])), n_resamples, binary=binary)  # none: NaN
             cells[(method, model, d)] = agg
             row.update({d: agg.mean, f"{d}_lo": agg.lo, f"{d}_hi": agg.hi})
         for grp, members in averages:
@@ -263,7 +263,7 @@ def build_leaderboard(
             agg = (
                 macro_aggregate([per[d] for d in members], n_resamples, binary=binary)
                 if have
-                else _nan_aggregate()
+                else nan_aggregate()
             )
             cells[(method, model, grp.key)] = agg
             row.update({grp.key: agg.mean, f"{grp.key}_lo": agg.lo, f"{grp.key}_hi": agg.hi})

@@ -18,7 +18,7 @@ from leaderboards.schema import (
     metric_label,
     order_datasets,
 )
-from leaderboards.views.common import _nan_aggregate, corpus_text, macro_aggregate, retriever_text
+from leaderboards.views.common import corpus_text, macro_aggregate, nan_aggregate, retriever_text
 from leaderboards.views.leaderboard import (
     COMPOSITE_METRICS,
     PAPER_AVERAGES,
@@ -112,7 +112,7 @@ def build_reported(
             else []
         )
         if not matches:
-            matches = [("", _nan_aggregate(), ())]
+            matches = [("", nan_aggregate(), ())]
         for model, agg, members in matches:
             differs = [*not_computed]
             if model and _model_key(model) != _model_key(r.model):

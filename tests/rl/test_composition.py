@@ -8,7 +8,7 @@ import torch
 from harness.rl.advantages import AdvantageBatch, compute_advantages
 from harness.rl.config import preset
 from harness.rl.kl import kl_loss, kl_penalty_reward
-from harness.rl.losses import log_probs_from_logits, policy_loss
+from harness.rl.losses import POLICY_LOSSES, log_probs_from_logits
 
 
 @pytest.mark.parametrize("name", ["grpo", "dr_grpo", "dapo", "reinforce_pp"])
@@ -39,17 +39,8 @@ def test_toy_bandit_learns_with_each_preset(name):
         )
         for _ in range(cfg.ppo_epochs):
             lp = log_probs_from_logits(logits.expand(b, t, v), tokens)
-            loss, _ = policy_loss(
-                lp,
-                old_lp,
-                adv,
-                mask,
-                clip_low=cfg.clip_low,
-                clip_high=cfg.clip_high,
-                agg_mode=cfg.loss_agg_mode,
-                dual_clip_c=cfg.dual_clip_c,
-                norm_length=cfg.loss_norm_length,
-            )
+            # the loss the preset names, with its settings, as the trainer calls it
+            loss, _ = POLICY_LOSSES.get(cfg.policy_loss)(lp, old_lp, adv, mask, cfg, None)
             opt.zero_grad()
             loss.backward()
             opt.step()
