@@ -403,7 +403,17 @@ def test_no_paper_folder_imports_another_paper_folder():
 
 
 # -- (d) ------------------------------------------------------------------------------------------
-SHARED_OPTIONS = ("--db", "--data-dir", "--protocol", "--model")
+SHARED_OPTIONS = (
+    "--db",
+    "--data-dir",
+    "--protocol",
+    "--model",
+    "--corpus",
+    "--device",
+    "--max-body-bytes",
+    "--read-timeout",
+    "--max-connections",
+)
 OPTIONS_MODULE = "harness/cli/options.py"
 # (file, function) pairs allowed to add a shared option themselves, with the reason; keep it short
 OPTION_EXCEPTIONS: dict[str, set[tuple[str, str]]] = {}  # (file, function) allowed a second definition
@@ -454,8 +464,9 @@ def argparse_importers(root: Path = ROOT) -> list[str]:
 
 
 def test_each_shared_option_is_added_by_one_function_in_harness_cli():
-    """``--db``, ``--data-dir``, ``--protocol`` and ``--model`` are each defined once (an
-    ``add_*_arg`` helper in harness/cli/options.py); every command calls the helper."""
+    """Each shared option (``--db``, ``--data-dir``, ``--protocol``, ``--model``, ``--corpus``,
+    ``--device``, the servers' connection limits) is defined once, by a helper in
+    harness/cli/options.py; every command calls the helper."""
     defs = option_definitions()
     for flag in SHARED_OPTIONS:
         found = defs[flag] - OPTION_EXCEPTIONS.get(flag, set())

@@ -12,9 +12,9 @@ from harness.cli.options import (
     add_corpus_arg,
     add_data_dir_arg,
     add_db_arg,
+    add_device_arg,
     add_model_arg,
     add_protocol_arg,
-    device_arg,
     run_choices,
 )
 from harness.cli.retrieval_options import add_remote_args
@@ -93,13 +93,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="llama.cpp / transformers threads (default $OMP_NUM_THREADS, else 1); 2 on an idle "
         "2-core machine is about twice as fast, but collapses when another process is busy",
     )
-    p.add_argument(
-        "--device",
-        type=device_arg,
-        default=None,
-        help="transformers backend: where the model runs: auto (the first GPU when torch sees one, "
-        "else the CPU; the default), cpu, cuda, cuda:N",
-    )
+    add_device_arg(p, what="the model of the transformers backend", default=None)
     p.add_argument(
         "--slots",
         type=positive_int,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from harness.cli import add_command
-from harness.cli.options import add_model_arg
+from harness.cli.options import add_connection_limit_args, add_model_arg, limits_error
 from harness.llm.front import API_KEY_ENV, FrontLimits
 
 EXAMPLES = """\
@@ -62,23 +62,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="also serve llama.cpp's /slots, /props and /metrics (off by default)",
     )
     limits = FrontLimits()
-    p.add_argument(
-        "--max-body-bytes",
-        type=int,
-        default=limits.max_body_bytes,
-        help=f"largest request body, 413 above (default {limits.max_body_bytes})",
-    )
-    p.add_argument(
-        "--read-timeout",
-        type=float,
-        default=limits.read_timeout_s,
-        help=f"seconds a client has to send a whole request, 408 after (default {limits.read_timeout_s:g})",
-    )
-    p.add_argument(
-        "--max-connections",
-        type=int,
-        default=limits.max_connections,
-        help=f"connections served at once, 503 beyond (default {limits.max_connections})",
+    add_connection_limit_args(
+        p,
+        max_body_bytes=limits.max_body_bytes,
+        read_timeout_s=limits.read_timeout_s,
+        max_connections=limits.max_connections,
+        beyond_connections="503 beyond",
     )
 
 
@@ -89,7 +78,6 @@ def run(args: argparse.Namespace) -> int:
 
     import pydantic
 
-    from harness.errors import ConfigError
     from harness.llm.server import ModelServer
 
     try:
@@ -99,11 +87,7 @@ def run(args: argparse.Namespace) -> int:
             max_connections=args.max_connections,
         )
     except pydantic.ValidationError as e:
-        first = e.errors()[0]
-        flag = {"max_body_bytes": "--max-body-bytes", "read_timeout_s": "--read-timeout"}.get(
-            str(first["loc"][0]), "--max-connections"
-        )
-        raise ConfigError(f"{flag} {first['input']}: {first['msg'].lower()}") from None
+        raise limits_error(e) from None
     api_key = args.api_key if args.api_key is not None else os.environ.get(API_KEY_ENV) or None
 
     # a SIGTERM to this process must also stop the server it started (the finally below)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from harness.cli import add_command
-from harness.cli.options import add_device_arg
+from harness.cli.options import add_connection_limit_args, add_device_arg, limits_error
 from harness.cli.retrieval_options import add_retriever_args, setup_logging
 from harness.retrieval.encoder import set_encoder_device
 
@@ -57,8 +57,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="threads searching at once (default: 4 for pyserini, whose search is thread-safe; 1 otherwise)",
     )
     lim = p.add_argument_group("limits (per request)")
-    lim.add_argument(
-        "--max-body-bytes", type=int, default=d.max_body_bytes, help=f"413 above (default {d.max_body_bytes})"
+    add_connection_limit_args(
+        lim,
+        max_body_bytes=d.max_body_bytes,
+        read_timeout_s=d.read_timeout_s,
+        max_connections=d.max_connections,
+        beyond_connections="beyond it the one waiting longest for a request is closed with 408, "
+        "503 when all are being answered",
     )
     lim.add_argument(
         "--max-queries",
@@ -86,26 +91,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help=f"largest reply in bytes, 413 above; checked before the search from the corpus's passage "
         f"sizes and again while the reply is built (default {d.max_reply_bytes})",
     )
-    lim.add_argument(
-        "--read-timeout",
-        type=float,
-        default=d.read_timeout_s,
-        help=f"seconds a client has to send a whole request, else 408 (default {d.read_timeout_s:g})",
-    )
-    lim.add_argument(
-        "--max-connections",
-        type=int,
-        default=d.max_connections,
-        help=f"open connections; beyond it the one waiting longest for a request is closed with 408, "
-        f"503 when all are being answered (default {d.max_connections})",
-    )
 
 
 def limits_from_args(args: argparse.Namespace):
     """The :class:`ServerLimits` the flags give, or one ConfigError naming the flag."""
     from pydantic import ValidationError
 
-    from harness.errors import ConfigError
     from harness.retrieval.server import ServerLimits
 
     flags = {
@@ -121,10 +112,7 @@ def limits_from_args(args: argparse.Namespace):
     try:
         return ServerLimits(**flags)
     except ValidationError as e:
-        err = e.errors()[0]
-        field = str(err["loc"][0])
-        flag = "--read-timeout" if field == "read_timeout_s" else "--" + field.replace("_", "-")
-        raise ConfigError(f"{flag}: {err['msg'].lower()}, got {flags.get(field)!r}") from None
+        raise limits_error(e) from None
 
 
 def _run(args: argparse.Namespace) -> int:

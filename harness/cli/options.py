@@ -1,7 +1,7 @@
 """The options several commands share, each defined once: ``--db``, ``--data-dir``,
-``--protocol``, ``--model``, ``--corpus`` and ``--device``; and :func:`run_choices`, the one
-place a command's parsed options become the run set-up's typed input
-(:class:`harness.eval.setup.RunChoices`).
+``--protocol``, ``--model``, ``--corpus``, ``--device`` and the servers' connection limits; and
+:func:`run_choices`, the one place a command's parsed options become the run set-up's typed
+input (:class:`harness.eval.setup.RunChoices`).
 
 Each ``add_*`` helper adds its option where it is called, so a command's ``--help`` lists its
 options in the order the command adds them; ``default`` and ``help`` are the command's own where
@@ -20,6 +20,8 @@ from harness.device import check_device_spec
 from harness.errors import ConfigError
 
 if TYPE_CHECKING:
+    import pydantic
+
     from harness.eval.setup import RunChoices
 
 DEFAULT_DB = Path("results/harness.duckdb")
@@ -79,14 +81,58 @@ def device_arg(value: str) -> str:
         raise argparse.ArgumentTypeError(str(e)) from None
 
 
-def add_device_arg(parser: argparse.ArgumentParser, *, what: str) -> None:
-    """The one ``--device`` option (``what``: which model the device is for, for the help)."""
+def add_device_arg(
+    parser: argparse.ArgumentParser | argparse._ArgumentGroup, *, what: str, default: str | None = "auto"
+) -> None:
+    """The one ``--device`` option (``what``: which model the device is for, for the help;
+    ``default`` None where the option only applies to some of the command's backends)."""
     parser.add_argument(
         "--device",
         type=device_arg,
-        default="auto",
-        help=f"where {what} runs: auto (the first GPU when torch sees one, else the CPU), cpu, cuda, cuda:N",
+        default=default,
+        help=f"where {what} runs: auto (the first GPU when torch sees one, else the CPU; the default), "
+        "cpu, cuda, cuda:N",
     )
+
+
+def add_connection_limit_args(
+    p: argparse.ArgumentParser | argparse._ArgumentGroup,
+    *,
+    max_body_bytes: int,
+    read_timeout_s: float,
+    max_connections: int,
+    beyond_connections: str,
+) -> None:
+    """A server's connection limits, ``--max-body-bytes``, ``--read-timeout`` and
+    ``--max-connections`` (serve-model, serve-retriever). The defaults come from the server's
+    limits model; ``beyond_connections`` says what that server does past the last connection."""
+    p.add_argument(
+        "--max-body-bytes",
+        type=int,
+        default=max_body_bytes,
+        help=f"largest request body in bytes, 413 above (default {max_body_bytes})",
+    )
+    p.add_argument(
+        "--read-timeout",
+        type=float,
+        default=read_timeout_s,
+        help=f"seconds a client has to send a whole request, 408 after (default {read_timeout_s:g})",
+    )
+    p.add_argument(
+        "--max-connections",
+        type=int,
+        default=max_connections,
+        help=f"open connections; {beyond_connections} (default {max_connections})",
+    )
+
+
+def limits_error(e: pydantic.ValidationError) -> ConfigError:
+    """One line naming the flag behind a server limits model's first validation error
+    (``read_timeout_s`` is ``--read-timeout``; any other field ``--field-name``)."""
+    first = e.errors()[0]
+    field = str(first["loc"][0])
+    flag = "--read-timeout" if field == "read_timeout_s" else "--" + field.replace("_", "-")
+    return ConfigError(f"{flag} {first['input']}: {first['msg'].lower()}")
 
 
 def run_choices(args: argparse.Namespace) -> RunChoices:
