@@ -32,8 +32,10 @@ names the first layer and item that moved (docs/regression-gate.md):
   scores      the model's scores on the reader slice (--db): paired bootstrap, below
 
 The first four (`--layers exact`) run no model and take seconds; they compare exactly against
---exact-against (results/regress/exact.json). A change that is meant is recorded with --update and
-a one-line --reason, in the same commit as the change.
+--exact-against (results/regress/exact.json: the engine's and the baselines' items) and each
+plugin folder's regress-exact.json (methods/<paper>/: the items of its own methods and
+protocols). A change that is meant is recorded with --update and a one-line --reason, in the same
+commit as the change; --update writes each item to its own file, a new paper's into its folder.
 
 Scores: the latest scores of every (method, model, protocol, dataset, metric) in the database are
 compared with --against. With per-question values in the baseline (what --update writes), the
@@ -72,7 +74,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "--exact-against",
         type=Path,
         default=Path("results/regress/exact.json"),
-        help="exact-layer baseline (the prompt texts beside it: <name>.prompts.json.gz)",
+        help="the central exact-layer baseline (the prompt texts beside it: <name>.prompts.json.gz); "
+        "the plugin folders' regress-exact.json are read with it",
     )
     add_db_arg(p, default=None, help="results database of the reader slice (scores layer)")
     p.add_argument("--update", action="store_true", help="rewrite the baselines of the chosen layers")
@@ -145,20 +148,17 @@ def handle(args: argparse.Namespace) -> int:
 def handle_exact(args: argparse.Namespace, layers: list[str], texts: list[str]) -> int:
     from harness import gate
     from harness.gate.layers import compute
+    from harness.gate.pins import PIN_FILE, load_pins, write_pins
 
     current = compute(layers)
     if args.update:
-        old = gate.ExactBaseline.load(args.exact_against) if args.exact_against.is_file() else None
-        new = gate.updated(old, current, args.reason)
-        new.save(
-            args.exact_against,
-            current.prompt_texts if "prompts" in current.items else gate.load_texts(args.exact_against),
-        )
+        written = write_pins(current, args.exact_against, args.reason)
         n = sum(len(v) for v in current.items.values())
-        print(f"wrote {args.exact_against}: {', '.join(current.items)} ({n} items)", file=sys.stderr)
+        where = ", ".join(str(p) for p in written) or "nothing (every pin already equal)"
+        print(f"wrote {where}: {', '.join(current.items)} ({n} items)", file=sys.stderr)
         return 0
-    baseline = gate.ExactBaseline.load(args.exact_against)
-    verdicts = gate.compare(baseline, current, baseline_texts=gate.load_texts(args.exact_against))
+    pins = load_pins(args.exact_against)
+    verdicts = gate.compare(pins.merged, current, baseline_texts=pins.merged_texts)
     text = gate.report(verdicts)
     print(text)
     texts.append(text)
@@ -168,11 +168,16 @@ def handle_exact(args: argparse.Namespace, layers: list[str], texts: list[str]) 
         print(
             f"regress: FAILED at layer {layer}"
             + (f", item {item.key}" if item else "")
-            + f" against {args.exact_against} (intended? --update --reason '...')",
+            + f" against {args.exact_against} and the plugin folders' {PIN_FILE}"
+            " (intended? --update --reason '...')",
             file=sys.stderr,
         )
         return 1
-    print(f"regress: exact layers passed ({', '.join(layers)}) against {args.exact_against}", file=sys.stderr)
+    print(
+        f"regress: exact layers passed ({', '.join(layers)}) against {args.exact_against} and the "
+        f"plugin folders' {PIN_FILE}",
+        file=sys.stderr,
+    )
     return 0
 
 

@@ -4,8 +4,10 @@
 retrieval, prompts, extraction); this module keeps them in a baseline file
 (``results/regress/exact.json``, the prompt texts beside it in ``exact.prompts.json.gz`` for the
 diff), compares a tree with it item by item, in layer order, and names the first layer and item
-that moved, with a readable first difference. The model-score layer (paired bootstrap on the
-reader slice) is :mod:`harness.results.regress`, run after these.
+that moved, with a readable first difference. The items a plugin folder owns are pinned in that
+folder (:mod:`harness.gate.pins`), so the baseline compared is every pin file read as one. The
+model-score layer (paired bootstrap on the reader slice) is :mod:`harness.results.regress`, run
+after these.
 
 A baseline holds no machine paths and no timings: item keys are method, protocol, dataset and
 question ids, values are hashes, ids, scores, predictions and metric values. ``reasons`` lists
@@ -18,7 +20,6 @@ import gzip
 import json
 import math
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
@@ -78,21 +79,6 @@ def texts_path(path: Path) -> Path:
 def load_texts(path: Path) -> dict[str, str]:
     p = texts_path(path)
     return json.loads(gzip.decompress(p.read_bytes())) if p.is_file() else {}
-
-
-def updated(old: ExactBaseline | None, current: Current, reason: str) -> ExactBaseline:
-    """``old`` with the layers ``current`` computed replaced and ``reason`` appended."""
-    reason = reason.strip()
-    if not reason or "\n" in reason:
-        raise ConfigError("--update needs --reason: one line saying why the baseline changes")
-    layers = dict(old.layers) if old is not None else {}
-    layers.update(current.items)
-    stamp = datetime.now(UTC).strftime("%Y-%m-%d")
-    return ExactBaseline(
-        reasons=[*(old.reasons if old is not None else []), f"{stamp}: {reason}"],
-        versions=library_versions() if "retrieval" in current.items else (old.versions if old else {}),
-        layers={x: layers[x] for x in LAYERS if x in layers},
-    )
 
 
 @dataclass(frozen=True)

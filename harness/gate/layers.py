@@ -28,7 +28,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -84,16 +84,18 @@ def protocols_of(name: str) -> list[str]:
     return [p for p in PROTOCOLS.names() if p not in bound]
 
 
-def spec_items() -> dict[str, str]:
+def spec_items() -> tuple[dict[str, str], dict[str, Scope]]:
     from harness.eval.protocol import PROTOCOLS, preset
     from harness.methods_registry import METHODS, get_method
 
     items = {f"protocol {p}": preset(p).protocol_id for p in PROTOCOLS.names()}
+    scopes: dict[str, Scope] = {f"protocol {p}": ((), (p,)) for p in PROTOCOLS.names()}
     for n in METHODS.names():
         method = get_method(n)
         for p in protocols_of(n):
             items[f"method {n} @ {p}"] = method.spec(preset(p)).spec_hash
-    return items
+            scopes[f"method {n} @ {p}"] = ((n,), (p,))
+    return items, scopes
 
 
 # -- layer 2: retrieval ---------------------------------------------------------------------------
@@ -122,21 +124,27 @@ def query_set(recorded: Recorded) -> list[str]:
     return list(dict.fromkeys([*qs, *recorded.search_queries]))
 
 
-def retrieval_items(recorded: Recorded, retriever_for: RetrieverFor) -> dict[str, dict[str, list]]:
+def retrieval_items(
+    recorded: Recorded, retriever_for: RetrieverFor
+) -> tuple[dict[str, dict[str, list]], dict[str, Scope]]:
     groups: dict[str, tuple[Any, int]] = {}
+    users: dict[str, list[str]] = {}  # label -> the protocols searching with it
     for p in packaged_protocols():
         if p.retriever.kind == "pyserini" and not _importable("pyserini"):
             continue  # checked in pyserini's own env only
         label = retriever_label(p)
         k = max(p.top_k, groups[label][1]) if label in groups else p.top_k
         groups[label] = (groups.get(label, (p, 0))[0], k)
+        users.setdefault(label, []).append(p.name)
     items: dict[str, dict[str, list]] = {}
+    scopes: dict[str, Scope] = {}
     queries = query_set(recorded)
     for label, (protocol, k) in sorted(groups.items()):
         hits = retriever_for(protocol).search(queries, k)
         for q, h in zip(queries, hits, strict=True):
             items[f"{label} k={k} | {q}"] = {"ids": [x.doc_id for x in h], "scores": [x.score for x in h]}
-    return items
+            scopes[f"{label} k={k} | {q}"] = ((), tuple(users[label]))
+    return items, scopes
 
 
 def _importable(name: str) -> bool:
@@ -184,8 +192,10 @@ def synthetic_outputs(dialect: dict[str, Any], question: str, answer: str, turn_
     return [search, answer_text] if turn_first else [answer_text]
 
 
-def replay_items(recorded: Recorded, retriever_for: RetrieverFor) -> tuple[dict, dict, dict]:
-    """(prompt hashes, prompt texts, extraction items) of every method in :func:`replay_plan`."""
+def replay_items(recorded: Recorded, retriever_for: RetrieverFor) -> tuple[dict, dict, dict, dict]:
+    """(prompt hashes, prompt texts, extraction items, their scopes) of every method in
+    :func:`replay_plan`; a key's scope is its (method, protocol), the key's ``method@protocol``
+    prefix."""
     from harness.data.benches import load_bench
     from harness.eval.protocol import preset
     from harness.eval.scoring import RunScoring
@@ -202,7 +212,8 @@ def replay_items(recorded: Recorded, retriever_for: RetrieverFor) -> tuple[dict,
     hashes: dict[str, str] = {}
     texts: dict[str, str] = {}
     extraction: dict[str, Any] = {}
-    for name, pname in replay_plan():
+    plan = replay_plan()
+    for name, pname in plan:
         method = get_method(name)
         protocol = preset(pname)
         examples = [e for e in slice_examples if method.cannot_answer(e) is None]
@@ -262,7 +273,9 @@ def replay_items(recorded: Recorded, retriever_for: RetrieverFor) -> tuple[dict,
                     "status": t.extraction_status,
                     "metrics": scoring.score(t, gold),
                 }
-    return hashes, texts, extraction
+    by_prefix = {f"{n}@{p}": ((n,), (p,)) for n, p in plan}
+    scopes = {k: by_prefix[k.split("/", 1)[0]] for k in [*hashes, *extraction]}
+    return hashes, texts, extraction, scopes
 
 
 def prediction_items(recorded: Recorded) -> dict[str, Any]:
@@ -280,12 +293,19 @@ def prediction_items(recorded: Recorded) -> dict[str, Any]:
 
 
 # -- all layers -----------------------------------------------------------------------------------
+# What an item is about: the methods and the protocols it belongs to (``harness.gate.pins`` keeps
+# an item in the pin file of the plugin folder that registers them; an empty scope is the engine's).
+Scope = tuple[tuple[str, ...], tuple[str, ...]]
+
+
 @dataclass
 class Current:
-    """What the tree computes now, layer by layer (only the layers asked for)."""
+    """What the tree computes now, layer by layer (only the layers asked for), and each item's
+    :data:`Scope` (layer -> key -> (methods, protocols))."""
 
     items: dict[str, dict[str, Any]]
     prompt_texts: dict[str, str]
+    scopes: dict[str, dict[str, Scope]] = field(default_factory=dict)
 
 
 def compute(
@@ -301,18 +321,28 @@ def compute(
     rec = recorded or Recorded.load()
     get = retriever_for or cached_retrievers()
     items: dict[str, dict[str, Any]] = {}
+    scopes: dict[str, dict[str, Scope]] = {}
     texts: dict[str, str] = {}
     if "specs" in layers:
-        items["specs"] = spec_items()
+        items["specs"], scopes["specs"] = spec_items()
     if "retrieval" in layers:
-        items["retrieval"] = retrieval_items(rec, get)
+        items["retrieval"], scopes["retrieval"] = retrieval_items(rec, get)
     if "prompts" in layers or "extraction" in layers:
-        hashes, texts, extraction = replay_items(rec, get)
+        hashes, texts, extraction, replayed = replay_items(rec, get)
         if "prompts" in layers:
             items["prompts"] = hashes
+            scopes["prompts"] = {k: replayed[k] for k in hashes}
         if "extraction" in layers:
-            items["extraction"] = {**extraction, **prediction_items(rec)}
-    return Current(items={x: items[x] for x in LAYERS if x in items}, prompt_texts=texts)
+            predictions = prediction_items(rec)
+            items["extraction"] = {**extraction, **predictions}
+            scopes["extraction"] = {
+                **{k: replayed[k] for k in extraction},
+                **dict.fromkeys(predictions, ((), ())),
+            }
+    order = [x for x in LAYERS if x in items]
+    return Current(
+        items={x: items[x] for x in order}, prompt_texts=texts, scopes={x: scopes[x] for x in order}
+    )
 
 
 def cached_retrievers() -> RetrieverFor:

@@ -1,7 +1,8 @@
 """Planted regressions against the gate's exact layers (issue 37, docs/regression-gate.md).
 
 Each case plants one regression with monkeypatching (never by editing a source file), runs every
-exact layer against the committed baseline ``results/regress/exact.json``, and asserts that the
+exact layer against the committed baseline (``results/regress/exact.json`` and the paper folders'
+``regress-exact.json``), and asserts that the
 gate fails, that the first layer to move is the expected one and that every earlier layer passed.
 An untouched tree passes; so does a tree whose module was re-executed from a source with changed
 docstrings and comments, while the same re-execution with one sentence dropped from a prompt fails
@@ -20,6 +21,7 @@ import pytest
 
 from harness import gate
 from harness.gate.layers import LAYERS, Recorded, cached_retrievers, compute
+from harness.gate.pins import load_pins
 
 ROOT = Path(__file__).resolve().parents[2]
 BASELINE = ROOT / "results" / "regress" / "exact.json"
@@ -35,10 +37,11 @@ def shared(cache_dir: Path) -> dict[str, Any]:
     """The baseline, the recorded outputs and one retriever set built once for the module."""
     mp = pytest.MonkeyPatch()
     mp.setenv("RAR_HARNESS_CACHE", str(cache_dir))
+    pins = load_pins(BASELINE)
     try:
         yield {
-            "baseline": gate.ExactBaseline.load(BASELINE),
-            "texts": gate.load_texts(BASELINE),
+            "baseline": pins.merged,
+            "texts": pins.merged_texts,
             "recorded": Recorded.load(ROOT / "results" / "regress" / "recorded.json"),
             "retrievers": cached_retrievers(),
         }
