@@ -55,6 +55,7 @@ Examples::
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import gc
 import json
 import os
@@ -384,6 +385,10 @@ def trl_grpo(model_dir: Path, device: torch.device, dtype: str, work: Path, size
         return [share_of_e(c) for c in completions]
 
     ds = Dataset.from_list([{"prompt": prompt_text(i)} for i in range(16)])
+    # transformers renamed gradient_checkpointing to activation_checkpointing (5.24 has both, the old
+    # name a deprecated alias mirrored onto the new one); the versions before have only the old one
+    fields = {f.name for f in dataclasses.fields(GRPOConfig)}
+    name = "activation_checkpointing" if "activation_checkpointing" in fields else "gradient_checkpointing"
     cfg = GRPOConfig(
         output_dir=str(work / "trl"),
         use_cpu=device.type == "cpu",
@@ -402,9 +407,10 @@ def trl_grpo(model_dir: Path, device: torch.device, dtype: str, work: Path, size
         seed=0,
         dataloader_num_workers=0,
         bf16=dtype == "bfloat16" and device.type == "cuda",
-        gradient_checkpointing=True,
         model_init_kwargs={"dtype": dtype},
+        **{name: True},
     )
+    assert cfg.gradient_checkpointing, "TRL's run must checkpoint activations, as ours does"
     reset_memory(device)
     trainer = GRPOTrainer(
         model=str(model_dir), reward_funcs=reward_fn, args=cfg, train_dataset=ds, callbacks=[Timer()]

@@ -77,6 +77,15 @@ def torch_threads(spec_threads: int | None) -> int:
     return 1
 
 
+def cache_kwarg(model: Any) -> str:
+    """The name of the KV cache in the model's ``forward`` and in its output: ``cache`` where
+    transformers has renamed it (5.24 has; ``past_key_values`` is then a deprecated alias, removed
+    in 5.40), ``past_key_values`` in earlier versions (``pyproject.toml`` allows 4.56 and later)."""
+    import inspect
+
+    return "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
+
+
 class TransformersBackend(HFTokenizerMixin, TokenBackend):
     """``model`` / ``tokenizer`` are the loaded objects (the trainer updates ``model`` in place)."""
 
@@ -107,6 +116,7 @@ class TransformersBackend(HFTokenizerMixin, TokenBackend):
                 raise ConfigError("TransformersBackend(model=...) needs its tokenizer too")
             self.path = None
         self.model = model
+        self.cache_kw = cache_kwarg(model)
         self.tokenizer = tokenizer
         self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
         if self.pad_id is None:
@@ -235,11 +245,11 @@ class TransformersBackend(HFTokenizerMixin, TokenBackend):
             input_ids=input_ids,
             attention_mask=attn,
             position_ids=pos[:, past:],
-            past_key_values=cache,
             use_cache=True,
             logits_to_keep=1,
+            **{self.cache_kw: cache},
         )
-        cache = out.past_key_values
+        cache = out[self.cache_kw]
         logits = out.logits[:, -1, :]
         last_pos = pos[:, -1]
         penalty, seen = None, input_ids
@@ -290,10 +300,10 @@ class TransformersBackend(HFTokenizerMixin, TokenBackend):
                 input_ids=next_ids.view(-1, 1).to(device),
                 attention_mask=attn,
                 position_ids=last_pos.view(-1, 1),
-                past_key_values=cache,
                 use_cache=True,
+                **{self.cache_kw: cache},
             )
-            cache = out.past_key_values
+            cache = out[self.cache_kw]
             logits = out.logits[:, -1, :]
 
         results = []

@@ -690,8 +690,14 @@ def load_policy(
     tok = AutoTokenizer.from_pretrained(str(base_dir))
     policy = AutoModelForCausalLM.from_pretrained(str(base_dir), dtype=dtype).to(device)
     if recipe.gradient_checkpointing:
-        # non-reentrant: works with frozen embeddings (LoRA) without enable_input_require_grads
-        policy.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        # non-reentrant: works with frozen embeddings (LoRA) without enable_input_require_grads.
+        # transformers renamed gradient_* to activation_* (5.24 has both; the old names go in v6),
+        # earlier versions have only the old ones
+        kwargs = {"use_reentrant": False}
+        if hasattr(policy, "activation_checkpointing_enable"):
+            policy.activation_checkpointing_enable(activation_checkpointing_kwargs=kwargs)
+        else:
+            policy.gradient_checkpointing_enable(gradient_checkpointing_kwargs=kwargs)
         policy.config.use_cache = False
     ref = None
     if with_reference and recipe.lora is None:
