@@ -154,7 +154,9 @@ def handle_exact(args: argparse.Namespace, layers: list[str], texts: list[str]) 
     if args.update:
         written = write_pins(current, args.exact_against, args.reason)
         n = sum(len(v) for v in current.items.values())
-        where = ", ".join(str(p) for p in written) or "nothing (every pin already equal)"
+        cwd = Path.cwd()
+        shown = [str(p.relative_to(cwd)) if p.is_relative_to(cwd) else str(p) for p in written]
+        where = ", ".join(shown) or "nothing (every pin already equal)"
         print(f"wrote {where}: {', '.join(current.items)} ({n} items)", file=sys.stderr)
         return 0
     pins = load_pins(args.exact_against)
