@@ -71,6 +71,7 @@ class Pins:
     central: Path
     files: dict[Path, ExactBaseline]  # existing files only, the central one first
     texts: dict[Path, dict[str, str]]
+    where: dict[tuple[str, str], Path]  # (layer, key) -> the file pinning it
 
     @property
     def merged(self) -> ExactBaseline:
@@ -90,15 +91,6 @@ class Pins:
     def merged_texts(self) -> dict[str, str]:
         return {k: v for texts in self.texts.values() for k, v in texts.items()}
 
-    def location(self) -> dict[tuple[str, str], Path]:
-        """(layer, key) -> the file pinning it."""
-        return {
-            (layer, k): path
-            for path, b in self.files.items()
-            for layer, items in b.layers.items()
-            for k in items
-        }
-
 
 def load_pins(central: Path, owners: Owners | None = None, *, required: bool = True) -> Pins:
     """The central baseline and every plugin folder's pin file. ``required``: a missing central
@@ -111,16 +103,16 @@ def load_pins(central: Path, owners: Owners | None = None, *, required: bool = T
     for path in sorted(owners.files.values()):
         if path.is_file():
             files[path] = ExactBaseline.load(path)
-    seen: dict[tuple[str, str], Path] = {}
+    where: dict[tuple[str, str], Path] = {}
     for path, b in files.items():
         for layer, items in b.layers.items():
             for k in items:
-                if (layer, k) in seen:
+                if (layer, k) in where:
                     raise ConfigError(
-                        f"{path}: {layer} item {k!r} is also pinned in {seen[layer, k]}; keep it in one"
+                        f"{path}: {layer} item {k!r} is also pinned in {where[layer, k]}; keep it in one"
                     )
-                seen[layer, k] = path
-    return Pins(central, files, {p: load_texts(p) for p in files})
+                where[layer, k] = path
+    return Pins(central, files, {p: load_texts(p) for p in files}, where)
 
 
 def assign(
@@ -129,7 +121,7 @@ def assign(
     """(layer, key) -> the file each computed item is written to: where it is pinned now (with
     ``keep_locations``), else its folder (:meth:`Owners.candidates`; of two, the one without a pin
     file yet, else the method's), else the central file."""
-    where = pins.location() if keep_locations else {}
+    where = pins.where if keep_locations else {}
     out: dict[tuple[str, str], Path] = {}
     for layer, items in current.items.items():
         scopes = current.scopes.get(layer, {})
@@ -159,23 +151,22 @@ def write_pins(
     owners = owners or Owners.discover()
     pins = load_pins(central, owners, required=False)
     target = assign(current, pins, owners, keep_locations=keep_locations)
-    paths = list(dict.fromkeys([*pins.files, *target.values()]))
+    mine: dict[Path, dict[str, dict[str, Any]]] = {path: {} for path in pins.files}  # file -> layer -> items
+    for (layer, k), path in target.items():
+        mine.setdefault(path, {}).setdefault(layer, {})[k] = current.items[layer][k]
     stamp = datetime.now(UTC).strftime("%Y-%m-%d")
     written = []
-    for path in paths:
+    for path, computed in mine.items():
         old = pins.files.get(path)
-        layers = {x: dict(v) for x, v in (old.layers.items() if old else []) if x not in current.items}
-        for (layer, k), p in target.items():
-            if p == path:
-                layers.setdefault(layer, {})[k] = current.items[layer][k]
-        layers = {x: layers[x] for x in LAYERS if x in layers}
+        # the layers not computed now stay as they are; the computed ones are this file's items only
+        merged = {
+            **{x: v for x, v in (old.layers.items() if old else []) if x not in current.items},
+            **computed,
+        }
+        layers = {x: merged[x] for x in LAYERS if x in merged}
         old_texts = pins.texts.get(path, {})
         texts = (
-            {
-                k: current.prompt_texts[k]
-                for (layer, k), p in target.items()
-                if p == path and layer == "prompts"
-            }
+            {k: current.prompt_texts[k] for k in computed.get("prompts", {})}
             if "prompts" in current.items
             else old_texts
         )

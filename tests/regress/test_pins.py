@@ -128,7 +128,7 @@ def test_the_committed_pins_sit_with_their_owners():
     own = Owners.discover()
     pins = load_pins(central, own)
     cur = compute(LAYERS)
-    where = pins.location()
+    where = pins.where
     wrong = []
     for layer, items in cur.items.items():
         for k in items:
