@@ -103,18 +103,24 @@ def examples(n: int) -> list[QAExample]:
     ]
 
 
-def test_reward_rises_on_toy_task(toy_model_dir: Path, tmp_path: Path):
-    steps = 20
-    tr = Trainer(
-        FavouriteWords(),
-        toy_recipe(steps),
-        model=str(toy_model_dir),
+def toy_trainer(method, recipe: Recipe, model_dir: Path, tmp_path: Path, n_examples: int) -> Trainer:
+    """The trainer every toy-task test builds: the toy model, no retriever, ``n_examples`` questions,
+    output under ``tmp_path/out``, no log lines."""
+    return Trainer(
+        method,
+        recipe,
+        model=str(model_dir),
         out_dir=tmp_path / "out",
         protocol=PROTO,
         retriever=None,
-        examples=examples(16),
+        examples=examples(n_examples),
         log=lambda s: None,
     )
+
+
+def test_reward_rises_on_toy_task(toy_model_dir: Path, tmp_path: Path):
+    steps = 20
+    tr = toy_trainer(FavouriteWords(), toy_recipe(steps), toy_model_dir, tmp_path, 16)
     res = tr.train()
     rewards = [s.metrics["reward/total_mean"] for s in res.steps]
     first, last = sum(rewards[:3]) / 3, sum(rewards[-3:]) / 3
@@ -141,16 +147,7 @@ def test_ppo_with_a_critic_learns_the_toy_task(toy_model_dir: Path, tmp_path: Pa
         critic={**base.critic.model_dump(), "lr": 1e-2, "warmup_steps": 1},
     )
     recipe = toy_recipe(steps).model_copy(update={"algo": algo})
-    res = Trainer(
-        FavouriteWords(),
-        recipe,
-        model=str(toy_model_dir),
-        out_dir=tmp_path / "out",
-        protocol=PROTO,
-        retriever=None,
-        examples=examples(16),
-        log=lambda s: None,
-    ).train()
+    res = toy_trainer(FavouriteWords(), recipe, toy_model_dir, tmp_path, 16).train()
     m = [s.metrics for s in res.steps]
     assert [x["actor_updated"] for x in m[:3]] == [0.0, 1.0, 1.0]
     assert "loss" in m[1] and m[0]["loss"] == 0.0  # no policy loss during the critic warm-up
@@ -255,16 +252,7 @@ def test_dynamic_sampling_trains_on_kept_groups_and_logs_everything_sampled(
         return solve(exs, ctx)
 
     method.solve = recording_solve  # type: ignore[method-assign]
-    res = Trainer(
-        method,
-        recipe,
-        model=str(toy_model_dir),
-        out_dir=tmp_path / "out",
-        protocol=PROTO,
-        retriever=None,
-        examples=examples(6),
-        log=lambda s: None,
-    ).train()
+    res = toy_trainer(method, recipe, toy_model_dir, tmp_path, 6).train()
     assert len(res.steps) == 4  # a step that kept nothing is still logged
     rounds = [int(s.metrics["ds_rounds"]) for s in res.steps]
     assert sum(rounds) == len(seen)  # one question per round
@@ -340,16 +328,7 @@ def test_the_trainer_uses_the_policy_loss_the_recipe_names(toy_model_dir: Path, 
     try:
         recipe = toy_recipe(1)
         recipe = recipe.model_copy(update={"algo": recipe.algo.replace(policy_loss="test-counting")})
-        Trainer(
-            FavouriteWords(),
-            recipe,
-            model=str(toy_model_dir),
-            out_dir=tmp_path / "out",
-            protocol=PROTO,
-            retriever=None,
-            examples=examples(4),
-            log=lambda s: None,
-        ).train()
+        toy_trainer(FavouriteWords(), recipe, toy_model_dir, tmp_path, 4).train()
     finally:
         POLICY_LOSSES._items.pop("test-counting")
     assert calls and all(n > 0 for n in calls)
