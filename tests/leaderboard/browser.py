@@ -9,6 +9,7 @@ needs. Also used to take ``docs/leaderboard.png``::
 
 from __future__ import annotations
 
+import importlib.util
 import shutil
 import socket
 import subprocess
@@ -18,6 +19,8 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+
+import pytest
 
 CHROMIUM_FLAGS = [
     "--headless",
@@ -46,6 +49,23 @@ def chromium_path() -> str | None:
     return shutil.which("chromium") or (
         str(Path("/usr/bin/chromium")) if Path("/usr/bin/chromium").exists() else None
     )
+
+
+BROWSER_MARKS = [
+    pytest.mark.integration,
+    pytest.mark.skipif(
+        importlib.util.find_spec("playwright") is None,
+        reason="playwright is not installed (pip install playwright)",
+    ),
+    pytest.mark.skipif(
+        importlib.util.find_spec("streamlit") is None, reason="streamlit is not installed (the ui extra)"
+    ),
+    pytest.mark.skipif(
+        chromium_path() is None, reason="chromium is not installed (apt-get install -y chromium)"
+    ),
+]
+"""A browser test module's ``pytestmark``: integration, skipped without Playwright, Streamlit or
+Chromium."""
 
 
 def free_port() -> int:

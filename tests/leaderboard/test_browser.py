@@ -3,15 +3,12 @@ every page loads, and what issue 21 asked a reader to be able to trust is on scr
 
 from __future__ import annotations
 
-import importlib.util
 from urllib.parse import urlencode
 
-import pytest
-
 from tests.leaderboard.browser import (
+    BROWSER_MARKS,
     PAGES,
     chromium_page,
-    chromium_path,
     grid_headers,
     grid_scroll_overflow,
     leaderboard_server,
@@ -20,19 +17,7 @@ from tests.leaderboard.browser import (
 )
 from tests.leaderboard.fixtures import CORRECTION, MODEL, OTHER_MODEL, PROMPT
 
-pytestmark = [
-    pytest.mark.integration,
-    pytest.mark.skipif(
-        importlib.util.find_spec("playwright") is None,
-        reason="playwright is not installed (pip install playwright)",
-    ),
-    pytest.mark.skipif(
-        importlib.util.find_spec("streamlit") is None, reason="streamlit is not installed (the ui extra)"
-    ),
-    pytest.mark.skipif(
-        chromium_path() is None, reason="chromium is not installed (apt-get install -y chromium)"
-    ),
-]
+pytestmark = BROWSER_MARKS
 
 
 def test_leaderboard_in_chromium(fixture_db, tmp_path):

@@ -4,15 +4,14 @@ column without horizontal scroll, the cost page flags the paused runs, the gloss
 
 from __future__ import annotations
 
-import importlib.util
 import shutil
 from pathlib import Path
 
 import pytest
 
 from tests.leaderboard.browser import (
+    BROWSER_MARKS,
     chromium_page,
-    chromium_path,
     grid_headers,
     grid_scroll_overflow,
     leaderboard_server,
@@ -23,17 +22,7 @@ from tests.leaderboard.browser import (
 SHOWCASE = Path(__file__).resolve().parents[2] / "results" / "showcase-2026-11-24.duckdb"
 
 pytestmark = [
-    pytest.mark.integration,
-    pytest.mark.skipif(
-        importlib.util.find_spec("playwright") is None,
-        reason="playwright is not installed (pip install playwright)",
-    ),
-    pytest.mark.skipif(
-        importlib.util.find_spec("streamlit") is None, reason="streamlit is not installed (the ui extra)"
-    ),
-    pytest.mark.skipif(
-        chromium_path() is None, reason="chromium is not installed (apt-get install -y chromium)"
-    ),
+    *BROWSER_MARKS,
     pytest.mark.skipif(not SHOWCASE.is_file(), reason=f"{SHOWCASE} is not in this checkout"),
 ]
 
