@@ -47,23 +47,48 @@ def find_stop(text: str, stops: Sequence[str]) -> StopMatch | None:
 class StopScanner:
     """Incremental stop-string check over a growing list of generated ids.
 
-    Each step decodes only the last ``window`` ids: a stop string that the newest token completed
-    lies within its last ``len(stop)`` characters, which at most 4 ids each (byte-level BPE splits
-    a character into at most 4 byte tokens) can hold, and 8 more ids keep the window's start (where
-    a partial UTF-8 character or a tokenizer's leading-space rule can decode differently) away from
-    it. Decoding the whole continuation every step was quadratic in its length (67 us a step at 64
-    tokens on SmolLM2's tokenizer; a 32-row batch spent 2 ms a step in it). A stop present before
-    the newest token would have ended the sequence at an earlier step.
+        Each step decodes only the last ``window`` ids: a stop string that the newest token completed
+        lies within its last ``len(stop)`` characters, which at most 4 ids each (byte-level BPE splits
+        a character into at most 4 byte tokens) can hold, and 8 more ids keep the window's start (where
+        a partial UTF-8 character or a tokenizer's leading-space rule can decode differently) away from
+        it. Decoding the whole continuation every step was quadratic in its length (67 us a step at 64
+        tokens on SmolLM2's tokenizer; a 32-row batch spent 2 ms a step in it). A stop present before
+        the newest token would have ended the sequence at an earlier step.
+
+        A stop string is completed by the token that holds its last character. When every stop ends in
+        an ASCII character that is not whitespace, that character's byte lies in exactly one token and
+        decodes on its own (UTF-8 never uses ASCII bytes inside a multi-byte character; no decoder rule
+        drops a visible ASCII character), so a newest token whose own text lacks all of those
+        characters cannot have completed a stop, and the window is not decoded. Which ids can end a
+        stop is memoised in ``memo``, which scanners of one tokenizer and the same ``last_chars`` share
+    (the transformers backend keeps one per ``last_chars`` for its lifetime). With
+        ``"</search>"`` and ``"</answer>"`` only ids holding ``>`` are scanned: the scan of a 32-row
+        batch fell from 0.40 ms a step to 0.02 ms (SmolLM2's tokenizer, random ids).
     """
 
-    def __init__(self, stops: Sequence[str], decode: Decode):
+    def __init__(self, stops: Sequence[str], decode: Decode, memo: dict[int, bool] | None = None):
         self.stops = [s for s in stops if s]
         self.decode = decode
         self.window = 4 * max((len(s) for s in self.stops), default=0) + 8
+        last = {s[-1] for s in self.stops}
+        self.last_chars = (
+            "".join(sorted(last)) if all(c.isascii() and not c.isspace() for c in last) else None
+        )
+        self.memo = memo if memo is not None else {}
+
+    def could_end(self, token: int) -> bool:
+        """Whether ``token`` can complete a stop string (always True without the ASCII rule)."""
+        if self.last_chars is None:
+            return True
+        hit = self.memo.get(token)
+        if hit is None:
+            text = self.decode([token])
+            hit = self.memo[token] = any(c in text for c in self.last_chars)
+        return hit
 
     def update(self, ids: Sequence[int]) -> bool:
         """True when a stop string appears in ``decode(ids)`` (ids grow by one per call)."""
-        if not self.stops:
+        if not self.stops or not ids or not self.could_end(ids[-1]):
             return False
         return find_stop(self.decode(ids[-self.window :]), self.stops) is not None
 

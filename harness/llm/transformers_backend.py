@@ -124,6 +124,8 @@ class TransformersBackend(HFTokenizerMixin, TokenBackend):
         self.eos_ids = eos_ids(tokenizer, getattr(model, "generation_config", None))
         self.unaligned = 0  # completions whose token ids could not be made to match the text
         self._revision: str | None = None
+        # which token ids can end a stop string, per set of last characters (StopScanner.memo)
+        self._stop_memo: dict[str, dict[int, bool]] = {}
         self.prefix_cache: PrefixCache | None = None
         if spec.prefix_cache_tokens > 0:
             _check_plain_kv(model, spec)
@@ -236,6 +238,11 @@ class TransformersBackend(HFTokenizerMixin, TokenBackend):
 
         gens = [torch.Generator(device=device).manual_seed(s) for s in seeds] if not sampling.greedy else []
         scanners = [StopScanner(stop, self.detokenize) for _ in range(n)]
+        if scanners[0].last_chars is not None:
+            memo = self._stop_memo.setdefault(scanners[0].last_chars, {})
+            for sc in scanners:
+                sc.memo = memo
+        noise = _RowNoise(gens, max_new_tokens) if gens else None
         generated: list[list[int]] = [[] for _ in range(n)]
         eos_hit = [False] * n
         latency = [0.0] * n
@@ -269,7 +276,7 @@ class TransformersBackend(HFTokenizerMixin, TokenBackend):
         for step in range(max_new_tokens):
             if penalty is not None:
                 logits = penalty(seen, logits.float())  # float32, as generate() has its logits
-            next_ids = _pick(logits, sampling, [gens[r] for r in active] if gens else None)
+            next_ids = _pick(logits, sampling, noise.next(logits) if noise is not None else None)
             picked = next_ids.tolist()  # the step's one device -> host read
             keep: list[int] = []
             for j, r in enumerate(active):
@@ -291,6 +298,8 @@ class TransformersBackend(HFTokenizerMixin, TokenBackend):
                 _select_rows(cache, sel)
                 attn, last_pos, next_ids = attn[sel], last_pos[sel], next_ids[sel]
                 seen = seen[sel] if penalty is not None else seen
+                if noise is not None:
+                    noise.keep(keep)
                 active = [active[j] for j in keep]
             if penalty is not None:
                 seen = torch.cat([seen, next_ids.view(-1, 1).to(seen.device)], dim=1)
@@ -448,11 +457,60 @@ def _select_rows(cache: Any, sel: torch.Tensor) -> None:
         layer.batch_select_indices(sel)
 
 
-def _pick(logits: torch.Tensor, sampling: SamplingParams, gens: list[torch.Generator] | None) -> torch.Tensor:
-    """Next token per row: argmax when greedy, else temperature / top-k / top-p sampling."""
+class _RowNoise:
+    """The sampler's uniform noise, one ``torch.Generator`` per row, drawn ``block`` decoding steps
+    at a time.
+
+    Each row needs a (V,) draw from its own generator every step, one kernel launch per row; on a
+    GPU a 32-row batch spent 32 launches a token on it, while the whole step is launch-bound. On a
+    GPU a row's next ``block`` steps are drawn in one launch, up to :data:`NOISE_ELEMENTS` floats
+    for the batch (256 MB). On the CPU ``block`` is 1: there the draw costs per element, and a row
+    that stops early would waste what was drawn ahead. The CPU generator fills a (k, V) tensor with
+    the same stream as k (V,) draws, so CPU tokens do not depend on ``block``; CUDA's Philox
+    generator assigns its offsets per launch, so GPU tokens do (a seed still repeats exactly)."""
+
+    def __init__(self, gens: list[torch.Generator], max_steps: int, block: int | None = None):
+        self.gens = gens
+        self.block = block  # None: 1 on the CPU, as many as NOISE_ELEMENTS allows on a GPU
+        self.left = max_steps
+        self.buf: torch.Tensor | None = None
+        self.k = 0
+
+    def next(self, like: torch.Tensor) -> torch.Tensor:
+        """(rows, V) uniforms in [0, 1) for this step, on ``like``'s device."""
+        import torch
+
+        if self.buf is None or self.k == self.buf.shape[1]:
+            rows, vocab = like.shape
+            block = self.block or 1
+            if self.block is None and like.device.type != "cpu":
+                block = max(1, min(16, self.left, NOISE_ELEMENTS // max(rows * vocab, 1)))
+            self.buf = torch.empty((rows, block, vocab), dtype=torch.float32, device=like.device)
+            for j, g in enumerate(self.gens):
+                self.buf[j].uniform_(generator=g)
+            self.k = 0
+        u = self.buf[:, self.k]
+        self.k += 1
+        self.left -= 1
+        return u
+
+    def keep(self, rows: list[int]) -> None:
+        """Only ``rows`` (indices into the current batch) go on decoding."""
+        self.gens = [self.gens[j] for j in rows]
+        if self.buf is not None:
+            self.buf = self.buf[rows]
+
+
+# floats of sampler noise held at once on a GPU (_RowNoise): 2**26 = 256 MB
+NOISE_ELEMENTS = 1 << 26
+
+
+def _pick(logits: torch.Tensor, sampling: SamplingParams, u: torch.Tensor | None) -> torch.Tensor:
+    """Next token per row: argmax when greedy, else temperature / top-k / top-p sampling with the
+    rows' uniform noise ``u`` (rows, V) from :class:`_RowNoise`."""
     import torch
 
-    if sampling.greedy or gens is None:
+    if sampling.greedy or u is None:
         return logits.argmax(dim=-1)
     scores = logits.float() / sampling.temperature
     if sampling.top_k and sampling.top_k > 0 and sampling.top_k < scores.shape[-1]:
@@ -472,7 +530,4 @@ def _pick(logits: torch.Tensor, sampling: SamplingParams, gens: list[torch.Gener
     # SmolLM2's 49,152 tokens on one CPU thread a row cost 0.8 ms so, 3.6 ms with exponential_ and
     # 5.9 ms as a softmax + torch.multinomial call (U = 0, probability 2**-24 per token, only
     # makes that token lose)
-    u = torch.empty_like(probs)
-    for j, g in enumerate(gens):
-        u[j].uniform_(generator=g)
     return (probs / -torch.log(u)).argmax(dim=-1)

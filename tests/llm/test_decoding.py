@@ -109,3 +109,46 @@ def test_hf_encode_adds_bos_only_to_prompts_without_it():
     assert hf_encode(t, "ab") == [97, 98]  # plain: observations never get a BOS
     assert hf_encode(t, "ab", prompt=True) == [0, 97, 98]
     assert hf_encode(t, "<s>ab", prompt=True) == [0, 97, 98]  # the template already has it
+
+
+def test_scanner_skips_tokens_that_cannot_end_a_stop_and_agrees_with_a_full_scan():
+    """Only a token holding a stop's last (ASCII, visible) character can complete it: the scan
+    decodes nothing for the others, and says the same as decoding the whole continuation every
+    step, on every prefix of the packaged tokenizer's encoding of texts with stops."""
+    from transformers import AutoTokenizer
+
+    from harness.llm.model_files import ensure_hf_model
+
+    tok = AutoTokenizer.from_pretrained(str(ensure_hf_model()))
+    calls: list[int] = []
+
+    def dec(ids):
+        calls.append(len(ids))
+        return tok.decode(list(ids))
+
+    stops = ["</search>", "</answer>"]
+    texts = [
+        "<think>x</think><search>capital of France</search>\n\n",
+        "<answer> Paris</answer>",
+        "a>b</searc h></search>",
+        "héllo wörld </answer",  # no stop
+        ">>>></search>",
+    ]
+    for text in texts:
+        gen = tok.encode(text, add_special_tokens=False)
+        memo: dict[int, bool] = {}
+        sc = StopScanner(stops, dec, memo)
+        assert sc.last_chars == ">"
+        got = [sc.update(gen[: i + 1]) for i in range(len(gen))]
+        want = [find_stop(tok.decode(gen[: i + 1]), stops) is not None for i in range(len(gen))]
+        first = want.index(True) if True in want else len(want)
+        assert got[: first + 1] == want[: first + 1], text  # a loop stops at the first True
+        assert all(memo[t] == (">" in tok.decode([t])) for t in memo)
+    calls.clear()
+    sc = StopScanner(stops, dec, {})
+    plain = tok.encode("hello world and more words", add_special_tokens=False)
+    assert not any(sc.update(plain[: i + 1]) for i in range(len(plain)))
+    assert max(calls) == 1  # single-token decodes only: no window was decoded
+    # a stop ending in whitespace or a non-ASCII character: every token is scanned
+    assert StopScanner(["\n\n"], dec).last_chars is None
+    assert StopScanner(["。"], dec).last_chars is None

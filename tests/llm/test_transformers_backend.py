@@ -149,14 +149,42 @@ def test_sampling_draws_each_token_with_its_probability():
     temperature) match it within 0.015, and top-p removes the tail."""
     import torch
 
-    from harness.llm.transformers_backend import _pick
+    from harness.llm.transformers_backend import _pick, _RowNoise
     from harness.types import SamplingParams
 
     logits = torch.log(torch.tensor([[0.5, 0.3, 0.15, 0.05]])).repeat(20_000, 1)
     gens = [torch.Generator(device="cpu").manual_seed(i) for i in range(20_000)]
-    picks = _pick(logits, SamplingParams(temperature=1.0, top_p=1.0, seed=0), gens)
+    noise = _RowNoise(gens, 2)
+    picks = _pick(logits, SamplingParams(temperature=1.0, top_p=1.0, seed=0), noise.next(logits))
     freq = torch.bincount(picks, minlength=4).float() / len(picks)
     assert torch.allclose(freq, torch.tensor([0.5, 0.3, 0.15, 0.05]), atol=0.015), freq
-    hot = _pick(logits * 2.0, SamplingParams(temperature=2.0, top_p=0.8, seed=0), gens)  # p again, top 80%
-    freq = torch.bincount(hot, minlength=4).float() / len(hot)
+    hot = _pick(logits * 2.0, SamplingParams(temperature=2.0, top_p=0.8, seed=0), noise.next(logits))
+    freq = torch.bincount(hot, minlength=4).float() / len(hot)  # p again, top 80%
     assert freq[2:].sum() == 0 and abs(float(freq[0]) - 0.5 / 0.8) < 0.015, freq
+
+
+def test_row_noise_drawn_in_blocks_is_the_same_stream_on_the_cpu():
+    """A GPU draws each row's noise several steps at a time (one launch per row per block); on the
+    CPU a (k, V) draw is the same stream as k (V,) draws, so blocks change no CPU token, also
+    after rows leave the batch mid-block."""
+    import torch
+
+    from harness.llm.transformers_backend import _RowNoise
+
+    like = torch.zeros(3, 50)
+
+    def draws(block: int) -> list[torch.Tensor]:
+        noise = _RowNoise([torch.Generator().manual_seed(s) for s in (7, 8, 9)], 9, block=block)
+        out = []
+        for step in range(9):
+            if step == 4:
+                noise.keep([0, 2])  # row 1 stopped
+                like_now = like[:2]
+            else:
+                like_now = like if step < 4 else like[:2]
+            out.append(noise.next(like_now).clone())
+        return out
+
+    one, five = draws(1), draws(5)
+    assert all(torch.equal(a, b) for a, b in zip(one, five, strict=True))
+    assert not torch.equal(one[0][0], one[1][0])  # a row's steps differ
