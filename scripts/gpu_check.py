@@ -13,11 +13,16 @@ What it runs (``python scripts/gpu_check.py``, one GPU, about 5 minutes on an H2
    throughput does not depend on the weights).
 4. **GRPO step, ours vs TRL**, at the 0.4B (hidden 896, 24 layers) and 1.4B (hidden 1536,
    28 layers) Qwen2 shapes with random weights and the packaged SmolLM2 tokenizer, group 8,
-   4 prompts, 128 new tokens, one update per step, no KL, in float32 and bfloat16: seconds per
-   step (the mean of steps 2-5; the first warms up) and peak GPU memory (``torch.cuda.max_memory_allocated``) of
-   each, with the ratios. Both trainers get the same arithmetic: weights in the named dtype, TRL's
+   4 prompts, 128 new tokens, one update per step, no KL, in float32 and bfloat16, 8 steps each:
+   seconds per step as the median of steps 2-8 (the first warms up; it and the slowest of the rest
+   are reported in their own columns, and every step's time is in the JSON), the seconds spent
+   generating (ours: the rollout; TRL: its ``model.generate`` call) and peak GPU memory
+   (``torch.cuda.max_memory_allocated``) of each, with the ratios of the medians. Both trainers get the same arithmetic: weights in the named dtype, TRL's
    ``bf16`` autocast only for bfloat16, gradient checkpointing on for both (TRL's GRPOConfig
    default; ``recipe.gradient_checkpointing`` for ours), the same toy reward.
+
+``--profile 0.4b:float32`` also runs each trainer 3 more steps in that cell under
+``torch.profiler`` and keeps the third step's busiest operators (host and device time) in the JSON.
 
 ``--device cpu --tiny`` runs the same code at a tiny shape in well under a minute (the default
 test suite does, so the script cannot rot); memory is then not measured.
@@ -83,7 +88,7 @@ SHAPES = {  # Qwen2 shapes (hidden, layers, intermediate, heads, kv heads)
     "small": (512, 8, 1024, 8, 2),  # the generation checks: the property does not depend on size
     "tiny": (64, 2, 128, 4, 2),
 }
-GROUP, PROMPTS, NEW_TOKENS, STEPS = 8, 4, 128, 5
+GROUP, PROMPTS, NEW_TOKENS, STEPS = 8, 4, 128, 8
 TINY = {"group": 4, "prompts": 2, "new_tokens": 16, "steps": 3}
 PROMPT_SET = [
     "The capital of France is",
@@ -276,7 +281,14 @@ def encoder_throughput(encoder_arg: str | None, device: torch.device, n: int, wo
 
 
 # -- 4. GRPO step: ours vs TRL ------------------------------------------------------------------------
-def ours_grpo(model_dir: Path, device: torch.device, dtype: str, work: Path, sizes: dict[str, int]) -> dict:
+def ours_grpo(
+    model_dir: Path,
+    device: torch.device,
+    dtype: str,
+    work: Path,
+    sizes: dict[str, int],
+    profile: StepProfile | None = None,
+) -> dict:
     from harness.eval.protocol import CorpusRef, Protocol
     from harness.method import MethodSpec, RewardBreakdown, TrainableMethod, reward_fn
     from harness.rl.config import preset
@@ -359,27 +371,45 @@ def ours_grpo(model_dir: Path, device: torch.device, dtype: str, work: Path, siz
         device=str(device),
     )
     tr._save_final = lambda policy, tok: None  # the check times steps; no checkpoint write
-    steps = [s.metrics["seconds"] for s in tr.train().steps]
+    if profile is not None:
+        profile.hook_ours(tr)
+    done = tr.train().steps
     sync(device)
-    return {"step_s": steps, "peak_gib": peak_gib(device)}
+    return {
+        "step_s": [s.metrics["seconds"] for s in done],
+        "generate_s": [s.metrics["seconds_rollout"] for s in done],
+        "peak_gib": peak_gib(device),
+    }
 
 
-def trl_grpo(model_dir: Path, device: torch.device, dtype: str, work: Path, sizes: dict[str, int]) -> dict:
+def trl_grpo(
+    model_dir: Path,
+    device: torch.device,
+    dtype: str,
+    work: Path,
+    sizes: dict[str, int],
+    profile: StepProfile | None = None,
+) -> dict:
     from datasets import Dataset
     from transformers import TrainerCallback
     from trl import GRPOConfig, GRPOTrainer
 
     g, p, t = sizes["group"], sizes["prompts"], sizes["new_tokens"]
     times: list[float] = []
+    gen_times: list[float] = []
 
     class Timer(TrainerCallback):
         def on_step_begin(self, args, state, control, **kw):
             sync(device)
+            if profile is not None and len(times) == profile.step:
+                profile.start()
             self.t0 = time.perf_counter()
 
         def on_step_end(self, args, state, control, **kw):
             sync(device)
             times.append(time.perf_counter() - self.t0)
+            if profile is not None and len(times) == profile.step + 1:
+                profile.stop(times[-1])
 
     def reward_fn(completions, **kw):
         return [share_of_e(c) for c in completions]
@@ -415,17 +445,106 @@ def trl_grpo(model_dir: Path, device: torch.device, dtype: str, work: Path, size
     trainer = GRPOTrainer(
         model=str(model_dir), reward_funcs=reward_fn, args=cfg, train_dataset=ds, callbacks=[Timer()]
     )
+    # TRL generates with the unwrapped model's generate (trl 1.16 GRPOTrainer._generate_single_turn);
+    # on one device that is trainer.model itself: time each call
+    model = trainer.model
+    generate = model.generate
+
+    def timed_generate(*a, **kw):
+        sync(device)
+        t0 = time.perf_counter()
+        out = generate(*a, **kw)
+        sync(device)
+        gen_times.append(time.perf_counter() - t0)
+        return out
+
+    model.generate = timed_generate
     trainer.train()
     sync(device)
-    out = {"step_s": times, "peak_gib": peak_gib(device)}
+    out = {"step_s": times, "generate_s": gen_times, "peak_gib": peak_gib(device)}
     del trainer
     reset_memory(device)
     return out
 
 
-def mean_later(steps: list[float]) -> float:
-    later = steps[1:] or steps
-    return sum(later) / len(later)
+def median_later(steps: list[float]) -> float:
+    """The median of steps 2-N (the first warms up: allocator, cuBLAS handles, kernels' first use)."""
+    import statistics
+
+    return statistics.median(steps[1:] or steps)
+
+
+def slowest_later(steps: list[float]) -> float:
+    return max(steps[1:] or steps)
+
+
+class StepProfile:
+    """``torch.profiler`` over one whole training step (``step``, 0-based) of either trainer: the
+    busiest operators by host time and by device time, and the device's busy share of the step."""
+
+    def __init__(self, device: torch.device, step: int = 2, top: int = 25):
+        self.device, self.step, self.top = device, step, top
+        self.prof: Any = None
+        self.result: dict[str, Any] = {}
+
+    def start(self) -> None:
+        from torch.profiler import ProfilerActivity, profile
+
+        acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if self.device.type == "cuda" else [])
+        self.prof = profile(activities=acts)
+        self.prof.__enter__()
+
+    def stop(self, step_s: float) -> None:
+        sync(self.device)
+        self.prof.__exit__(None, None, None)
+        rows = []
+        for e in self.prof.key_averages():
+            dev = getattr(e, "self_device_time_total", None)
+            if dev is None:
+                dev = getattr(e, "self_cuda_time_total", 0)
+            rows.append(
+                {
+                    "name": e.key,
+                    "count": e.count,
+                    "self_cpu_ms": e.self_cpu_time_total / 1e3,
+                    "self_device_ms": dev / 1e3,
+                }
+            )
+        device_ms = sum(r["self_device_ms"] for r in rows)
+        self.result = {
+            "step": self.step + 1,
+            "step_s_profiled": step_s,
+            "device_busy_ms": device_ms,
+            "kernel_launches": sum(
+                r["count"] for r in rows if r["name"] in ("cudaLaunchKernel", "cuLaunchKernel")
+            ),
+            "top_device": sorted(rows, key=lambda r: -r["self_device_ms"])[: self.top],
+            "top_cpu": sorted(rows, key=lambda r: -r["self_cpu_ms"])[: self.top],
+        }
+        self.prof = None
+
+    def hook_ours(self, tr: Any) -> None:
+        """Start before the rollout of step ``step`` and stop after its update."""
+        roll, update = tr._rollout_groups, tr._update
+        calls = {"roll": 0, "update": 0, "t0": 0.0}
+
+        def rollout_groups(*a, **kw):
+            if calls["roll"] == self.step:
+                sync(self.device)
+                self.start()
+                calls["t0"] = time.perf_counter()
+            calls["roll"] += 1
+            return roll(*a, **kw)
+
+        def update_step(*a, **kw):
+            out = update(*a, **kw)
+            if calls["update"] == self.step:
+                sync(self.device)
+                self.stop(time.perf_counter() - calls["t0"])
+            calls["update"] += 1
+            return out
+
+        tr._rollout_groups, tr._update = rollout_groups, update_step
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -448,7 +567,15 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("--skip", default="", help="comma list of parts to skip: generation, encoder, grpo, trl")
     ap.add_argument("--json", type=Path, default=None, help="also write every figure to this JSON file")
+    ap.add_argument(
+        "--profile",
+        default="",
+        help="comma list of SHAPE:DTYPE cells (e.g. 0.4b:float32) whose third step of each trainer is "
+        "also run under torch.profiler, after the timed runs (default: none)",
+    )
     args = ap.parse_args(argv)
+    t_start = time.perf_counter()
+    profile_cells = {tuple(c.split(":", 1)) for c in args.profile.split(",") if c}
 
     device = resolve_device(args.device)
     skip = {s for s in args.skip.split(",") if s}
@@ -541,15 +668,27 @@ def main(argv: list[str] | None = None) -> int:
                             traceback.print_exc()
                         log(f"  {shape} {dt} {name}: {row[name]} ({time.perf_counter() - t0:.0f}s)")
                     if "step_s" in row.get("ours", {}) and "step_s" in row.get("trl", {}):
-                        o, t = mean_later(row["ours"]["step_s"]), mean_later(row["trl"]["step_s"])
+                        o, t = median_later(row["ours"]["step_s"]), median_later(row["trl"]["step_s"])
                         row["time_ratio"] = o / t
                         if row["ours"]["peak_gib"] and row["trl"]["peak_gib"]:
                             row["memory_ratio"] = row["ours"]["peak_gib"] / row["trl"]["peak_gib"]
+                    if (shape, dt) in profile_cells:
+                        few = {**sizes, "steps": 3}
+                        row["profile"] = {}
+                        for name, fn in (("ours", ours_grpo), ("trl", trl_grpo)):
+                            if name == "trl" and "trl" in skip:
+                                continue
+                            prof = StepProfile(device)
+                            fn(model_dir, device, dt, work, few, profile=prof)
+                            row["profile"][name] = prof.result
+                            log_profile(shape, dt, name, prof.result)
                     report["grpo"].append(row)
                     save()
                 shutil.rmtree(model_dir)
     print_table(report)
     report["failures"] = failures
+    report["seconds_total"] = time.perf_counter() - t_start
+    log(f"gpu_check: {report['seconds_total']:.0f}s in all")
     save()
     if failures:
         log("FAILED: " + "; ".join(failures))
@@ -557,28 +696,55 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def log_profile(shape: str, dtype: str, name: str, r: dict[str, Any]) -> None:
+    if not r:
+        log(f"  profile {shape} {dtype} {name}: nothing recorded")
+        return
+    log(
+        f"  profile {shape} {dtype} {name}, step {r['step']}: {r['step_s_profiled']:.2f}s under the profiler, "
+        f"device busy {r['device_busy_ms'] / 1e3:.2f}s, {r['kernel_launches']} kernel launches"
+    )
+    for key, label in (("top_device", "self_device_ms"), ("top_cpu", "self_cpu_ms")):
+        log(
+            f"    by {label}: " + "; ".join(f"{x['name']} x{x['count']} {x[label]:.0f}ms" for x in r[key][:8])
+        )
+
+
 def print_table(report: dict[str, Any]) -> None:
     rows = report.get("grpo") or []
     if not rows:
         return
+    n = report["steps"]
     log("")
     log(
         f"GRPO step, {report['device_name']}, group {report['sizes']['group']}, {report['sizes']['prompts']} prompts, "
-        f"{report['sizes']['new_tokens']} new tokens; seconds per step = mean of steps 2-{report['steps']}"
+        f"{report['sizes']['new_tokens']} new tokens, {n} steps; s/step = median of steps 2-{n}, "
+        f"1st = step 1, max = slowest of steps 2-{n}, gen = median seconds generating (steps 2-{n})"
     )
     log(
-        "| shape | dtype | ours s/step | TRL s/step | time ours/TRL | ours peak GiB | TRL peak GiB | memory ours/TRL |"
+        "| shape | dtype | ours s/step | ours 1st | ours max | ours gen | TRL s/step | TRL 1st | TRL max | "
+        "TRL gen | time ours/TRL | ours peak GiB | TRL peak GiB | memory ours/TRL |"
     )
-    log("|---|---|---|---|---|---|---|---|")
+    log("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 
     def cell(x: Any, fmt: str) -> str:
         return "-" if x is None else format(x, fmt)
 
+    def side(d: dict[str, Any]) -> str:
+        st, gen = d.get("step_s"), d.get("generate_s")
+        return " | ".join(
+            [
+                cell(st and median_later(st), ".2f"),
+                cell(st and st[0], ".2f"),
+                cell(st and slowest_later(st), ".2f"),
+                cell(gen and median_later(gen), ".2f"),
+            ]
+        )
+
     for r in rows:
         o, t = r.get("ours", {}), r.get("trl", {})
         log(
-            f"| {r['shape']} | {r['dtype']} | {cell(o.get('step_s') and mean_later(o['step_s']), '.2f')} | "
-            f"{cell(t.get('step_s') and mean_later(t['step_s']), '.2f')} | {cell(r.get('time_ratio'), '.2f')} | "
+            f"| {r['shape']} | {r['dtype']} | {side(o)} | {side(t)} | {cell(r.get('time_ratio'), '.2f')} | "
             f"{cell(o.get('peak_gib'), '.1f')} | {cell(t.get('peak_gib'), '.1f')} | {cell(r.get('memory_ratio'), '.2f')} |"
         )
 
