@@ -1,7 +1,7 @@
 """The GPU acceptance check: our GRPO trainer against TRL's ``GRPOTrainer`` on one device, plus
 greedy equality, seeded repeatability and dense-encoder throughput. No network.
 
-What it runs (``python scripts/gpu_check.py``, one GPU, about 5 minutes on an H200):
+What it runs (``python scripts/gpu_check.py``, one GPU, about 6-7 minutes on an H200):
 
 1. **Greedy equality.** The transformers backend's greedy output equals ``model.generate``'s,
    token for token, on a fixed prompt set (one prompt at a time on both sides; batched output is
