@@ -12,6 +12,7 @@ import pandas as pd
 from harness.data.benches import MULTIHOP, SINGLEHOP
 from harness.errors import ConfigError
 from harness.metrics.bootstrap import Aggregate
+from harness.results.queries import choose_protocol
 from leaderboards import queries
 from leaderboards.schema import (
     DATASET_ORDER,
@@ -362,31 +363,6 @@ def protocol_name(store, protocol_id: str) -> str:
             f"no evaluation runs under protocol {protocol_id!r} in {store.path}; protocols: {known}"
         )
     return str(match.iloc[0]["protocol_name"])
-
-
-def choose_protocol(store, protocol: str | None) -> str:
-    """The protocol id to show: the one given (an id or a unique name), or the only one stored."""
-    df = queries.protocols(store)
-    if df.empty:
-        raise ConfigError(f"{store.path}: no scored evaluation runs yet (run `harness run` first)")
-    listing = "; ".join(f"{r.protocol_name} ({r.protocol_id})" for r in df.itertuples())
-    if protocol is None:
-        if len(df) > 1:
-            raise ConfigError(
-                f"{store.path} holds runs of {len(df)} protocols, which are never mixed in one table; "
-                f"choose one with --protocol: {listing}"
-            )
-        return str(df.iloc[0]["protocol_id"])
-    if protocol in set(df["protocol_id"]):
-        return protocol
-    by_name = df[df["protocol_name"] == protocol]
-    if len(by_name) == 1:
-        return str(by_name.iloc[0]["protocol_id"])
-    if len(by_name) > 1:
-        raise ConfigError(
-            f"protocol name {protocol!r} has several ids in {store.path}; give the id: {listing}"
-        )
-    raise ConfigError(f"no protocol {protocol!r} in {store.path}; protocols: {listing}")
 
 
 # -- reported vs reproduced ------------------------------------------------------------------------
