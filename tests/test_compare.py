@@ -53,6 +53,7 @@ def test_compare_prints_the_discordant_counts_and_exports_the_changed_questions(
     overall = next(line for line in text.splitlines() if line.startswith("all (datasets weighted equally)"))
     assert overall.split()[4:] == ["40", "-17.5", "[-30.0,", "-7.5]", "7", "0", "0.016", "yes"]
     assert "p: exact McNemar, two-sided" in text and "not corrected for multiple comparisons" in text
+    assert "bootstrap" in text  # the interval says which method it is
     with out.open() as f:
         rows = list(csv.DictReader(f))
     assert {(r["dataset"], r["sample_id"]) for r in rows} == IRCOT_NOT_SURE

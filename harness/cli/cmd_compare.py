@@ -19,6 +19,7 @@ EXAMPLES = """\
   harness compare 20261124-0911-ircot 20261124-0905-sure --metric f1       # two run ids
   harness compare search_r1 naive_rag --protocol mini --model qwen2.5-3b-instruct
   harness compare a b --per-question changed.jsonl                         # JSON Lines instead of CSV
+  harness compare direct naive_rag --datasets hotpotqa,2wikimultihopqa,musique   # the multi-hop average
 """
 
 DESCRIPTION = """\
@@ -48,6 +49,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--metric", default=None, help="stored metric name (default: the protocol's primary)")
     add_protocol_arg(p, default=None, help="protocol id or name for method names (default: the only one)")
     add_model_arg(p, default=None, help="the model of a method that ran with several")
+    p.add_argument(
+        "--datasets",
+        default=None,
+        help="comma-separated datasets to compare on (default: every dataset both scored)",
+    )
     add_db_arg(p)
     p.add_argument(
         "--per-question", type=Path, default=None, metavar="FILE", help="write every changed question here"
@@ -63,7 +69,8 @@ def handle(args: argparse.Namespace) -> int:
     a, b, metric = resolve_sides(
         store, args.run_a, args.run_b, metric=args.metric, protocol=args.protocol, model=args.model
     )
-    c = compare(a, b, metric)
+    datasets = [d.strip() for d in args.datasets.split(",") if d.strip()] if args.datasets else None
+    c = compare(a, b, metric, datasets)
     print(render(c, show=args.show), end="")
     if args.per_question is not None:
         write_per_question(c, args.per_question)
@@ -112,7 +119,13 @@ def render(c: Comparison, *, show: int = 20) -> str:
         line(header),
         *(line(r) for r in rows),
         "",
-        f"p: {test}, two-sided, each row on its own (not corrected for multiple comparisons)."
+        f"p: {test}, two-sided, each row on its own (not corrected for multiple comparisons); it decides."
+        + (
+            " The interval is the paired percentile bootstrap's, which at small n can exclude 0 where the"
+            " exact test does not."
+            if test == "exact McNemar"
+            else ""
+        )
         + (f" {c.only_one} questions scored by one side only are left out." if c.only_one else ""),
         f"{len(c.changed)} questions changed ({a} better on {c.overall.a_better}, {b} on {c.overall.b_better}).",
     ]

@@ -165,11 +165,22 @@ def resolve_sides(
     return a, b, chosen
 
 
-def compare(a: Side, b: Side, metric: str) -> Comparison:
-    """The paired comparison of ``b`` against ``a`` on the questions both scored."""
+def compare(a: Side, b: Side, metric: str, datasets: list[str] | None = None) -> Comparison:
+    """The paired comparison of ``b`` against ``a`` on the questions both scored (of ``datasets``
+    only, when given: e.g. the multi-hop average's three)."""
     key = ["dataset", "sample_id"]
     cols = [*key, "question", "prediction", "value"]
-    both = a.values[cols].merge(b.values[cols], on=key, how="outer", suffixes=("_a", "_b"), indicator=True)
+    va, vb = a.values[cols], b.values[cols]
+    if datasets is not None:
+        have = set(va["dataset"]) | set(vb["dataset"])
+        unknown = [d for d in datasets if d not in have]
+        if unknown:
+            raise ConfigError(
+                f"--datasets: {', '.join(unknown)} not scored by {a.spec} or {b.spec}; "
+                f"they have {', '.join(sorted(have))}"
+            )
+        va, vb = va[va["dataset"].isin(datasets)], vb[vb["dataset"].isin(datasets)]
+    both = va.merge(vb, on=key, how="outer", suffixes=("_a", "_b"), indicator=True)
     only_one = int((both["_merge"] != "both").sum())
     paired = both[both["_merge"] == "both"].reset_index(drop=True)
     if paired.empty:

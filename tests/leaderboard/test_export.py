@@ -66,7 +66,7 @@ def test_markdown_is_a_paper_table(fixture_db, capsys):
         in lines
     )
     table = lines[lines.index("| *Prompt baselines* |  |  |  |  |  |  |  |") :]
-    # ≈: the interval overlaps the column's best (4 questions: every row here overlaps search_r1's)
+    # ≈: the paired test does not separate the row from the column's best (4 questions cannot)
     assert (
         table[1]
         == "| naive_rag | smollm2-135m-instruct | 75.0 ≈ | 50.0 ≈ | 25.0 ≈ | 50.0 ≈ | 75.0 ≈ | 37.5 ≈ |"
@@ -241,7 +241,8 @@ def _marked_cells(text: str, mark: str, *, sep: str, end: str) -> set[tuple[str,
 
 @pytest.mark.parametrize("intervals", [False, True])
 def test_exports_mark_the_cells_the_app_marks_as_tied(intervals):
-    """The app marks a cell whose interval overlaps the column's best with ≈ (board.best_and_ties);
+    """The app marks a cell the paired test does not separate from the column's best with ≈
+    (board.best_and_ties);
     the markdown export marks exactly those cells ≈ and the LaTeX export with a dagger. Over the
     showcase database naive_rag's PopQA score (60.0) is tied with ircot's best (80.0)."""
     from pathlib import Path
