@@ -141,6 +141,18 @@ def test_filters_sort_and_interval_toggle(app):
     assert app.query_params["show_ci"] == "0"
 
 
+def test_ties_caption_and_holm_toggle(app):
+    """The caption says where ≈ comes from (the paired test, 0.05 per pair, uncorrected); the Holm
+    toggle says Holm instead and is in the link."""
+    caption = " ".join(c.value for c in app.caption)
+    assert "paired test (exact McNemar)" in caption and "not corrected for multiple comparisons" in caption
+    app.toggle(key="holm").set_value(True).run()
+    caption = " ".join(c.value for c in app.caption)
+    assert "with Holm's correction across the column's rows" in caption
+    assert app.query_params["holm"] == "1"
+    assert _main_model(app).loc["naive_rag", "hotpotqa_text"] == "50.0 [15.0, 85.0] ≈"  # still tied
+
+
 def test_reported_page(app):
     app.switch_page("app_pages/reported.py").run()
     assert app.title[0].value == "Reported vs reproduced"
