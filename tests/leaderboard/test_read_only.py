@@ -28,7 +28,11 @@ def _git_status() -> str:
     if shutil.which("git") is None or not (ROOT / ".git").exists():
         return ""
     return subprocess.run(
-        ["git", "status", "--porcelain", "--", "results"], cwd=ROOT, capture_output=True, text=True, check=True
+        ["git", "status", "--porcelain", "--", "results"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
     ).stdout
 
 
