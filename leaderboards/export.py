@@ -214,8 +214,9 @@ def pivot_table(p: views.ReportedPivot) -> PaperTable:
     caption = (
         f"{p.paper} · {p.title} · {p.source}. Cell: reported / ours [95% interval] n=questions / "
         f"ours - reported ({unit}); one number: the paper's, for a dataset we did not run. A difference "
-        f"only for the same model, the same datasets and the same metric variant (else the reason under "
-        f"Differs). Avg. (paper): the paper's own average, never compared with ours.{shared}{differs}"
+        f"only where the row's recorded setting matches ours on corpus, retriever, top-k, prompt variant, "
+        f"model, metric variant and training state, over the same datasets (else Differs: not comparable, "
+        f"and why). Avg. (paper): the paper's own average, never compared with ours.{shared}{differs}"
     )
     slug = f"{p.paper}-{p.setting}-{p.metric}".lower()
     label = "tab:reported-" + "".join(ch if ch.isalnum() else "-" for ch in slug).strip("-")

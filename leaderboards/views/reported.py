@@ -10,6 +10,14 @@ import numpy as np
 import pandas as pd
 
 from harness.metrics.bootstrap import Aggregate
+from harness.results.comparable import (
+    model_key,
+    not_comparable,
+    paper_setting,
+    protocol_setting,
+    run_setting,
+    setting_differs,
+)
 from leaderboards import queries
 from leaderboards.schema import (
     REPORTED_COLUMNS,
@@ -18,7 +26,7 @@ from leaderboards.schema import (
     metric_label,
     order_datasets,
 )
-from leaderboards.views.common import corpus_text, macro_aggregate, nan_aggregate, retriever_text
+from leaderboards.views.common import macro_aggregate, nan_aggregate
 from leaderboards.views.leaderboard import (
     COMPOSITE_METRICS,
     PAPER_AVERAGES,
@@ -45,21 +53,35 @@ def paper_protocol(paper: str) -> dict | None:
     return None
 
 
-def _model_key(model: str) -> str:
-    return model.split("/")[-1].lower()
+_model_key = model_key  # the comparability rule's model names (harness.results.comparable)
+
+PROTOCOL_FIELDS = ("corpus", "retriever", "top_k")
+"""The setting fields a protocol pins (:func:`protocol_differences`)."""
 
 
 def protocol_differences(paper: dict | None, ours: dict | None) -> list[str]:
-    """What differs between a paper's protocol and ours: corpus, retriever, top-k."""
+    """What differs between a paper's protocol and ours: corpus, retriever, top-k
+    (:func:`harness.results.comparable.setting_differs` on those fields)."""
     if paper is None or ours is None:
         return ["paper protocol not registered"] if ours is not None else []
-    out = []
-    if corpus_text(paper) != corpus_text(ours):
-        out.append(f"corpus {corpus_text(paper)} vs {corpus_text(ours)}")
-    if retriever_text(paper) != retriever_text(ours):
-        out.append(f"retriever {retriever_text(paper)} vs {retriever_text(ours)}")
-    if paper.get("top_k") != ours.get("top_k"):
-        out.append(f"top-k {paper.get('top_k')} vs {ours.get('top_k')}")
+    return setting_differs(protocol_setting(paper), protocol_setting(ours), PROTOCOL_FIELDS)
+
+
+PAPER_SETTING = ("", "", "")
+"""The key suffix of a paper's file-level setting in :func:`registered_settings`:
+``(paper, *PAPER_SETTING)``, for a row the file does not list (a database's own rows)."""
+
+
+def registered_settings() -> dict[tuple[str, str, str, str], dict[str, object]]:
+    """``(paper, setting, method, model) -> recorded setting`` from every registered paper's
+    ``reported.yaml`` (:meth:`harness.results.reported.ReportedFile.settings`), and each file's own
+    setting under ``(paper, *PAPER_SETTING)``."""
+    from leaderboards.reported_sync import registered_files
+
+    out = {}
+    for f in registered_files():
+        out[(f.paper, *PAPER_SETTING)] = f.setting
+        out.update({(f.paper, *k): v for k, v in f.settings().items()})
     return out
 
 
@@ -70,15 +92,18 @@ def build_reported(
     match_model: bool = False,
     protocol: dict | None = None,
     samples: Samples | None = None,
+    recorded: dict[tuple[str, str, str, str], dict[str, object]] | None = None,
 ) -> pd.DataFrame:
     """Each published number next to the measured one for the same method, dataset and metric.
 
-    ``boards`` maps metric name -> leaderboard of the chosen protocol. A row is matched to every
-    measured model of the method (one output row each; only the paper's model when
-    ``match_model``). The difference ``diff`` is given only when the comparison is like with like:
-    the same model, and for an average the same datasets (a seven-set average against our
-    three-set one gets none); ``differs`` says what is not the same (model, coverage, corpus,
-    retriever, top-k). Values keep the metric's unit: fractions for EM-like metrics, raw numbers
+    ``boards`` maps metric name -> leaderboard of the chosen ``protocol`` (its JSON as a dict). A
+    row is matched to every measured model of the method (one output row each; only the paper's
+    model when ``match_model``). The difference ``diff`` is given only when the comparison is like
+    with like (:mod:`harness.results.comparable`): the row's setting (``recorded``: default the
+    registered papers' ``reported.yaml`` settings, :func:`registered_settings`; else the paper's
+    protocol) matches our run on corpus, retriever, top-k, prompt variant, model, metric variant
+    and training state, and for an average the datasets are the same (a seven-set average against
+    our three-set one gets none); ``differs`` names every field that is not the same. Values keep the metric's unit: fractions for EM-like metrics, raw numbers
     for counts (``unit``). A composite metric (:data:`COMPOSITE_METRICS`, e.g. R-Search's
     ``em_f1_squad_mean``) is the mean of its measured parts.
 
@@ -97,14 +122,29 @@ def build_reported(
     """
     key_of = {g.reported_name: g.key for b in boards.values() for g, _ in b.averages}
     ran = {me for b in boards.values() for (me, _m, _k) in b.cells}
-    protos: dict[str, dict | None] = {}
+    type_of = {
+        (str(me), str(mo)): (str(t), str(lab))
+        for b in boards.values()
+        for me, mo, t, lab in zip(
+            b.frame["method"], b.frame["model"], b.frame["type"], b.frame["label"], strict=True
+        )
+    }
+    if recorded is None:
+        recorded = registered_settings()
+    backbones = frozenset(model_key(str(m)) for m in reported["model"]) if len(reported) else frozenset()
     out = []
     for r in reported.itertuples(index=False):
-        if r.paper not in protos:
-            protos[r.paper] = paper_protocol(r.paper)
         key = key_of.get(r.dataset, r.dataset)
         matches = _measured(boards, r.method, r.model, key, r.metric, match_model)
-        proto_diff = protocol_differences(protos[r.paper], protocol) if matches else []
+        theirs = paper_setting(
+            paper=r.paper,
+            method=r.method,
+            model=r.model,
+            metric=r.metric,
+            recorded=recorded.get(
+                (r.paper, r.setting, r.method, r.model), recorded.get((r.paper, *PAPER_SETTING))
+            ),
+        )
         missing = [p for p in metric_parts(r.metric) if p not in boards]
         not_computed = (
             [f"metric {r.metric} not computed by our runs (missing: {', '.join(missing)})"]
@@ -115,8 +155,17 @@ def build_reported(
             matches = [("", nan_aggregate(), ())]
         for model, agg, members in matches:
             differs = [*not_computed]
-            if model and _model_key(model) != _model_key(r.model):
-                differs.append(f"model {r.model} vs {model}")
+            if model:
+                ours = run_setting(
+                    protocol,
+                    method=r.method,
+                    model=model,
+                    metric=r.metric,
+                    method_type=type_of.get((r.method, model), ("?", ""))[0],
+                    backbones=backbones,
+                    label=type_of.get((r.method, model), ("?", ""))[1],
+                )
+                differs += setting_differs(theirs, ours)
             paper_cover = PAPER_AVERAGES.get(r.dataset)
             if model and paper_cover is not None and set(members) != set(paper_cover):
                 differs.append(f"coverage {len(paper_cover)} vs {len(members)} sets")
@@ -138,7 +187,7 @@ def build_reported(
                     "n": agg.n,
                     "measured_model": model,
                     "coverage": ", ".join(members) if paper_cover is not None else "",
-                    "differs": "; ".join([*differs, *proto_diff]),
+                    "differs": "; ".join(differs),
                     "source": r.source,
                     "note": r.note,
                 }
@@ -404,7 +453,10 @@ def reported_pivots(table: pd.DataFrame) -> list[ReportedPivot]:
                     cells[(i, d)] = cell
                     row[d] = cell.text()
                 proto += [x for x in seen if x.startswith(protocol_level) and x not in proto]
-                row["differs"] = "; ".join(x for x in seen if not x.startswith(protocol_level))
+                detail = [x for x in seen if not x.startswith(protocol_level)]
+                row["differs"] = (
+                    (not_comparable(seen) + (f" ({'; '.join(detail)})" if detail else "")) if seen else ""
+                )
                 rows.append(row)
         frame = pd.DataFrame(rows, columns=["method", "model", "ours", *datasets, "differs"])
         out.append(
@@ -566,7 +618,10 @@ def default_paper(table: pd.DataFrame) -> str:
 
 
 __all__ = [
+    "PAPER_SETTING",
+    "PROTOCOL_FIELDS",
     "ReportedPivot",
+    "registered_settings",
     "_isnan",
     "_measured",
     "_model_key",

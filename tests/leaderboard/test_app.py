@@ -159,20 +159,21 @@ def test_reported_page(app):
     app.selectbox(key="paper").set_value("search_r1").run()
     assert not app.exception, [e.value for e in app.exception]
     html = "".join(m.value for m in app.markdown)
-    # one row per paper row: ours with its interval and n, the difference (same model); the paper's
-    # averages hold the paper's numbers alone
+    # one row per paper row: ours with its interval and n; no difference (the paper's corpus and
+    # retriever are not ours); the paper's averages hold the paper's numbers alone
     assert (
         '<td class="name">naive_rag</td><td class="name">smollm2-135m-instruct</td>'
         '<td class="name">smollm2-135m-instruct</td>'
         '<td><span class="paper">40.0</span><br><span class="ours">50.0 <span class="ci">[15.0, 85.0]</span></span><br>'
-        '<span class="meta">n=4 · Δ +10.0</span></td>'
+        '<span class="meta">n=4 · Δ —</span></td>'
         '<td><span class="paper">35.0</span></td><td><span class="paper">30.0</span></td>'
     ) in html
+    assert "not comparable: corpus, retriever, prompt" in html
     assert (
         '<span class="paper">43.3</span><br><span class="ours">75.0 <span class="ci">[30.1, 95.4]</span></span>'
         in html
     )
-    assert "model Qwen2.5-7B vs smollm2-135m-instruct" in html  # why no difference
+    assert "model Qwen2.5-7B vs smollm2-135m-instruct" in html and "training trained vs untrained" in html
     assert len(app.dataframe) == 1  # the long table (in the expander); the pivots are plain HTML tables
     app.selectbox(key="paper").set_value("tiresrag_r1").run()
     html = "".join(m.value for m in app.markdown)

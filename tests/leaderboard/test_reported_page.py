@@ -54,7 +54,10 @@ def test_showcase_rows_are_never_split(search_r1):
     assert row["popqa"] == "38.7 / 60.0 [31.3, 83.2] n=10 / —"  # ours with its Wilson interval and n
     assert row["avg"] == "27.0"  # the paper's 7-set average alone, never with our 4-set one
     assert row["avg_shared"] == "22.9 / 27.5 [17.4, 41.7] n=40 / —"  # (38.7+25.5+22.6+4.7)/4 = 22.9
-    assert row["differs"] == f"model Qwen2.5-3B-Instruct vs {OURS}"  # why no difference
+    assert row["differs"] == (  # why no difference: every field that is not the same
+        "not comparable: corpus, retriever, prompt, model "
+        f"(prompt not recorded; model Qwen2.5-3B-Instruct vs {OURS})"
+    )
     assert t2.shared == "PopQA, HotpotQA, 2Wiki, MuSiQue"
     assert "corpus wiki18 vs closed" in t2.protocol_differs
 
@@ -87,11 +90,22 @@ def test_the_page_opens_on_a_paper_we_ran(showcase):
     assert views.default_paper(views.build_reported(rep, {})) == "arena"  # no runs: the first
 
 
+PROTOCOL = {"corpus": {"id": "c"}, "retriever": {"kind": "bm25s"}, "top_k": 3}
+"""Ours ran under this; the rows of paper "p" below record the same setting (:func:`_like`)."""
+
+
+def _like(model: str = "M") -> dict:
+    """``build_reported``'s protocol and recorded settings under which paper p's row matches ours
+    on every field but (possibly) the model."""
+    rec = {"corpus": "c", "retriever": "bm25s", "top_k": 3, "prompt": "naive_rag", "source": "test"}
+    return {"protocol": PROTOCOL, "recorded": {("p", "T1", "naive_rag", model): rec}}
+
+
 def _rows(model: str = "M") -> pd.DataFrame:
     base = {
         "paper": "p",
         "setting": "T1",
-        "method": "meth",
+        "method": "naive_rag",
         "model": model,
         "metric": "em",
         "source": "P, T1",
@@ -104,14 +118,14 @@ def _board(values: dict[str, list[float]]) -> dict[str, views.Leaderboard]:
     rows = [
         {
             "protocol_id": "x",
-            "method": "meth",
+            "method": "naive_rag",
             "model": "M",
             "dataset": d,
             "metric": "em",
             "value": v,
             "label": "",
             "run_id": "r",
-            "question_id": f"{d}-{i}",
+            "sample_id": f"{d}-{i}",
         }  # fmt: skip
         for d, vs in values.items()
         for i, v in enumerate(vs)
@@ -124,8 +138,8 @@ def _board(values: dict[str, list[float]]) -> dict[str, views.Leaderboard]:
 def test_shared_average_difference_only_like_with_like():
     values = {"hotpotqa": [1.0, 0.0, 1.0, 1.0], "musique": [0.0, 0.0, 1.0, 0.0]}
     boards = _board(values)
-    samples = {"em": {("meth", "M", d): np.array(v) for d, v in values.items()}}
-    t = views.build_reported(_rows("M"), boards, samples=samples)
+    samples = {"em": {("naive_rag", "M", d): np.array(v) for d, v in values.items()}}
+    t = views.build_reported(_rows("M"), boards, samples=samples, **_like("M"))
     shared = t[t["dataset"] == views.SHARED_AVG].iloc[0]
     want = macro_aggregate([np.array(v) for v in values.values()], binary=True)
     assert (shared["measured"], shared["measured_lo"], shared["measured_hi"]) == pytest.approx(
@@ -133,21 +147,24 @@ def test_shared_average_difference_only_like_with_like():
     )
     assert shared["reported"] == pytest.approx(0.30) and shared["diff"] == pytest.approx(0.5 - 0.30)
     # without samples a 0/1 metric's interval is rebuilt exactly from each dataset's k of n
-    bare = views.build_reported(_rows("M"), boards).set_index("dataset").loc[views.SHARED_AVG]
+    bare = views.build_reported(_rows("M"), boards, **_like("M")).set_index("dataset").loc[views.SHARED_AVG]
     assert (bare["measured_lo"], bare["measured_hi"]) == pytest.approx((want.lo, want.hi))
     (p,) = views.reported_pivots(t)
     assert p.frame.iloc[0]["avg"] == "31.0"  # the paper's own average: the paper's number alone
     assert p.frame.iloc[0]["avg_shared"].endswith(" / +20.0")
     assert p.frame.iloc[0]["nq"] == "30.0" and len(p.frame) == 1  # NQ (not run) in the same row
     # another model: no difference anywhere, the reason in differs
-    other = views.reported_pivots(views.build_reported(_rows("Other-7B"), boards, samples=samples))[0]
-    assert other.n_compared == 0 and other.frame.iloc[0]["differs"] == "model Other-7B vs M"
+    other = views.reported_pivots(
+        views.build_reported(_rows("Other-7B"), boards, samples=samples, **_like("Other-7B"))
+    )[0]
+    assert other.n_compared == 0
+    assert other.frame.iloc[0]["differs"] == "not comparable: model (model Other-7B vs M)"
     assert other.frame.iloc[0]["avg_shared"].endswith(" / —")
 
 
 def test_pivot_html_keeps_every_row_and_wraps():
     values = {"hotpotqa": [1.0, 0.0, 1.0, 1.0], "musique": [0.0, 0.0, 1.0, 0.0]}
-    (p,) = views.reported_pivots(views.build_reported(_rows("M"), _board(values)))
+    (p,) = views.reported_pivots(views.build_reported(_rows("M"), _board(values), **_like("M")))
     html = views.pivot_html(p)
     assert html.count("<tr>") == 1 + len(p.frame)
     assert (
