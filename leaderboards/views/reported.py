@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections import Counter
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -11,6 +12,7 @@ import pandas as pd
 
 from harness.metrics.bootstrap import Aggregate
 from harness.results.comparable import (
+    field_of,
     model_key,
     not_comparable,
     paper_setting,
@@ -539,6 +541,19 @@ def no_comparison_reason(table: pd.DataFrame, measured_methods: dict[str, set[st
         return (
             f"The paper used {', '.join(paper_models)}; no run here used those models "
             f"(ours: {', '.join(ours)}), so no difference is computed."
+        )
+    measured = table[table["measured"].notna() & table["differs"].astype(bool)]
+    fields = Counter(
+        field_of(x)
+        for d in measured["differs"]
+        for x in str(d).split("; ")
+        if x and not x.startswith("coverage")
+    )
+    if fields:
+        named = ", ".join(f for f, _ in fields.most_common())
+        return (
+            f"No row of ours is comparable with this paper's: their recorded settings differ in {named} "
+            "(each row's differs column says how), so no difference is computed."
         )
     return (
         "The runs with the paper's model do not cover the same datasets as the paper's numbers "

@@ -146,5 +146,9 @@ def test_the_relabelled_showcase_gets_no_difference_with_the_reasons_named(relab
     assert "training trained vs untrained" in sr1.iloc[0]["differs"]  # our untrained policy vs PPO-trained
     md = "\n".join(line for line in views.reported_pivots(t)[0].frame["differs"])
     assert "not comparable: corpus, retriever" in md
+    measured = {"ircot": {"Qwen2.5-3B-Instruct"}, "search_r1": {"Qwen2.5-3B-Instruct"}}
+    assert views.no_comparison_reason(t, measured).startswith(
+        "No row of ours is comparable with this paper's: their recorded settings differ in corpus, retriever"
+    )
     text = "\n".join(p.caption for p in view.tables)
     assert "Protocol differs: corpus wiki18 vs closed; retriever dense e5-base-v2 Flat vs bm25s" in text
