@@ -131,8 +131,24 @@ def _reported_view(store, pid: str | None, scope: str, paper: str | None = None)
         f"Reported vs reproduced · {scope}",
         table,
         list(REPORTED_COLUMNS),
-        [pivot_table(p) for p in views.reported_pivots(table)],
+        [
+            summary_table(views.reported_summary(table)),
+            *(pivot_table(p) for p in views.reported_pivots(table)),
+        ],
     )
+
+
+def summary_table(summary: pd.DataFrame) -> PaperTable:
+    """The cross-paper summary that opens the reported view (:func:`views.reported_summary`)."""
+    header = [views.SUMMARY_LABELS[c] for c in views.SUMMARY_COLUMNS]
+    rows = [[str(r[c]) for c in views.SUMMARY_COLUMNS] for r in summary.to_dict("records")]
+    caption = (
+        "Across the papers: each paper's rows as printed; those with a number of ours; those with a comparable "
+        "one (the row's recorded setting matches our run on corpus, retriever, top-k, prompt variant, model, "
+        "metric variant and training state); the comparable numbers, and how many agree (the paper's number "
+        "inside our 95% interval)."
+    )
+    return PaperTable(header, [("", rows)], set(), caption, label="tab:reported-summary")
 
 
 def leaderboard_table(board: views.Leaderboard, *, intervals: bool = False, holm: bool = False) -> PaperTable:

@@ -387,6 +387,73 @@ class ReportedPivot:
         return [column_label(d) for d in self.datasets]
 
 
+def agrees(reported: float, lo: float, hi: float) -> bool:
+    """The paper's number lies inside our 95% interval."""
+    return not (_isnan(lo) or _isnan(hi) or _isnan(reported)) and lo <= reported <= hi
+
+
+SUMMARY_COLUMNS = ["paper", "paper_rows", "with_ours", "comparable_rows", "compared", "agree"]
+SUMMARY_LABELS = {
+    "paper": "Paper",
+    "paper_rows": "Paper rows",
+    "with_ours": "Rows with our number",
+    "comparable_rows": "Rows with a comparable number",
+    "compared": "Comparable numbers",
+    "agree": "Agree (paper's number inside our 95% interval)",
+}
+
+
+def reported_summary(table: pd.DataFrame) -> pd.DataFrame:
+    """Per paper, from :func:`build_reported`'s table: its rows (one per table, method and model,
+    as printed), how many have a number of ours, how many a comparable one (a difference), the
+    comparable numbers and how many of them agree (:func:`agrees`). The shared averages are not
+    counted (they repeat their datasets)."""
+    out = []
+    t = table[table["dataset"] != SHARED_AVG]
+    for paper, g in t.groupby("paper", sort=True):
+        key = ["setting", "method", "model"]
+        rows = g.drop_duplicates(key)
+        ours = g[g["measured"].notna()].drop_duplicates(key)
+        comp = g[g["diff"].notna()]
+        n_agree = sum(agrees(r.reported, r.measured_lo, r.measured_hi) for r in comp.itertuples(index=False))
+        out.append(
+            {
+                "paper": paper,
+                "paper_rows": len(rows),
+                "with_ours": len(ours),
+                "comparable_rows": len(comp.drop_duplicates(key)),
+                "compared": len(comp),
+                "agree": int(n_agree),
+            }
+        )
+    return pd.DataFrame(out, columns=SUMMARY_COLUMNS)
+
+
+def summary_html(summary: pd.DataFrame) -> str:
+    """The cross-paper summary as a plain HTML table (``rar-reported rar-summary``)."""
+    from html import escape
+
+    out = ['<table class="rar-reported rar-summary">', "<thead><tr>"]
+    out += [f"<th>{escape(SUMMARY_LABELS[c])}</th>" for c in SUMMARY_COLUMNS]
+    out.append("</tr></thead><tbody>")
+    for r in summary.to_dict("records"):
+        out.append("<tr>" + "".join(f"<td>{escape(str(r[c]))}</td>" for c in SUMMARY_COLUMNS) + "</tr>")
+    out.append("</tbody></table>")
+    return "".join(out)
+
+
+def registered_row_order() -> dict[tuple[str, str, str, str], int]:
+    """``(paper, setting, method, model) -> position`` of each row in its paper's ``reported.yaml``
+    (the paper's own row order)."""
+    from leaderboards.reported_sync import registered_files
+
+    out: dict[tuple[str, str, str, str], int] = {}
+    for f in registered_files():
+        for k in f.settings():  # file order: tables, then rows
+            out.setdefault((f.paper, *k), len(out))
+    return out
+
+
 def reported_pivots(table: pd.DataFrame) -> list[ReportedPivot]:
     """The long ``build_reported`` table as one pivot per (paper, table, metric), in table order.
     (Plain Python over the records: a pandas group-by per pivot is ~50x slower on 2,000 rows.)
@@ -398,6 +465,7 @@ def reported_pivots(table: pd.DataFrame) -> list[ReportedPivot]:
     for r in table.to_dict("records"):
         groups.setdefault((r["paper"], r["setting"], r["metric"]), []).append(r)
     protocol_level = ("corpus", "retriever", "top-k", "paper protocol")
+    order = registered_row_order()
     out = []
     for (paper, setting, metric), recs in groups.items():
         unit = str(recs[0]["unit"])
@@ -410,6 +478,10 @@ def reported_pivots(table: pd.DataFrame) -> list[ReportedPivot]:
         by_row: dict[tuple[str, str], list[dict]] = {}
         for r in recs:
             by_row.setdefault((str(r["method"]), str(r["model"])), []).append(r)
+        known = len(order)
+        by_row = dict(
+            sorted(by_row.items(), key=lambda kv: order.get((str(paper), str(setting), *kv[0]), known))
+        )  # the paper's row order (rows the files do not list keep theirs, after)
         rows: list[dict[str, object]] = []
         cells: dict[tuple[int, str], PivotCell] = {}
         proto: list[str] = []
@@ -509,9 +581,20 @@ def pivot_html(p: ReportedPivot) -> str:
             ours = "—" if _isnan(c.ours) else format_value(c.ours, c.unit)
             ci = interval_text(c.lo, c.hi, c.unit)
             ci_html = f' <span class="ci">{escape(ci)}</span>' if ci else ""
+            if _isnan(c.diff):
+                delta = f"n={c.n} · Δ —"
+                delta_html = f'<span class="meta">{escape(delta)}</span>'
+            else:
+                ok = agrees(c.reported, c.lo, c.hi)
+                kind = "agrees" if ok else ("above" if c.diff > 0 else "below")
+                mark = " ✓ agrees" if ok else ""
+                delta_html = (
+                    f'<span class="meta">n={c.n} · </span><span class="delta {kind}">Δ {escape(c.diff_text())}'
+                    f"{mark}</span>"
+                )
             out.append(
                 f'<td><span class="paper">{escape(rep)}</span><br><span class="ours">{escape(ours)}{ci_html}'
-                f'</span><br><span class="meta">n={c.n} · Δ {escape(c.diff_text())}</span></td>'
+                f"</span><br>{delta_html}</td>"
             )
         out.append(f'<td class="differs">{escape(str(r["differs"]))}</td></tr>')
     out.append("</tbody></table>")
@@ -633,6 +716,12 @@ def default_paper(table: pd.DataFrame) -> str:
 
 
 __all__ = [
+    "SUMMARY_COLUMNS",
+    "SUMMARY_LABELS",
+    "agrees",
+    "registered_row_order",
+    "reported_summary",
+    "summary_html",
     "PAPER_SETTING",
     "PROTOCOL_FIELDS",
     "ReportedPivot",

@@ -196,7 +196,9 @@ def test_paper_option_and_near_misses(showcase, capsys):
 
 def test_reported_captions_sit_above_their_tables(search_r1):
     md = write(search_r1, "markdown", None)
-    tables = search_r1.tables
+    summary, *tables = search_r1.tables
+    assert md.index(summary.caption) < md.index(tables[0].caption)  # the cross-paper summary first
+    assert summary.header[0] == "Paper" and summary.label == "tab:reported-summary"
     first = paper_markdown(tables[0])
     assert first.startswith(tables[0].caption + "\n\n| Method |")
     assert md.index(tables[1].caption) < md.index(paper_markdown(tables[1]).split("\n\n", 1)[1])
@@ -231,8 +233,10 @@ def test_app_opens_on_a_paper_with_runs_over_the_showcase(showcase, monkeypatch)
     at.selectbox(key="paper").set_value("arena").run()
     n_all = len(at.subheader)
     at.selectbox(key="rep_metric").set_value("f1").run()  # ARENA: 30 tables, 10 of them F1
-    assert not at.exception and n_all == 30
-    assert len(at.subheader) == 10 and all("· F1 (in %)" in s.value for s in at.subheader)
+    assert at.subheader[0].value == "Across the papers"  # the cross-paper summary opens the page
+    assert not at.exception and n_all == 1 + 30
+    tables = at.subheader[1:]
+    assert len(tables) == 10 and all("· F1 (in %)" in s.value for s in tables)
 
 
 BROWSER = importlib.util.find_spec("playwright") is not None and shutil.which("chromium") is not None
@@ -247,10 +251,10 @@ def test_reported_page_in_chromium_at_1600x1000(showcase, tmp_path):
     with leaderboard_server(showcase, tmp_path / "server.log") as url, chromium_page(1600, 1000) as page:
         page.goto(f"{url}/reported")
         wait_for_app(page, "Reported vs reproduced")
-        page.wait_for_selector("table.rar-reported", timeout=60_000)
+        page.wait_for_selector("table.rar-reported:not(.rar-summary)", timeout=60_000)
         page.wait_for_timeout(500)
         geometry = page.evaluate(
-            """() => [...document.querySelectorAll('table.rar-reported')].map(t => {
+            """() => [...document.querySelectorAll('table.rar-reported:not(.rar-summary)')].map(t => {
                 const main = document.querySelector('[data-testid="stMain"]').getBoundingClientRect();
                 const box = t.getBoundingClientRect();
                 let scrolls = false;
