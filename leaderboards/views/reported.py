@@ -559,13 +559,16 @@ def reported_pivots(table: pd.DataFrame) -> list[ReportedPivot]:
 def pivot_html(p: ReportedPivot) -> str:
     """The pivot as a plain HTML table for the app: every row shown (no inner scrolling), text
     wrapping inside its cell (no clipped column). A cell: the paper's number; ours with its 95%
-    interval; n and ours − paper (``Δ``, or ``Δ —`` when not like with like)."""
+    interval; n and ours − paper (``Δ``, or ``Δ —`` when not like with like). Our number is shown
+    once per method, model of ours and column: a later paper row of the same method (another
+    paper model) says "ours as above" beside its own Δ."""
     from html import escape
 
     head = ["method", "model (paper)", "model (ours)", *p.labels, "differs"]
     out = ['<table class="rar-reported">', "<thead><tr>"]
     out += [f"<th>{escape(h)}</th>" for h in head]
     out.append("</tr></thead><tbody>")
+    shown: set[tuple] = set()
     for i, r in enumerate(p.frame.to_dict("records")):
         out.append("<tr>")
         out += [f'<td class="name">{escape(str(r[k]))}</td>' for k in ("method", "model", "ours")]
@@ -592,10 +595,14 @@ def pivot_html(p: ReportedPivot) -> str:
                     f'<span class="meta">n={c.n} · </span><span class="delta {kind}">Δ {escape(c.diff_text())}'
                     f"{mark}</span>"
                 )
-            out.append(
-                f'<td><span class="paper">{escape(rep)}</span><br><span class="ours">{escape(ours)}{ci_html}'
-                f"</span><br>{delta_html}</td>"
+            once = (r["method"], r["ours"], d, ours, ci, c.n)
+            ours_html = (
+                '<span class="meta">ours as above</span>'
+                if once in shown
+                else f'<span class="ours">{escape(ours)}{ci_html}</span>'
             )
+            shown.add(once)
+            out.append(f'<td><span class="paper">{escape(rep)}</span><br>{ours_html}<br>{delta_html}</td>')
         out.append(f'<td class="differs">{escape(str(r["differs"]))}</td></tr>')
     out.append("</tbody></table>")
     return "".join(out)

@@ -62,6 +62,19 @@ def test_showcase_rows_are_never_split(search_r1):
     assert "corpus wiki18 vs closed" in t2.protocol_differs
 
 
+def test_our_number_is_shown_once_per_method_and_model(search_r1):
+    """Search-R1's Table 2 prints ircot for the 7B and the 3B model; our ircot number sits under the
+    first (the paper's order) and the second says "ours as above"."""
+    (t2,) = [p for p in views.reported_pivots(search_r1.frame) if p.setting == "Table 2" and p.metric == "em"]
+    html = views.pivot_html(t2)
+    assert (
+        html.count('<span class="ours">80.0 <span class="ci">[49.0, 94.3]</span></span>') == 1
+    )  # ircot PopQA
+    rows = html.split("<tr>")[2:]
+    ircot = [r for r in rows if r.startswith('<td class="name">ircot</td>')]
+    assert len(ircot) == 2 and "ours as above" in ircot[1] and "ours as above" not in ircot[0]
+
+
 def test_shared_average_is_the_leaderboards_average_over_the_same_sets(showcase, search_r1):
     """Our side of the shared average = the leaderboard's stratified Agresti-Coull ``avg all`` over
     the same four sets (the showcase ran four)."""
