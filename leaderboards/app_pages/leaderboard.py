@@ -22,7 +22,7 @@ if protocol is None:
     st.stop()
 
 metrics = ui.load_metrics(db, ui.stamp(db), protocol)
-c_metric, c_sort, c_ci, c_part, c_holm = st.columns([2, 2, 1, 1, 1], vertical_alignment="bottom")
+c_metric, c_sort, c_ci, c_part, c_holm = st.columns([2, 2, 1.1, 1.3, 1], vertical_alignment="bottom")
 ui.from_link("metric", metrics)
 metric = c_metric.selectbox("Metric", metrics, format_func=metric_label, key="metric")
 ui.to_link("metric", metric, metrics[0] if metrics else None)
@@ -39,7 +39,7 @@ include_partial = c_part.toggle(
 ui.to_link("partial", include_partial, False)
 ui.from_link("holm", kind=bool, default=False)
 holm = c_holm.toggle(
-    "Holm correction",
+    "Holm",
     key="holm",
     help="Ties (≈) come from a paired test of each row against the column's best at 0.05 per pair. "
     "On: Holm's correction across the column's rows (fewer rows separated).",
