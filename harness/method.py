@@ -292,10 +292,16 @@ class TrainableMethod(Method):
         """The paper's published numbers (``harness.results.store.ReportedRow``), every table row: read from
         the ``reported.yaml`` beside the method's module (:func:`harness.results.reported.load_reported`),
         none when there is no such file."""
+        f = self.reported_file()
+        return f.rows() if f is not None else []
+
+    def reported_file(self) -> Any:
+        """The parsed ``reported.yaml`` beside the method's module
+        (:class:`harness.results.reported.ReportedFile`: rows and their recorded settings), or None."""
         import inspect
         from pathlib import Path
 
-        from harness.results.reported import load_reported
+        from harness.results.reported import read_reported
 
         path = Path(inspect.getfile(type(self))).with_name("reported.yaml")
-        return load_reported(path) if path.is_file() else []
+        return read_reported(path) if path.is_file() else None

@@ -18,6 +18,7 @@ EXAMPLES = """\
   harness export --format markdown --view reported --paper search_r1 --db results/showcase.duckdb   # one paper
   harness export --format latex --metric EM --protocol mini --out table.tex   # a paper table (booktabs)
   harness export --format csv --include-partial --out all.csv                  # killed runs too, marked
+  harness export --format markdown --holm --db results/showcase.duckdb         # ties Holm-corrected per column
 """
 
 DESCRIPTION = """\
@@ -25,8 +26,10 @@ Export one view of the leaderboard app for one protocol: `leaderboard` (methods 
 average columns and 95% interval bounds), `reported` (published vs measured numbers) or `cost`
 (accuracy, retrievals, tokens, Pareto flags). CSV and Parquet are data: fractions, numeric
 `<column>_lo` / `<column>_hi` interval columns. Markdown and LaTeX are paper tables: % with one
-decimal, best in bold, readable dataset names, rows grouped by method type; --intervals puts each
-score's 95% interval in its cell. --metric (default: the protocol's primary metric) is matched
+decimal, best in bold, readable dataset names, rows grouped by method type, ≈ (a dagger in LaTeX)
+on a row that a paired test (exact McNemar for 0/1 metrics, else the paired bootstrap; each row
+against the best on the questions both answered, 0.05 per pair, uncorrected unless --holm) does not
+separate from the best; --intervals puts each score's 95% interval in its cell. --metric (default: the protocol's primary metric) is matched
 case-insensitively (EM, em, cover-EM). Partial runs (not `complete`) are left out unless
 --include-partial. --protocol takes an id or a unique name; it may be omitted when the database
 holds a single protocol. The reported view works on any database: the registered papers' numbers
@@ -70,6 +73,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         action="store_true",
         help="markdown, latex leaderboard: each cell is `score [lo, hi]`, its 95%% interval",
     )
+    p.add_argument(
+        "--holm",
+        action="store_true",
+        help="markdown, latex leaderboard: ties (≈) with Holm's correction across each column's rows "
+        "(default: 0.05 per pair, uncorrected)",
+    )
 
 
 def handle(args: argparse.Namespace) -> int:
@@ -91,6 +100,7 @@ def handle(args: argparse.Namespace) -> int:
         include_partial=args.include_partial,
         intervals=args.intervals,
         paper=args.paper,
+        holm=args.holm,
     )
     text = write(view, args.format, args.out)
     if text is not None:

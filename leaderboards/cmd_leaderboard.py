@@ -15,7 +15,7 @@ EXAMPLES = """\
   harness leaderboard                                   # results/harness.duckdb on http://127.0.0.1:8501
   harness leaderboard --db runs/ci.duckdb --port 8600
   harness leaderboard --host 0.0.0.0                    # reachable from other machines
-  harness leaderboard --no-sync                         # leave the file untouched (no reported numbers, prices)
+  harness leaderboard --sync                            # first write the papers' numbers and prices into --db
 """
 
 DESCRIPTION = """\
@@ -24,10 +24,11 @@ Start the leaderboard app (Streamlit) over a DuckDB results file: the leaderboar
 reproduced numbers as the papers' own tables, cost and efficiency (Pareto) plots, a trajectory
 explorer, training curves and a metric glossary; every page's choices are in its URL. The app
 reads with short read-only connections, so `harness run` can keep writing to the same file, and
-fetches nothing from the internet. Before starting, the registered paper methods' published
-numbers are written into the file's `reported` table (replacing each paper's rows; without it the
-app reads them from the package) and the price table (harness.results.cost presets + prices.json next to
-the file) into `prices`. See docs/leaderboard.md."""
+fetches nothing from the internet. The file is only read: it stays byte-identical (a committed
+results/*.duckdb leaves `git status` clean); the papers' published numbers come from the
+registered methods for every paper the file has none of. --sync first writes them into the
+file's `reported` table (replacing each paper's rows) and the price table (harness.results.cost
+presets + prices.json next to the file) into `prices`. See docs/leaderboard.md."""
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -42,10 +43,16 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     add_db_arg(p)
     p.add_argument("--port", type=int, default=8501, help="port (default 8501)")
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
-    p.add_argument(
+    sync = p.add_mutually_exclusive_group()
+    sync.add_argument(
+        "--sync",
+        action="store_true",
+        help="first write the papers' published numbers and the price table into --db",
+    )
+    sync.add_argument(
         "--no-sync",
         action="store_true",
-        help="do not write the papers' published numbers and the price table into --db (open it read-only)",
+        help="open --db read-only, write nothing (the default; kept for scripts that pass it)",
     )
 
 
@@ -78,7 +85,7 @@ def handle(args: argparse.Namespace) -> int:
         raise ConfigError(f"{db}: no results database here; run `harness run ... --db {args.db}` first")
     if importlib.util.find_spec("streamlit") is None:
         raise ConfigError("the leaderboard needs Streamlit: pip install 'rar-harness[ui]'")
-    if not args.no_sync:
+    if args.sync:
         from harness.results.cost import sync_prices
         from harness.results.store import Store
         from leaderboards.reported_sync import sync_reported

@@ -4,7 +4,8 @@ CSV and Parquet are data: fractions (0.5, not 50), numeric interval bounds
 (``<column>_lo``/``<column>_hi``), every column. Markdown and LaTeX are paper tables: the
 leaderboard as methods x datasets in % with one decimal, readable dataset names, rows grouped by
 method type (prompt baselines, untrained policies, trained), the best of each column in bold and
-the cells whose interval overlaps it marked (the app's ``≈``; a dagger in LaTeX), averages last (as
+the cells a paired test does not separate from it marked (the app's ``≈``; a dagger in LaTeX:
+:meth:`leaderboards.views.Leaderboard.best_and_ties`), averages last (as
 the papers print "Avg."), n and the interval method in the caption above the table; the
 reported view as one pivot per paper table (``reported / ours / difference`` in the paper's unit);
 the cost view with readable units.
@@ -37,7 +38,8 @@ TYPE_GROUPS = {
 @dataclass(frozen=True)
 class PaperTable:
     """A table for a paper: header, groups of rows (title, rows of cell texts), bold cells
-    ``(group, row, column)``, tied cells (whose interval overlaps the bold one's: the app's ``≈``),
+    ``(group, row, column)``, tied cells (not separated from the bold one by the paired test: the
+    app's ``≈``),
     a caption and a label (a LaTeX label, a slug)."""
 
     header: list[str]
@@ -66,10 +68,12 @@ def build_view(
     include_partial: bool = False,
     intervals: bool = False,
     paper: str | None = None,
+    holm: bool = False,
 ) -> ExportedView:
     """The named view of one protocol (``protocol``: an id or unique name; default the only one).
     ``metric`` is matched case-insensitively by id or label (``EM``, ``cover-EM``); default the
     protocol's primary metric. ``intervals``: the paper table's cells carry their 95% interval.
+    ``holm``: the leaderboard's ties with Holm's correction across each column's rows.
     ``paper`` (reported view): one paper's tables only (:func:`views.resolve_paper`)."""
     if view not in VIEWS:
         raise ConfigError(f"unknown view {view!r}; choose one of {', '.join(VIEWS)}")
@@ -90,7 +94,7 @@ def build_view(
             f"Leaderboard · {metric_label(metric)} · protocol {name} ({pid})",
             board.display_frame(ci="bounds"),
             cols,
-            [leaderboard_table(board, intervals=intervals)],
+            [leaderboard_table(board, intervals=intervals, holm=holm)],
         )
     metric = views.resolve_metric(store, pid, metric, include_partial=include_partial)
     table = views.build_cost(
@@ -127,17 +131,35 @@ def _reported_view(store, pid: str | None, scope: str, paper: str | None = None)
         f"Reported vs reproduced · {scope}",
         table,
         list(REPORTED_COLUMNS),
-        [pivot_table(p) for p in views.reported_pivots(table)],
+        [
+            summary_table(views.reported_summary(table)),
+            *(pivot_table(p) for p in views.reported_pivots(table)),
+        ],
     )
 
 
-def leaderboard_table(board: views.Leaderboard, *, intervals: bool = False) -> PaperTable:
+def summary_table(summary: pd.DataFrame) -> PaperTable:
+    """The cross-paper summary that opens the reported view (:func:`views.reported_summary`)."""
+    header = [views.SUMMARY_LABELS[c] for c in views.SUMMARY_COLUMNS]
+    rows = [[str(r[c]) for c in views.SUMMARY_COLUMNS] for r in summary.to_dict("records")]
+    caption = (
+        "Across the papers: each paper's rows as printed; those with a number of ours; those with a comparable "
+        "one (the row's recorded setting matches our run on corpus, retriever, top-k, prompt variant, model, "
+        "metric variant and training state); the comparable numbers, and how many agree (the paper's number "
+        "inside our 95% interval)."
+    )
+    return PaperTable(header, [("", rows)], set(), caption, label="tab:reported-summary")
+
+
+def leaderboard_table(board: views.Leaderboard, *, intervals: bool = False, holm: bool = False) -> PaperTable:
     """Methods x datasets (averages last) in % with one decimal, grouped by method type, the best
-    of each column in bold; with ``intervals``, each cell is ``score [lo, hi]`` (95%)."""
+    of each column in bold, the rows the paired test does not separate from it marked (``holm``:
+    Holm-corrected across the column's rows); with ``intervals``, each cell is ``score [lo, hi]``
+    (95%)."""
     keys = [*board.datasets, *(g.key for g, _ in board.averages)]
     header = ["Method", "Model", *(_avg_header(board, k) for k in keys)]
     frame = board.frame.reset_index(drop=True)
-    marks = {k: board.best_and_ties(k) for k in keys}
+    marks = {k: board.best_and_ties(k, holm=holm) for k in keys}
     groups, bold, tied = [], set(), set()
     order = [t for t in TYPE_GROUPS if t in set(frame["type"])] + sorted(
         set(frame["type"]) - set(TYPE_GROUPS)
@@ -164,9 +186,8 @@ def leaderboard_table(board: views.Leaderboard, *, intervals: bool = False) -> P
     n = f"{lo}" if lo == hi else f"{lo}-{hi}"
     caption = (
         f"{metric_label(board.metric)} (%) under protocol {board.protocol_name} ({board.protocol_id}); "
-        f"n = {n} questions per dataset; best in bold; {TIE_MARK_TEXT}: its 95% interval overlaps the best's "
-        "(not distinguishable from it). Averages are unweighted means over the datasets named, given only "
-        "for rows with all of them."
+        f"n = {n} questions per dataset; best in bold; {TIE_MARK_TEXT}: {views.tie_rule(board.binary, holm=holm)} "
+        "Averages are unweighted means over the datasets named, given only for rows with all of them."
     )
     if intervals:
         how = (
@@ -209,8 +230,9 @@ def pivot_table(p: views.ReportedPivot) -> PaperTable:
     caption = (
         f"{p.paper} · {p.title} · {p.source}. Cell: reported / ours [95% interval] n=questions / "
         f"ours - reported ({unit}); one number: the paper's, for a dataset we did not run. A difference "
-        f"only for the same model, the same datasets and the same metric variant (else the reason under "
-        f"Differs). Avg. (paper): the paper's own average, never compared with ours.{shared}{differs}"
+        f"only where the row's recorded setting matches ours on corpus, retriever, top-k, prompt variant, "
+        f"model, metric variant and training state, over the same datasets (else Differs: not comparable, "
+        f"and why). Avg. (paper): the paper's own average, never compared with ours.{shared}{differs}"
     )
     slug = f"{p.paper}-{p.setting}-{p.metric}".lower()
     label = "tab:reported-" + "".join(ch if ch.isalnum() else "-" for ch in slug).strip("-")

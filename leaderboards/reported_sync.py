@@ -27,6 +27,21 @@ def registered_reported() -> dict[str, list[ReportedRow]]:
     return dict(by_paper)
 
 
+def registered_files() -> list:
+    """The parsed ``reported.yaml`` of every registered method that has one
+    (:meth:`harness.method.RLMethod.reported_file`), one per paper."""
+    from harness.methods_registry import METHODS, get_method
+
+    out, seen = [], set()
+    for name in METHODS.names():
+        reader = getattr(get_method(name), "reported_file", None)
+        f = reader() if reader is not None else None
+        if f is not None and f.paper not in seen:
+            seen.add(f.paper)
+            out.append(f)
+    return out
+
+
 def sync_reported(db: Path) -> tuple[int, int]:
     """Replace each paper's rows in ``db`` with the registered ones; (papers, rows) written."""
     rows = registered_reported()

@@ -61,7 +61,7 @@ def add_protocol_arg(
 def add_model_arg(
     p: argparse.ArgumentParser | argparse._ArgumentGroup,
     *,
-    default: str = DEFAULT_MODEL,
+    default: str | None = DEFAULT_MODEL,
     help: str = "base model: name or local HF dir",
 ) -> None:
     """``--model``: the model a command runs, trains or exports."""

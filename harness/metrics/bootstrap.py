@@ -56,14 +56,13 @@ def _check(n_resamples: int, alpha: float) -> None:
         raise ValueError(f"alpha must be in (0, 1), got {alpha}")
 
 
-def bootstrap_matrix(
-    matrix: Sequence[Sequence[float]] | np.ndarray,
-    n_resamples: int = N_RESAMPLES,
-    alpha: float = 0.05,
-    seed: int = 0,
-) -> list[Aggregate]:
-    """One interval per row of ``matrix`` (metrics x samples), all rows sharing the same resamples."""
-    _check(n_resamples, alpha)
+def resample_means(
+    matrix: Sequence[Sequence[float]] | np.ndarray, n_resamples: int = N_RESAMPLES, seed: int = 0
+) -> np.ndarray:
+    """The bootstrap distribution: ``(rows, n_resamples)`` means of each row of ``matrix`` (metrics x
+    samples) over the same resampled sample indices (numpy's PCG64 stream from ``seed``). Every
+    bootstrap here (intervals, :mod:`harness.metrics.paired`) draws through this one function."""
+    _check(n_resamples, 0.05)
     m = _as_matrix(matrix)
     n = m.shape[1]
     rng = np.random.default_rng(seed)
@@ -74,10 +73,23 @@ def bootstrap_matrix(
         idx = rng.integers(0, n, size=(stop - start, n))
         for row in range(m.shape[0]):
             means[row, start:stop] = m[row][idx].mean(axis=1)
+    return means
+
+
+def bootstrap_matrix(
+    matrix: Sequence[Sequence[float]] | np.ndarray,
+    n_resamples: int = N_RESAMPLES,
+    alpha: float = 0.05,
+    seed: int = 0,
+) -> list[Aggregate]:
+    """One interval per row of ``matrix`` (metrics x samples), all rows sharing the same resamples."""
+    _check(n_resamples, alpha)
+    m = _as_matrix(matrix)
+    means = resample_means(m, n_resamples, seed)
     lo = np.quantile(means, alpha / 2, axis=1)
     hi = np.quantile(means, 1 - alpha / 2, axis=1)
     point = m.mean(axis=1)
-    return [Aggregate(float(point[i]), float(lo[i]), float(hi[i]), n) for i in range(m.shape[0])]
+    return [Aggregate(float(point[i]), float(lo[i]), float(hi[i]), m.shape[1]) for i in range(m.shape[0])]
 
 
 def bootstrap_ci(
@@ -97,27 +109,6 @@ def bootstrap_columns(
         raise ValueError(f"columns have different lengths: {sorted(lengths)}")
     aggs = bootstrap_matrix([columns[k] for k in names], n_resamples=n_resamples, alpha=alpha, seed=seed)
     return dict(zip(names, aggs, strict=True))
-
-
-def paired_bootstrap_diff(
-    a: Sequence[float] | np.ndarray,
-    b: Sequence[float] | np.ndarray,
-    n_resamples: int = N_RESAMPLES,
-    alpha: float = 0.05,
-    seed: int = 0,
-) -> Aggregate:
-    """Mean of ``b - a`` over the same questions (paired), with its bootstrap interval.
-
-    ``a[i]`` and ``b[i]`` must score the same question. An interval entirely below 0 means b is
-    worse than a beyond resampling noise.
-    """
-    va = np.asarray(a, dtype=np.float64)
-    vb = np.asarray(b, dtype=np.float64)
-    if va.shape != vb.shape or va.ndim != 1:
-        raise ValueError(
-            f"paired values must be two 1-D arrays of equal length, got {va.shape} and {vb.shape}"
-        )
-    return bootstrap_ci(vb - va, n_resamples=n_resamples, alpha=alpha, seed=seed)
 
 
 def wilson_ci(values: Sequence[float] | np.ndarray, alpha: float = 0.05) -> Aggregate:

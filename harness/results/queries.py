@@ -23,6 +23,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from harness.errors import ConfigError
 from harness.results.store import ERROR_STATUS, Store
 
 COMPLETE = "complete"
@@ -178,6 +179,29 @@ def metric_values(store: Store, run_ids: Sequence[str], metrics: Sequence[str]) 
     )
 
 
+def paired_values(store: Store, run_ids: Sequence[str], metric: str) -> pd.DataFrame:
+    """``run_id, dataset, sample_id, position, question, prediction, value`` of one metric over
+    ``run_ids`` (failed samples, which carry no metric, are absent): what :mod:`harness.results.
+    compare` pairs question by question."""
+    return store.query(
+        """SELECT s.run_id, s.dataset, s.sample_id, s.position, s.question, s.prediction, m.value
+           FROM sample_metrics m JOIN samples s USING (run_id, dataset, sample_id)
+           WHERE list_contains($run_ids, m.run_id) AND m.metric = $metric
+           ORDER BY s.dataset, s.position, s.sample_id""",
+        {"run_ids": _ids(run_ids), "metric": metric},
+    )
+
+
+def eval_run(store: Store, run_id: str) -> pd.DataFrame:
+    """``run_id, method, model, protocol_id, protocol_name, protocol_json, status`` of one evaluation
+    run (no row when there is none)."""
+    return store.query(
+        """SELECT run_id, method, model, protocol_id, protocol_name, protocol_json, status FROM runs
+           WHERE kind = 'eval' AND run_id = $run_id""",
+        {"run_id": run_id},
+    )
+
+
 # -- training --------------------------------------------------------------------------------------
 def scored_predictions(store: Store, run_id: str) -> pd.DataFrame:
     """``sample_id, prediction, em, f1`` of every sample of one eval run scored with both."""
@@ -248,6 +272,31 @@ def protocols(store: Store) -> pd.DataFrame:
            FROM runs r WHERE r.kind = 'eval' AND EXISTS (SELECT 1 FROM samples s WHERE s.run_id = r.run_id)
            GROUP BY r.protocol_id ORDER BY last DESC, r.protocol_id"""
     )
+
+
+def choose_protocol(store, protocol: str | None) -> str:
+    """The protocol id to show: the one given (an id or a unique name), or the only one stored."""
+    df = protocols(store)
+    if df.empty:
+        raise ConfigError(f"{store.path}: no scored evaluation runs yet (run `harness run` first)")
+    listing = "; ".join(f"{r.protocol_name} ({r.protocol_id})" for r in df.itertuples())
+    if protocol is None:
+        if len(df) > 1:
+            raise ConfigError(
+                f"{store.path} holds runs of {len(df)} protocols, which are never mixed in one table; "
+                f"choose one with --protocol: {listing}"
+            )
+        return str(df.iloc[0]["protocol_id"])
+    if protocol in set(df["protocol_id"]):
+        return protocol
+    by_name = df[df["protocol_name"] == protocol]
+    if len(by_name) == 1:
+        return str(by_name.iloc[0]["protocol_id"])
+    if len(by_name) > 1:
+        raise ConfigError(
+            f"protocol name {protocol!r} has several ids in {store.path}; give the id: {listing}"
+        )
+    raise ConfigError(f"no protocol {protocol!r} in {store.path}; protocols: {listing}")
 
 
 def protocol_json(store: Store, protocol_id: str) -> str | None:

@@ -34,7 +34,8 @@ import pandas as pd
 from pydantic import BaseModel, ValidationError
 
 from harness.errors import ConfigError
-from harness.metrics.bootstrap import Aggregate, paired_bootstrap_diff
+from harness.metrics.bootstrap import Aggregate
+from harness.metrics.paired import paired_bootstrap_diff
 from harness.secrets import redact
 
 BASELINE_FORMAT = 1

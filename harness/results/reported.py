@@ -34,6 +34,14 @@ The file format (``reported.yaml``; an illustration, not ARENA's real numbers)::
             note: trained by us           # optional: where the row comes from, errata
             values: [62.8, 76.2, null]    # as printed, in column order; null = an empty cell
             cell_notes: {hotpotqa/f1: "76.0 in Table 4"}   # optional: provenance of single values
+            setting: {top_k: 5, source: "run_eval.py:454"}  # optional: overrides the table's setting
+
+The file, a table and a row may record the setting its numbers were produced under, for the comparability
+rule (:mod:`harness.results.comparable`): ``setting: {corpus, retriever, top_k, prompt, training,
+source}``, every key optional, a row's keys overriding its table's and a table's the file's;
+``source`` says where the
+setting is stated. What is not recorded comes from the paper's registered protocol (corpus,
+retriever, top-k) and :func:`harness.results.comparable.paper_setting`'s defaults.
 
 A stored note is ``paper label: <label>; <note>; <cell note>`` (empty parts left out); a value is
 ``round(printed * scale, decimals)`` (``decimals`` optional, default 4).
@@ -48,7 +56,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import AllowInfNan, BaseModel, ConfigDict, Strict, ValidationError
 
@@ -76,6 +84,7 @@ class Row:
     label: str = ""
     note: str = ""
     cell_notes: dict[str, str] = field(default_factory=dict)  # "dataset/metric" -> note
+    setting: dict[str, object] = field(default_factory=dict)  # the row's own recorded setting
 
 
 @dataclass(frozen=True)
@@ -87,6 +96,16 @@ class Table:
     rows_: tuple[Row, ...]
     scale: float = 1.0  # 0.01 for tables printed in percent
     decimals: int = 4  # rounding after scaling (removes float noise of x / 100)
+    setting: dict[str, object] = field(default_factory=dict)  # the table's recorded setting
+
+    def settings(self) -> dict[tuple[str, str, str], dict[str, object]]:
+        """``(setting name, method, model) -> recorded setting`` (the table's, then the row's keys;
+        ``source`` joined when both give one), as :meth:`rows` names the setting."""
+        out = {}
+        for r in self.rows_:
+            name = f"{self.table}: {r.variant}" if r.variant else self.table
+            out[(name, r.method, r.model)] = _merge(self.setting, r.setting)
+        return out
 
     def __post_init__(self) -> None:
         cells = {f"{d}/{m}" for d, m in self.columns}
@@ -149,6 +168,15 @@ class _JudgeSpec(_Spec):
     prompt: _Str  # a registered judge prompt (``harness.judge.prompts.get_prompt``)
 
 
+class _SettingSpec(_Spec):
+    corpus: _Str | None = None
+    retriever: _Str | None = None
+    top_k: Annotated[int, Strict()] | None = None
+    prompt: _Str | None = None
+    training: Literal["none", "untrained", "trained"] | None = None
+    source: _Str | None = None
+
+
 class _RowSpec(_Spec):
     method: _Str
     model: _Str
@@ -157,6 +185,7 @@ class _RowSpec(_Spec):
     label: _Str = ""
     note: _Str = ""
     cell_notes: dict[_Str, _Str] = {}
+    setting: _SettingSpec | None = None
 
 
 class _TableSpec(_Spec):
@@ -166,11 +195,13 @@ class _TableSpec(_Spec):
     rows: list[_RowSpec]
     scale: _Number = 1.0
     decimals: Annotated[int, Strict()] = 4
+    setting: _SettingSpec | None = None
 
 
 class _FileSpec(_Spec):
     paper: _Str
     judges: dict[_Str, _JudgeSpec] = {}
+    setting: _SettingSpec | None = None  # every table's, unless a table or row says otherwise
     tables: list[_TableSpec]
 
 
@@ -182,9 +213,14 @@ class ReportedFile:
     paper: str
     metrics: dict[str, str]  # judge alias -> judge@<model>:<prompt hash>
     tables: tuple[Table, ...]
+    setting: dict[str, object] = field(default_factory=dict)  # the file's: every table's by default
 
     def rows(self) -> list[ReportedRow]:
         return [row for t in self.tables for row in t.rows()]
+
+    def settings(self) -> dict[tuple[str, str, str], dict[str, object]]:
+        """``(setting name, method, model) -> recorded setting`` over every table."""
+        return {k: v for t in self.tables for k, v in t.settings().items()}
 
 
 _METRIC = re.compile(r"[a-z][a-z0-9_]*")
@@ -317,9 +353,31 @@ def read_reported(path: str | Path) -> ReportedFile:
             for key, note in r.cell_notes.items():
                 d, m = _column(path, text, raw, ("tables", ti, "rows", ri, "cell_notes", key), key, metrics)
                 cell_notes[f"{d}/{m}"] = note
-            rows.append(Row(r.method, r.model, tuple(r.values), r.variant, r.label, r.note, cell_notes))
+            rows.append(
+                Row(
+                    r.method,
+                    r.model,
+                    tuple(r.values),
+                    r.variant,
+                    r.label,
+                    r.note,
+                    cell_notes,
+                    _setting(r.setting),
+                )
+            )
         try:
-            tables.append(Table(spec.paper, t.source, t.table, columns, tuple(rows), t.scale, t.decimals))
+            tables.append(
+                Table(
+                    spec.paper,
+                    t.source,
+                    t.table,
+                    columns,
+                    tuple(rows),
+                    t.scale,
+                    t.decimals,
+                    _merge(_setting(spec.setting), _setting(t.setting)),
+                )
+            )
         except TableError as e:
             loc = ("tables", ti) if e.row is None else ("tables", ti, "rows", e.row)
             raise DataError(path, str(e), line=_line_of(text, loc)) from e
@@ -327,7 +385,20 @@ def read_reported(path: str | Path) -> ReportedFile:
     if len(set(names)) != len(names):
         dup = next(n for n in names if names.count(n) > 1)
         raise DataError(path, f"table {dup!r} appears twice")
-    return ReportedFile(path, spec.paper, metrics, tuple(tables))
+    return ReportedFile(path, spec.paper, metrics, tuple(tables), _setting(spec.setting))
+
+
+def _setting(spec: _SettingSpec | None) -> dict[str, object]:
+    return {} if spec is None else {k: v for k, v in spec.model_dump().items() if v is not None}
+
+
+def _merge(base: dict[str, object], over: dict[str, object]) -> dict[str, object]:
+    """``over``'s keys over ``base``'s; both sources kept."""
+    out = {**base, **over}
+    sources = [str(x["source"]) for x in (base, over) if x.get("source")]
+    if sources:
+        out["source"] = "; ".join(dict.fromkeys(sources))
+    return out
 
 
 def load_reported(path: str | Path) -> list[ReportedRow]:

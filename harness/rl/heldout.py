@@ -9,7 +9,7 @@ frequent answer and the entropy (bits) of the answer distribution. A policy that
 string ("and" for every question) has a top-answer share near 1 and entropy near 0.
 
 Two checkpoints are compared on the same questions only: :func:`paired_diff` is the paired
-bootstrap (:func:`harness.metrics.bootstrap.paired_bootstrap_diff`) of the per-question
+bootstrap (:func:`harness.metrics.paired.paired_bootstrap_diff`) of the per-question
 difference, and refuses two reports over different question sets. :func:`template_majority` is
 the trivial baseline every learning run is read against: for each question template (PopQA's
 relation, ``qtype``) the commonest gold answer of the training split.
@@ -29,8 +29,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from harness.errors import ConfigError
-from harness.metrics.bootstrap import Aggregate, bootstrap_ci, paired_bootstrap_diff, wilson_ci
+from harness.metrics.bootstrap import Aggregate, bootstrap_ci, wilson_ci
 from harness.metrics.normalize import normalize_answer
+from harness.metrics.paired import paired_bootstrap_diff
 from harness.types import QAExample
 
 

@@ -22,7 +22,7 @@ if protocol is None:
     st.stop()
 
 metrics = ui.load_metrics(db, ui.stamp(db), protocol)
-c_metric, c_sort, c_ci, c_part = st.columns([2, 2, 1, 1], vertical_alignment="bottom")
+c_metric, c_sort, c_ci, c_part, c_holm = st.columns([2, 2, 1.1, 1.3, 1], vertical_alignment="bottom")
 ui.from_link("metric", metrics)
 metric = c_metric.selectbox("Metric", metrics, format_func=metric_label, key="metric")
 ui.to_link("metric", metric, metrics[0] if metrics else None)
@@ -37,6 +37,14 @@ include_partial = c_part.toggle(
     "complete run of the same method, model and dataset is shown instead, if any.",
 )
 ui.to_link("partial", include_partial, False)
+ui.from_link("holm", kind=bool, default=False)
+holm = c_holm.toggle(
+    "Holm",
+    key="holm",
+    help="Ties (≈) come from a paired test of each row against the column's best at 0.05 per pair. "
+    "On: Holm's correction across the column's rows (fewer rows separated).",
+)
+ui.to_link("holm", holm, False)
 try:
     board = ui.load_leaderboard(db, ui.stamp(db), protocol, metric, include_partial)
 except ConfigError as e:
@@ -60,7 +68,7 @@ full = full.sort_values([sort_by, "method", "model"], ascending=[False, True, Tr
 full = full.reset_index(drop=True)
 bold: dict[str, set[int]] = {}
 for key in board.score_keys:
-    best, ties = board.best_and_ties(key, full)
+    best, ties = board.best_and_ties(key, full, holm=holm)
     shown_key = f"{key}_text" if show_ci else key
     bold[shown_key] = best
     if show_ci:
@@ -83,7 +91,7 @@ st.caption(
     f"newest {'' if include_partial else 'complete '}run per method, model and dataset"
     + (" · score [95% interval] (methods below)" if show_ci else "")
     + " · **bold**: best in the column"
-    + (" · ≈: its interval overlaps the best's (a statistical tie)" if show_ci else "")
+    + (" · ≈: " + views.tie_rule(board.binary, holm=holm) if show_ci else "")
     + " · an average is shown only for rows with every dataset it covers."
 )
 ui.show_table(full, main_cols, key="leaderboard_table", bold=bold)

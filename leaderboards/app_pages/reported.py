@@ -28,6 +28,9 @@ table.rar-reported td.differs {min-width: 11rem; color: rgba(128,128,128,1);}
 table.rar-reported span.paper, table.rar-reported span.ci {white-space: nowrap;}
 table.rar-reported span.ours {color: #1f77b4; font-weight: 600;}
 table.rar-reported span.meta {color: rgba(128,128,128,1); font-size: 0.72rem; white-space: nowrap;}
+table.rar-reported span.delta {font-size: 0.8rem; font-weight: 700; white-space: nowrap;}
+table.rar-reported span.delta.agrees {color: #2ca02c;}
+table.rar-reported span.delta.above, table.rar-reported span.delta.below {color: #d97706;}
 </style>"""
 
 
@@ -59,7 +62,17 @@ else:
     proto = json.loads(raw) if raw else None
 
 papers = sorted(set(reported["paper"]))
-opening = views.default_paper(views.build_reported(reported, boards))  # one with our runs, if any
+everything = views.build_reported(reported, boards, protocol=proto, samples=samples)
+st.markdown(STYLE, unsafe_allow_html=True)
+st.subheader("Across the papers")
+st.markdown(views.summary_html(views.reported_summary(everything)), unsafe_allow_html=True)
+st.caption(
+    "Per paper: its rows as printed, how many have a number of ours under this protocol, how many a "
+    "comparable one (the row's recorded setting matches our run on corpus, retriever, top-k, prompt, model, "
+    "metric variant and training state: harness/results/comparable.py), and how many of those comparable "
+    "numbers agree (the paper's number inside our 95% interval)."
+)
+opening = views.default_paper(everything)  # one with our runs, if any
 c1, c2, c3 = st.columns([2, 2, 1], vertical_alignment="bottom")
 ui.from_link("paper", papers, default=opening)
 paper = c1.selectbox("Paper", papers, key="paper")
@@ -96,15 +109,14 @@ st.caption(
     f"**{paper}**: {len(rows)} published numbers; {int(table['measured'].notna().sum())} cells with our "
     f"number under protocol `{protocol}`, {n_diff} of them like with like. Each cell: the paper's number; "
     "below it **ours [95% interval]**; then n and **Δ = ours − paper** (% for fractions, Δ in percentage "
-    "points; counts as printed), `Δ —` where not like with like (same model, same datasets, same metric "
-    "variant; the reason in `differs`). A cell with one number: the paper's, for a dataset we did not run. "
+    "points; counts as printed; green ✓ where the paper's number is inside our interval), `Δ —` where not "
+    "like with like (`differs` names the setting fields that are not the same). A cell with one number: the paper's, for a dataset we did not run. "
     "**Avg. (paper)** is the paper's own average (its datasets); **Avg. (shared sets)** compares the mean "
     "over the datasets both sides have."
 )
 if reason:
     st.warning(reason, icon=":material/info:")
 
-st.markdown(STYLE, unsafe_allow_html=True)
 for pivot in views.reported_pivots(table):
     if chosen != "all" and pivot.metric != chosen:
         continue

@@ -12,6 +12,7 @@ from harness.metrics.bootstrap import (  # the intervals are the engine's (the r
     macro_aggregate,
     nan_aggregate,
 )
+from harness.results.comparable import corpus_text, retriever_text  # re-exported: the views' names
 
 PARETO_COSTS = ("retrievals", "tokens", "usd")
 ROW_KEY = ["method", "model"]
@@ -75,21 +76,6 @@ def model_size(model: str) -> str:
     """The parameter count in a model name (``smollm2-135m`` -> ``135M``, ``Qwen2.5-7B`` -> ``7B``)."""
     m = re.search(r"(?<![\w.])(\d+(?:\.\d+)?)([mb])(?![a-z])", model.lower().replace("_", "-"))
     return f"{m.group(1)}{m.group(2).upper()}" if m else ""
-
-
-def retriever_text(protocol: dict) -> str:
-    """The protocol's retriever in a few words (``bm25s``, ``dense e5-base-v2 Flat``)."""
-    r = protocol.get("retriever") or {}
-    kind = str(r.get("kind", "?"))
-    enc = r.get("encoder")
-    if isinstance(enc, dict):
-        name = str(enc.get("name") or enc.get("model") or "").split("/")[-1]
-        return f"{kind} {name} {r.get('index_type', '')}".strip()
-    return kind
-
-
-def corpus_text(protocol: dict) -> str:
-    return str((protocol.get("corpus") or {}).get("id", "?"))
 
 
 __all__ = [

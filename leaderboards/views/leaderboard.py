@@ -1,4 +1,5 @@
-"""The leaderboard page and ``harness export --view leaderboard``: methods x datasets with intervals and ties."""
+"""The leaderboard page and ``harness export --view leaderboard``: methods x datasets with intervals, and
+the best of each column with the rows a paired test does not separate from it."""
 
 from __future__ import annotations
 
@@ -12,6 +13,9 @@ import pandas as pd
 from harness.data.benches import MULTIHOP, SINGLEHOP
 from harness.errors import ConfigError
 from harness.metrics.bootstrap import Aggregate
+from harness.metrics.paired import ALPHA, PairedTest, paired_test
+from harness.metrics.paired import holm as paired_holm
+from harness.results.queries import choose_protocol
 from leaderboards import queries
 from leaderboards.schema import (
     DATASET_ORDER,
@@ -55,6 +59,8 @@ class Leaderboard:
     frame: pd.DataFrame  # fixed columns, then per score key: key, key_lo, key_hi
     cells: dict[tuple[str, str, str], Aggregate] = field(default_factory=dict)  # (method, model, key)
     binary: bool = False  # every value 0/1: Wilson intervals
+    questions: dict[tuple[str, str], dict[str, dict[str, float]]] = field(default_factory=dict)
+    """(method, model) -> dataset -> sample id -> value: what the paired tests pair."""
 
     @property
     def score_keys(self) -> list[str]:
@@ -142,27 +148,59 @@ class Leaderboard:
             return f"{100 * mean:.1f}"
         return f"{100 * mean:.1f} [{100 * lo:.1f}, {100 * hi:.1f}]"
 
-    def best_and_ties(self, key: str, frame: pd.DataFrame | None = None) -> tuple[set[int], set[int]]:
+    def paired_with(self, key: str, a: tuple[str, str], b: tuple[str, str]) -> PairedTest | None:
+        """Row ``b`` against row ``a`` on a score column, on the questions both scored
+        (:func:`harness.metrics.paired.paired_test`: exact McNemar for 0/1 values, else the paired
+        bootstrap; an average weights each dataset equally). None when either lacks a dataset."""
+        qa, qb = self.questions.get(a, {}), self.questions.get(b, {})
+        xa: list[float] = []
+        xb: list[float] = []
+        sizes: list[int] = []
+        for d in self.members(key):
+            if d not in qa or d not in qb:
+                return None
+            common = [s for s in qa[d] if s in qb[d]]
+            if not common:
+                return None
+            xa += [qa[d][s] for s in common]
+            xb += [qb[d][s] for s in common]
+            sizes += [len(common)] * len(common)
+        n, k = len(xa), len(self.members(key))
+        weights = np.array([n / (k * m) for m in sizes])
+        return paired_test(np.array(xa), np.array(xb), weights=weights)
+
+    def best_and_ties(
+        self, key: str, frame: pd.DataFrame | None = None, *, holm: bool = False
+    ) -> tuple[set[int], set[int]]:
         """Row positions (in ``frame``, default the board's) of the best score in a column and of
-        the scores whose interval overlaps the best's (ties with the best)."""
+        the scores the paired test does not separate from it (``≈``): each row against the best
+        row on the questions both scored, at 0.05 per pair (uncorrected; ``holm``: Holm's
+        correction across the column's rows). The tests are :meth:`tests_against_best`."""
+        best, tests = self.tests_against_best(key, frame)
+        pvals = {i: t.p for i, t in tests.items() if t is not None}
+        if holm and pvals:
+            pvals = dict(zip(pvals, paired_holm(list(pvals.values())), strict=True))
+        return best, {i for i, p in pvals.items() if p >= ALPHA}
+
+    def tests_against_best(
+        self, key: str, frame: pd.DataFrame | None = None
+    ) -> tuple[set[int], dict[int, PairedTest | None]]:
+        """The best rows' positions in a column and, for every other row with a score, its paired
+        test against the (first) best row (None: no questions in common)."""
         df = self.frame if frame is None else frame
         col = df[key].to_numpy(float)
         if not len(col) or np.all(np.isnan(col)):
-            return set(), set()
+            return set(), {}
         top = np.nanmax(col)
         best = {i for i, v in enumerate(col) if v == top}
-        b = next(iter(best))
-        blo = df[f"{key}_lo"].to_numpy(float)[b]
-        ties = {
-            i
-            for i, (v, hi) in enumerate(zip(col, df[f"{key}_hi"].to_numpy(float), strict=True))
-            if i not in best
-            and not math.isnan(v)
-            and not math.isnan(hi)
-            and not math.isnan(blo)
-            and hi >= blo
+        rows = list(zip(df["method"], df["model"], strict=True))
+        ref = rows[min(best)]
+        tests = {
+            i: self.paired_with(key, ref, rows[i])
+            for i, v in enumerate(col)
+            if i not in best and not math.isnan(v)
         }
-        return best, ties
+        return best, tests
 
     def display_frame(self, *, ci: str = "text") -> pd.DataFrame:
         df = self.frame.copy()
@@ -178,6 +216,20 @@ class Leaderboard:
                 total = len(g.datasets) if g.datasets else len(members)
                 return f"{', '.join(members)} ({len(members)} of {total})"
         return key
+
+
+def tie_rule(binary: bool, *, holm: bool = False) -> str:
+    """What a tie mark means, as the captions say it (the app's and the exports')."""
+    test = "exact McNemar" if binary else "paired bootstrap"
+    correction = (
+        "with Holm's correction across the column's rows"
+        if holm
+        else "not corrected for multiple comparisons"
+    )
+    return (
+        f"not separated from the best by a paired test ({test}) on the questions both answered, "
+        f"p >= 0.05 per pair, {correction}."
+    )
 
 
 def protocol_rows(protocol: dict) -> pd.DataFrame:
@@ -230,9 +282,13 @@ def build_leaderboard(
     datasets = order_datasets(sorted(set(v["dataset"])))
     averages = averages_for(datasets)
     stats = row_stats.set_index(ROW_KEY) if row_stats is not None and len(row_stats) else None
-    rows, cells = [], {}
+    rows, cells, questions = [], {}, {}
     for (method, model), g in v.groupby(ROW_KEY, sort=True):
         per = {d: gd["value"].to_numpy(dtype=np.float64) for d, gd in g.groupby("dataset")}
+        questions[(str(method), str(model))] = {
+            str(d): dict(zip(gd["sample_id"].astype(str), gd["value"].astype(float), strict=True))
+            for d, gd in g.groupby("dataset")
+        }
         label = ", ".join(sorted({str(x) for x in g["label"] if x}))
         retrieves = uses_retrieval(str(method))
         st = stats.loc[(method, model)] if stats is not None and (method, model) in stats.index else None
@@ -284,6 +340,7 @@ def build_leaderboard(
         frame=frame.reset_index(drop=True),
         cells=cells,
         binary=binary,
+        questions=questions,
     )
 
 
@@ -364,31 +421,6 @@ def protocol_name(store, protocol_id: str) -> str:
     return str(match.iloc[0]["protocol_name"])
 
 
-def choose_protocol(store, protocol: str | None) -> str:
-    """The protocol id to show: the one given (an id or a unique name), or the only one stored."""
-    df = queries.protocols(store)
-    if df.empty:
-        raise ConfigError(f"{store.path}: no scored evaluation runs yet (run `harness run` first)")
-    listing = "; ".join(f"{r.protocol_name} ({r.protocol_id})" for r in df.itertuples())
-    if protocol is None:
-        if len(df) > 1:
-            raise ConfigError(
-                f"{store.path} holds runs of {len(df)} protocols, which are never mixed in one table; "
-                f"choose one with --protocol: {listing}"
-            )
-        return str(df.iloc[0]["protocol_id"])
-    if protocol in set(df["protocol_id"]):
-        return protocol
-    by_name = df[df["protocol_name"] == protocol]
-    if len(by_name) == 1:
-        return str(by_name.iloc[0]["protocol_id"])
-    if len(by_name) > 1:
-        raise ConfigError(
-            f"protocol name {protocol!r} has several ids in {store.path}; give the id: {listing}"
-        )
-    raise ConfigError(f"no protocol {protocol!r} in {store.path}; protocols: {listing}")
-
-
 # -- reported vs reproduced ------------------------------------------------------------------------
 PAPER_AVERAGES: dict[str, tuple[str, ...]] = {
     "avg": DATASET_ORDER,
@@ -416,4 +448,5 @@ __all__ = [
     "protocol_rows",
     "resolve_metric",
     "shown_metrics",
+    "tie_rule",
 ]

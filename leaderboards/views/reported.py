@@ -4,12 +4,22 @@ from __future__ import annotations
 
 import json
 import math
+from collections import Counter
 from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
 
 from harness.metrics.bootstrap import Aggregate
+from harness.results.comparable import (
+    field_of,
+    model_key,
+    not_comparable,
+    paper_setting,
+    protocol_setting,
+    run_setting,
+    setting_differs,
+)
 from leaderboards import queries
 from leaderboards.schema import (
     REPORTED_COLUMNS,
@@ -18,7 +28,7 @@ from leaderboards.schema import (
     metric_label,
     order_datasets,
 )
-from leaderboards.views.common import corpus_text, macro_aggregate, nan_aggregate, retriever_text
+from leaderboards.views.common import macro_aggregate, nan_aggregate
 from leaderboards.views.leaderboard import (
     COMPOSITE_METRICS,
     PAPER_AVERAGES,
@@ -45,21 +55,35 @@ def paper_protocol(paper: str) -> dict | None:
     return None
 
 
-def _model_key(model: str) -> str:
-    return model.split("/")[-1].lower()
+_model_key = model_key  # the comparability rule's model names (harness.results.comparable)
+
+PROTOCOL_FIELDS = ("corpus", "retriever", "top_k")
+"""The setting fields a protocol pins (:func:`protocol_differences`)."""
 
 
 def protocol_differences(paper: dict | None, ours: dict | None) -> list[str]:
-    """What differs between a paper's protocol and ours: corpus, retriever, top-k."""
+    """What differs between a paper's protocol and ours: corpus, retriever, top-k
+    (:func:`harness.results.comparable.setting_differs` on those fields)."""
     if paper is None or ours is None:
         return ["paper protocol not registered"] if ours is not None else []
-    out = []
-    if corpus_text(paper) != corpus_text(ours):
-        out.append(f"corpus {corpus_text(paper)} vs {corpus_text(ours)}")
-    if retriever_text(paper) != retriever_text(ours):
-        out.append(f"retriever {retriever_text(paper)} vs {retriever_text(ours)}")
-    if paper.get("top_k") != ours.get("top_k"):
-        out.append(f"top-k {paper.get('top_k')} vs {ours.get('top_k')}")
+    return setting_differs(protocol_setting(paper), protocol_setting(ours), PROTOCOL_FIELDS)
+
+
+PAPER_SETTING = ("", "", "")
+"""The key suffix of a paper's file-level setting in :func:`registered_settings`:
+``(paper, *PAPER_SETTING)``, for a row the file does not list (a database's own rows)."""
+
+
+def registered_settings() -> dict[tuple[str, str, str, str], dict[str, object]]:
+    """``(paper, setting, method, model) -> recorded setting`` from every registered paper's
+    ``reported.yaml`` (:meth:`harness.results.reported.ReportedFile.settings`), and each file's own
+    setting under ``(paper, *PAPER_SETTING)``."""
+    from leaderboards.reported_sync import registered_files
+
+    out = {}
+    for f in registered_files():
+        out[(f.paper, *PAPER_SETTING)] = f.setting
+        out.update({(f.paper, *k): v for k, v in f.settings().items()})
     return out
 
 
@@ -70,15 +94,18 @@ def build_reported(
     match_model: bool = False,
     protocol: dict | None = None,
     samples: Samples | None = None,
+    recorded: dict[tuple[str, str, str, str], dict[str, object]] | None = None,
 ) -> pd.DataFrame:
     """Each published number next to the measured one for the same method, dataset and metric.
 
-    ``boards`` maps metric name -> leaderboard of the chosen protocol. A row is matched to every
-    measured model of the method (one output row each; only the paper's model when
-    ``match_model``). The difference ``diff`` is given only when the comparison is like with like:
-    the same model, and for an average the same datasets (a seven-set average against our
-    three-set one gets none); ``differs`` says what is not the same (model, coverage, corpus,
-    retriever, top-k). Values keep the metric's unit: fractions for EM-like metrics, raw numbers
+    ``boards`` maps metric name -> leaderboard of the chosen ``protocol`` (its JSON as a dict). A
+    row is matched to every measured model of the method (one output row each; only the paper's
+    model when ``match_model``). The difference ``diff`` is given only when the comparison is like
+    with like (:mod:`harness.results.comparable`): the row's setting (``recorded``: default the
+    registered papers' ``reported.yaml`` settings, :func:`registered_settings`; else the paper's
+    protocol) matches our run on corpus, retriever, top-k, prompt variant, model, metric variant
+    and training state, and for an average the datasets are the same (a seven-set average against
+    our three-set one gets none); ``differs`` names every field that is not the same. Values keep the metric's unit: fractions for EM-like metrics, raw numbers
     for counts (``unit``). A composite metric (:data:`COMPOSITE_METRICS`, e.g. R-Search's
     ``em_f1_squad_mean``) is the mean of its measured parts.
 
@@ -97,14 +124,29 @@ def build_reported(
     """
     key_of = {g.reported_name: g.key for b in boards.values() for g, _ in b.averages}
     ran = {me for b in boards.values() for (me, _m, _k) in b.cells}
-    protos: dict[str, dict | None] = {}
+    type_of = {
+        (str(me), str(mo)): (str(t), str(lab))
+        for b in boards.values()
+        for me, mo, t, lab in zip(
+            b.frame["method"], b.frame["model"], b.frame["type"], b.frame["label"], strict=True
+        )
+    }
+    if recorded is None:
+        recorded = registered_settings()
+    backbones = frozenset(model_key(str(m)) for m in reported["model"]) if len(reported) else frozenset()
     out = []
     for r in reported.itertuples(index=False):
-        if r.paper not in protos:
-            protos[r.paper] = paper_protocol(r.paper)
         key = key_of.get(r.dataset, r.dataset)
         matches = _measured(boards, r.method, r.model, key, r.metric, match_model)
-        proto_diff = protocol_differences(protos[r.paper], protocol) if matches else []
+        theirs = paper_setting(
+            paper=r.paper,
+            method=r.method,
+            model=r.model,
+            metric=r.metric,
+            recorded=recorded.get(
+                (r.paper, r.setting, r.method, r.model), recorded.get((r.paper, *PAPER_SETTING))
+            ),
+        )
         missing = [p for p in metric_parts(r.metric) if p not in boards]
         not_computed = (
             [f"metric {r.metric} not computed by our runs (missing: {', '.join(missing)})"]
@@ -115,8 +157,17 @@ def build_reported(
             matches = [("", nan_aggregate(), ())]
         for model, agg, members in matches:
             differs = [*not_computed]
-            if model and _model_key(model) != _model_key(r.model):
-                differs.append(f"model {r.model} vs {model}")
+            if model:
+                ours = run_setting(
+                    protocol,
+                    method=r.method,
+                    model=model,
+                    metric=r.metric,
+                    method_type=type_of.get((r.method, model), ("?", ""))[0],
+                    backbones=backbones,
+                    label=type_of.get((r.method, model), ("?", ""))[1],
+                )
+                differs += setting_differs(theirs, ours)
             paper_cover = PAPER_AVERAGES.get(r.dataset)
             if model and paper_cover is not None and set(members) != set(paper_cover):
                 differs.append(f"coverage {len(paper_cover)} vs {len(members)} sets")
@@ -138,7 +189,7 @@ def build_reported(
                     "n": agg.n,
                     "measured_model": model,
                     "coverage": ", ".join(members) if paper_cover is not None else "",
-                    "differs": "; ".join([*differs, *proto_diff]),
+                    "differs": "; ".join(differs),
                     "source": r.source,
                     "note": r.note,
                 }
@@ -336,6 +387,73 @@ class ReportedPivot:
         return [column_label(d) for d in self.datasets]
 
 
+def agrees(reported: float, lo: float, hi: float) -> bool:
+    """The paper's number lies inside our 95% interval."""
+    return not (_isnan(lo) or _isnan(hi) or _isnan(reported)) and lo <= reported <= hi
+
+
+SUMMARY_COLUMNS = ["paper", "paper_rows", "with_ours", "comparable_rows", "compared", "agree"]
+SUMMARY_LABELS = {
+    "paper": "Paper",
+    "paper_rows": "Paper rows",
+    "with_ours": "Rows with our number",
+    "comparable_rows": "Rows with a comparable number",
+    "compared": "Comparable numbers",
+    "agree": "Agree (paper's number inside our 95% interval)",
+}
+
+
+def reported_summary(table: pd.DataFrame) -> pd.DataFrame:
+    """Per paper, from :func:`build_reported`'s table: its rows (one per table, method and model,
+    as printed), how many have a number of ours, how many a comparable one (a difference), the
+    comparable numbers and how many of them agree (:func:`agrees`). The shared averages are not
+    counted (they repeat their datasets)."""
+    out = []
+    t = table[table["dataset"] != SHARED_AVG]
+    for paper, g in t.groupby("paper", sort=True):
+        key = ["setting", "method", "model"]
+        rows = g.drop_duplicates(key)
+        ours = g[g["measured"].notna()].drop_duplicates(key)
+        comp = g[g["diff"].notna()]
+        n_agree = sum(agrees(r.reported, r.measured_lo, r.measured_hi) for r in comp.itertuples(index=False))
+        out.append(
+            {
+                "paper": paper,
+                "paper_rows": len(rows),
+                "with_ours": len(ours),
+                "comparable_rows": len(comp.drop_duplicates(key)),
+                "compared": len(comp),
+                "agree": int(n_agree),
+            }
+        )
+    return pd.DataFrame(out, columns=SUMMARY_COLUMNS)
+
+
+def summary_html(summary: pd.DataFrame) -> str:
+    """The cross-paper summary as a plain HTML table (``rar-reported rar-summary``)."""
+    from html import escape
+
+    out = ['<table class="rar-reported rar-summary">', "<thead><tr>"]
+    out += [f"<th>{escape(SUMMARY_LABELS[c])}</th>" for c in SUMMARY_COLUMNS]
+    out.append("</tr></thead><tbody>")
+    for r in summary.to_dict("records"):
+        out.append("<tr>" + "".join(f"<td>{escape(str(r[c]))}</td>" for c in SUMMARY_COLUMNS) + "</tr>")
+    out.append("</tbody></table>")
+    return "".join(out)
+
+
+def registered_row_order() -> dict[tuple[str, str, str, str], int]:
+    """``(paper, setting, method, model) -> position`` of each row in its paper's ``reported.yaml``
+    (the paper's own row order)."""
+    from leaderboards.reported_sync import registered_files
+
+    out: dict[tuple[str, str, str, str], int] = {}
+    for f in registered_files():
+        for k in f.settings():  # file order: tables, then rows
+            out.setdefault((f.paper, *k), len(out))
+    return out
+
+
 def reported_pivots(table: pd.DataFrame) -> list[ReportedPivot]:
     """The long ``build_reported`` table as one pivot per (paper, table, metric), in table order.
     (Plain Python over the records: a pandas group-by per pivot is ~50x slower on 2,000 rows.)
@@ -347,6 +465,7 @@ def reported_pivots(table: pd.DataFrame) -> list[ReportedPivot]:
     for r in table.to_dict("records"):
         groups.setdefault((r["paper"], r["setting"], r["metric"]), []).append(r)
     protocol_level = ("corpus", "retriever", "top-k", "paper protocol")
+    order = registered_row_order()
     out = []
     for (paper, setting, metric), recs in groups.items():
         unit = str(recs[0]["unit"])
@@ -359,6 +478,10 @@ def reported_pivots(table: pd.DataFrame) -> list[ReportedPivot]:
         by_row: dict[tuple[str, str], list[dict]] = {}
         for r in recs:
             by_row.setdefault((str(r["method"]), str(r["model"])), []).append(r)
+        known = len(order)
+        by_row = dict(
+            sorted(by_row.items(), key=lambda kv: order.get((str(paper), str(setting), *kv[0]), known))
+        )  # the paper's row order (rows the files do not list keep theirs, after)
         rows: list[dict[str, object]] = []
         cells: dict[tuple[int, str], PivotCell] = {}
         proto: list[str] = []
@@ -404,7 +527,10 @@ def reported_pivots(table: pd.DataFrame) -> list[ReportedPivot]:
                     cells[(i, d)] = cell
                     row[d] = cell.text()
                 proto += [x for x in seen if x.startswith(protocol_level) and x not in proto]
-                row["differs"] = "; ".join(x for x in seen if not x.startswith(protocol_level))
+                detail = [x for x in seen if not x.startswith(protocol_level)]
+                row["differs"] = (
+                    (not_comparable(seen) + (f" ({'; '.join(detail)})" if detail else "")) if seen else ""
+                )
                 rows.append(row)
         frame = pd.DataFrame(rows, columns=["method", "model", "ours", *datasets, "differs"])
         out.append(
@@ -433,13 +559,16 @@ def reported_pivots(table: pd.DataFrame) -> list[ReportedPivot]:
 def pivot_html(p: ReportedPivot) -> str:
     """The pivot as a plain HTML table for the app: every row shown (no inner scrolling), text
     wrapping inside its cell (no clipped column). A cell: the paper's number; ours with its 95%
-    interval; n and ours − paper (``Δ``, or ``Δ —`` when not like with like)."""
+    interval; n and ours − paper (``Δ``, or ``Δ —`` when not like with like). Our number is shown
+    once per method, model of ours and column: a later paper row of the same method (another
+    paper model) says "ours as above" beside its own Δ."""
     from html import escape
 
     head = ["method", "model (paper)", "model (ours)", *p.labels, "differs"]
     out = ['<table class="rar-reported">', "<thead><tr>"]
     out += [f"<th>{escape(h)}</th>" for h in head]
     out.append("</tr></thead><tbody>")
+    shown: set[tuple] = set()
     for i, r in enumerate(p.frame.to_dict("records")):
         out.append("<tr>")
         out += [f'<td class="name">{escape(str(r[k]))}</td>' for k in ("method", "model", "ours")]
@@ -455,10 +584,25 @@ def pivot_html(p: ReportedPivot) -> str:
             ours = "—" if _isnan(c.ours) else format_value(c.ours, c.unit)
             ci = interval_text(c.lo, c.hi, c.unit)
             ci_html = f' <span class="ci">{escape(ci)}</span>' if ci else ""
-            out.append(
-                f'<td><span class="paper">{escape(rep)}</span><br><span class="ours">{escape(ours)}{ci_html}'
-                f'</span><br><span class="meta">n={c.n} · Δ {escape(c.diff_text())}</span></td>'
+            if _isnan(c.diff):
+                delta = f"n={c.n} · Δ —"
+                delta_html = f'<span class="meta">{escape(delta)}</span>'
+            else:
+                ok = agrees(c.reported, c.lo, c.hi)
+                kind = "agrees" if ok else ("above" if c.diff > 0 else "below")
+                mark = " ✓ agrees" if ok else ""
+                delta_html = (
+                    f'<span class="meta">n={c.n} · </span><span class="delta {kind}">Δ {escape(c.diff_text())}'
+                    f"{mark}</span>"
+                )
+            once = (r["method"], r["ours"], d, ours, ci, c.n)
+            ours_html = (
+                '<span class="meta">ours as above</span>'
+                if once in shown
+                else f'<span class="ours">{escape(ours)}{ci_html}</span>'
             )
+            shown.add(once)
+            out.append(f'<td><span class="paper">{escape(rep)}</span><br>{ours_html}<br>{delta_html}</td>')
         out.append(f'<td class="differs">{escape(str(r["differs"]))}</td></tr>')
     out.append("</tbody></table>")
     return "".join(out)
@@ -487,6 +631,19 @@ def no_comparison_reason(table: pd.DataFrame, measured_methods: dict[str, set[st
         return (
             f"The paper used {', '.join(paper_models)}; no run here used those models "
             f"(ours: {', '.join(ours)}), so no difference is computed."
+        )
+    measured = table[table["measured"].notna() & table["differs"].astype(bool)]
+    fields = Counter(
+        field_of(x)
+        for d in measured["differs"]
+        for x in str(d).split("; ")
+        if x and not x.startswith("coverage")
+    )
+    if fields:
+        named = ", ".join(f for f, _ in fields.most_common())
+        return (
+            f"No row of ours is comparable with this paper's: their recorded settings differ in {named} "
+            "(each row's differs column says how), so no difference is computed."
         )
     return (
         "The runs with the paper's model do not cover the same datasets as the paper's numbers "
@@ -566,7 +723,16 @@ def default_paper(table: pd.DataFrame) -> str:
 
 
 __all__ = [
+    "SUMMARY_COLUMNS",
+    "SUMMARY_LABELS",
+    "agrees",
+    "registered_row_order",
+    "reported_summary",
+    "summary_html",
+    "PAPER_SETTING",
+    "PROTOCOL_FIELDS",
     "ReportedPivot",
+    "registered_settings",
     "_isnan",
     "_measured",
     "_model_key",

@@ -194,23 +194,24 @@ def arena_f1(answer: str, golds: Sequence[str]) -> float:
     return best
 
 
-def parse_relevance(text: str | None) -> list[int] | None:
-    """The ``<relevance>`` content as sorted unique integers; None when it is missing, not JSON,
-    not a list, or holds anything but integers (Code src/rewards.py: all of these score 0)."""
+def parse_relevance(text: str | None) -> list | None:
+    """The ``<relevance>`` content as upstream reads it (src/evaluate.py:82-94, ``relevance_score``,
+    which src/rewards.py imports): ``sorted(set(json.loads(text)))``; None where that raises
+    (missing, not JSON, not iterable, unhashable or unorderable items: upstream's bare ``except``
+    scores 0). Numbers compare by value, as in Python: ``[1.0, 3.0]`` and ``[true, 3]`` equal
+    ``[1, 3]`` (upstream gives them 1); ``["1", "3"]`` matches no integer id."""
     if text is None:
         return None
     try:
-        parsed = json.loads(text)
-    except (json.JSONDecodeError, RecursionError):
+        return sorted(set(json.loads(text)))
+    except (ValueError, TypeError, RecursionError):
         return None
-    if not isinstance(parsed, list) or not all(type(x) is int for x in parsed):
-        return None
-    return sorted(set(parsed))
 
 
 def r_rel(completion: str, gold_ids: Sequence[int]) -> float:
-    """R_rel ∈ {1, 0.5, 0} (paper §3.3): the predicted set equals the gold set -> 1; overlaps it -> 0.5
-    (subsets, supersets, partial overlaps); else, or unparseable -> 0."""
+    """R_rel ∈ {1, 0.5, 0} (paper §3.3; upstream src/evaluate.py:82-94): the predicted set equals
+    the gold set -> 1; overlaps it -> 0.5 (subsets, supersets, partial overlaps); else, or
+    unparseable -> 0."""
     pred = parse_relevance(extract_section("relevance", completion))
     if pred is None:
         return 0.0

@@ -141,26 +141,39 @@ def test_filters_sort_and_interval_toggle(app):
     assert app.query_params["show_ci"] == "0"
 
 
+def test_ties_caption_and_holm_toggle(app):
+    """The caption says where ≈ comes from (the paired test, 0.05 per pair, uncorrected); the Holm
+    toggle says Holm instead and is in the link."""
+    caption = " ".join(c.value for c in app.caption)
+    assert "paired test (exact McNemar)" in caption and "not corrected for multiple comparisons" in caption
+    app.toggle(key="holm").set_value(True).run()
+    caption = " ".join(c.value for c in app.caption)
+    assert "with Holm's correction across the column's rows" in caption
+    assert app.query_params["holm"] == "1"
+    assert _main_model(app).loc["naive_rag", "hotpotqa_text"] == "50.0 [15.0, 85.0] ≈"  # still tied
+
+
 def test_reported_page(app):
     app.switch_page("app_pages/reported.py").run()
     assert app.title[0].value == "Reported vs reproduced"
     app.selectbox(key="paper").set_value("search_r1").run()
     assert not app.exception, [e.value for e in app.exception]
     html = "".join(m.value for m in app.markdown)
-    # one row per paper row: ours with its interval and n, the difference (same model); the paper's
-    # averages hold the paper's numbers alone
+    # one row per paper row: ours with its interval and n; no difference (the paper's corpus and
+    # retriever are not ours); the paper's averages hold the paper's numbers alone
     assert (
         '<td class="name">naive_rag</td><td class="name">smollm2-135m-instruct</td>'
         '<td class="name">smollm2-135m-instruct</td>'
         '<td><span class="paper">40.0</span><br><span class="ours">50.0 <span class="ci">[15.0, 85.0]</span></span><br>'
-        '<span class="meta">n=4 · Δ +10.0</span></td>'
+        '<span class="meta">n=4 · Δ —</span></td>'
         '<td><span class="paper">35.0</span></td><td><span class="paper">30.0</span></td>'
     ) in html
+    assert "not comparable: corpus, retriever, prompt" in html
     assert (
         '<span class="paper">43.3</span><br><span class="ours">75.0 <span class="ci">[30.1, 95.4]</span></span>'
         in html
     )
-    assert "model Qwen2.5-7B vs smollm2-135m-instruct" in html  # why no difference
+    assert "model Qwen2.5-7B vs smollm2-135m-instruct" in html and "training trained vs untrained" in html
     assert len(app.dataframe) == 1  # the long table (in the expander); the pivots are plain HTML tables
     app.selectbox(key="paper").set_value("tiresrag_r1").run()
     html = "".join(m.value for m in app.markdown)

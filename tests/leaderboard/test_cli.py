@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
 import sys
@@ -33,7 +34,7 @@ def test_leaderboard_syncs_then_becomes_streamlit(fixture_db, tmp_path, captured
     db = tmp_path / "copy.duckdb"
     shutil.copy(fixture_db.path, db)
     with pytest.raises(_Exec):
-        main(["leaderboard", "--db", str(db), "--port", "8642", "--host", "127.0.0.1"])
+        main(["leaderboard", "--db", str(db), "--sync", "--port", "8642", "--host", "127.0.0.1"])
     [(path, argv, env)] = captured_exec
     assert path == sys.executable
     assert argv[1:4] == ["-m", "streamlit", "run"]
@@ -51,11 +52,14 @@ def test_leaderboard_syncs_then_becomes_streamlit(fixture_db, tmp_path, captured
     assert {"search_r1", "eval_rar", "r_search"} <= papers  # every registered paper's table
 
 
-def test_no_sync_leaves_the_file_alone(fixture_db, tmp_path, captured_exec):
+@pytest.mark.parametrize("flags", [[], ["--no-sync"]])
+def test_by_default_the_file_is_left_byte_identical(fixture_db, tmp_path, captured_exec, flags):
     db = tmp_path / "copy.duckdb"
     shutil.copy(fixture_db.path, db)
+    before = hashlib.sha256(db.read_bytes()).hexdigest()
     with pytest.raises(_Exec):
-        main(["leaderboard", "--db", str(db), "--no-sync"])
+        main(["leaderboard", "--db", str(db), *flags])
+    assert hashlib.sha256(db.read_bytes()).hexdigest() == before
     assert set(reported(open_results(db))["paper"]) == {"search_r1", "tiresrag_r1"}  # the fixture's own rows
     assert captured_exec[0][1][captured_exec[0][1].index("--server.port") + 1] == "8501"
 

@@ -54,9 +54,25 @@ def test_showcase_rows_are_never_split(search_r1):
     assert row["popqa"] == "38.7 / 60.0 [31.3, 83.2] n=10 / —"  # ours with its Wilson interval and n
     assert row["avg"] == "27.0"  # the paper's 7-set average alone, never with our 4-set one
     assert row["avg_shared"] == "22.9 / 27.5 [17.4, 41.7] n=40 / —"  # (38.7+25.5+22.6+4.7)/4 = 22.9
-    assert row["differs"] == f"model Qwen2.5-3B-Instruct vs {OURS}"  # why no difference
+    assert row["differs"] == (  # why no difference: every field that is not the same
+        "not comparable: corpus, retriever, prompt, model "
+        f"(prompt not recorded; model Qwen2.5-3B-Instruct vs {OURS})"
+    )
     assert t2.shared == "PopQA, HotpotQA, 2Wiki, MuSiQue"
     assert "corpus wiki18 vs closed" in t2.protocol_differs
+
+
+def test_our_number_is_shown_once_per_method_and_model(search_r1):
+    """Search-R1's Table 2 prints ircot for the 7B and the 3B model; our ircot number sits under the
+    first (the paper's order) and the second says "ours as above"."""
+    (t2,) = [p for p in views.reported_pivots(search_r1.frame) if p.setting == "Table 2" and p.metric == "em"]
+    html = views.pivot_html(t2)
+    assert (
+        html.count('<span class="ours">80.0 <span class="ci">[49.0, 94.3]</span></span>') == 1
+    )  # ircot PopQA
+    rows = html.split("<tr>")[2:]
+    ircot = [r for r in rows if r.startswith('<td class="name">ircot</td>')]
+    assert len(ircot) == 2 and "ours as above" in ircot[1] and "ours as above" not in ircot[0]
 
 
 def test_shared_average_is_the_leaderboards_average_over_the_same_sets(showcase, search_r1):
@@ -87,11 +103,22 @@ def test_the_page_opens_on_a_paper_we_ran(showcase):
     assert views.default_paper(views.build_reported(rep, {})) == "arena"  # no runs: the first
 
 
+PROTOCOL = {"corpus": {"id": "c"}, "retriever": {"kind": "bm25s"}, "top_k": 3}
+"""Ours ran under this; the rows of paper "p" below record the same setting (:func:`_like`)."""
+
+
+def _like(model: str = "M") -> dict:
+    """``build_reported``'s protocol and recorded settings under which paper p's row matches ours
+    on every field but (possibly) the model."""
+    rec = {"corpus": "c", "retriever": "bm25s", "top_k": 3, "prompt": "naive_rag", "source": "test"}
+    return {"protocol": PROTOCOL, "recorded": {("p", "T1", "naive_rag", model): rec}}
+
+
 def _rows(model: str = "M") -> pd.DataFrame:
     base = {
         "paper": "p",
         "setting": "T1",
-        "method": "meth",
+        "method": "naive_rag",
         "model": model,
         "metric": "em",
         "source": "P, T1",
@@ -104,14 +131,14 @@ def _board(values: dict[str, list[float]]) -> dict[str, views.Leaderboard]:
     rows = [
         {
             "protocol_id": "x",
-            "method": "meth",
+            "method": "naive_rag",
             "model": "M",
             "dataset": d,
             "metric": "em",
             "value": v,
             "label": "",
             "run_id": "r",
-            "question_id": f"{d}-{i}",
+            "sample_id": f"{d}-{i}",
         }  # fmt: skip
         for d, vs in values.items()
         for i, v in enumerate(vs)
@@ -124,8 +151,8 @@ def _board(values: dict[str, list[float]]) -> dict[str, views.Leaderboard]:
 def test_shared_average_difference_only_like_with_like():
     values = {"hotpotqa": [1.0, 0.0, 1.0, 1.0], "musique": [0.0, 0.0, 1.0, 0.0]}
     boards = _board(values)
-    samples = {"em": {("meth", "M", d): np.array(v) for d, v in values.items()}}
-    t = views.build_reported(_rows("M"), boards, samples=samples)
+    samples = {"em": {("naive_rag", "M", d): np.array(v) for d, v in values.items()}}
+    t = views.build_reported(_rows("M"), boards, samples=samples, **_like("M"))
     shared = t[t["dataset"] == views.SHARED_AVG].iloc[0]
     want = macro_aggregate([np.array(v) for v in values.values()], binary=True)
     assert (shared["measured"], shared["measured_lo"], shared["measured_hi"]) == pytest.approx(
@@ -133,21 +160,24 @@ def test_shared_average_difference_only_like_with_like():
     )
     assert shared["reported"] == pytest.approx(0.30) and shared["diff"] == pytest.approx(0.5 - 0.30)
     # without samples a 0/1 metric's interval is rebuilt exactly from each dataset's k of n
-    bare = views.build_reported(_rows("M"), boards).set_index("dataset").loc[views.SHARED_AVG]
+    bare = views.build_reported(_rows("M"), boards, **_like("M")).set_index("dataset").loc[views.SHARED_AVG]
     assert (bare["measured_lo"], bare["measured_hi"]) == pytest.approx((want.lo, want.hi))
     (p,) = views.reported_pivots(t)
     assert p.frame.iloc[0]["avg"] == "31.0"  # the paper's own average: the paper's number alone
     assert p.frame.iloc[0]["avg_shared"].endswith(" / +20.0")
     assert p.frame.iloc[0]["nq"] == "30.0" and len(p.frame) == 1  # NQ (not run) in the same row
     # another model: no difference anywhere, the reason in differs
-    other = views.reported_pivots(views.build_reported(_rows("Other-7B"), boards, samples=samples))[0]
-    assert other.n_compared == 0 and other.frame.iloc[0]["differs"] == "model Other-7B vs M"
+    other = views.reported_pivots(
+        views.build_reported(_rows("Other-7B"), boards, samples=samples, **_like("Other-7B"))
+    )[0]
+    assert other.n_compared == 0
+    assert other.frame.iloc[0]["differs"] == "not comparable: model (model Other-7B vs M)"
     assert other.frame.iloc[0]["avg_shared"].endswith(" / —")
 
 
 def test_pivot_html_keeps_every_row_and_wraps():
     values = {"hotpotqa": [1.0, 0.0, 1.0, 1.0], "musique": [0.0, 0.0, 1.0, 0.0]}
-    (p,) = views.reported_pivots(views.build_reported(_rows("M"), _board(values)))
+    (p,) = views.reported_pivots(views.build_reported(_rows("M"), _board(values), **_like("M")))
     html = views.pivot_html(p)
     assert html.count("<tr>") == 1 + len(p.frame)
     assert (
@@ -179,7 +209,9 @@ def test_paper_option_and_near_misses(showcase, capsys):
 
 def test_reported_captions_sit_above_their_tables(search_r1):
     md = write(search_r1, "markdown", None)
-    tables = search_r1.tables
+    summary, *tables = search_r1.tables
+    assert md.index(summary.caption) < md.index(tables[0].caption)  # the cross-paper summary first
+    assert summary.header[0] == "Paper" and summary.label == "tab:reported-summary"
     first = paper_markdown(tables[0])
     assert first.startswith(tables[0].caption + "\n\n| Method |")
     assert md.index(tables[1].caption) < md.index(paper_markdown(tables[1]).split("\n\n", 1)[1])
@@ -214,8 +246,10 @@ def test_app_opens_on_a_paper_with_runs_over_the_showcase(showcase, monkeypatch)
     at.selectbox(key="paper").set_value("arena").run()
     n_all = len(at.subheader)
     at.selectbox(key="rep_metric").set_value("f1").run()  # ARENA: 30 tables, 10 of them F1
-    assert not at.exception and n_all == 30
-    assert len(at.subheader) == 10 and all("· F1 (in %)" in s.value for s in at.subheader)
+    assert at.subheader[0].value == "Across the papers"  # the cross-paper summary opens the page
+    assert not at.exception and n_all == 1 + 30
+    tables = at.subheader[1:]
+    assert len(tables) == 10 and all("· F1 (in %)" in s.value for s in tables)
 
 
 BROWSER = importlib.util.find_spec("playwright") is not None and shutil.which("chromium") is not None
@@ -230,10 +264,10 @@ def test_reported_page_in_chromium_at_1600x1000(showcase, tmp_path):
     with leaderboard_server(showcase, tmp_path / "server.log") as url, chromium_page(1600, 1000) as page:
         page.goto(f"{url}/reported")
         wait_for_app(page, "Reported vs reproduced")
-        page.wait_for_selector("table.rar-reported", timeout=60_000)
+        page.wait_for_selector("table.rar-reported:not(.rar-summary)", timeout=60_000)
         page.wait_for_timeout(500)
         geometry = page.evaluate(
-            """() => [...document.querySelectorAll('table.rar-reported')].map(t => {
+            """() => [...document.querySelectorAll('table.rar-reported:not(.rar-summary)')].map(t => {
                 const main = document.querySelector('[data-testid="stMain"]').getBoundingClientRect();
                 const box = t.getBoundingClientRect();
                 let scrolls = false;

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 
 import numpy as np
@@ -140,7 +141,7 @@ def test_best_and_ties(store, fixture_db):
     best, ties = board.best_and_ties("hotpotqa")
     methods = list(board.frame["method"])
     assert [methods[i] for i in best] == ["search_r1"]
-    # search_r1 3/4 [0.301, 0.954] overlaps naive_rag 2/4 and direct 1/4 (n=4 cannot separate them)
+    # search_r1 3/4 against naive_rag 2/4 and direct 1/4: at most 2 discordant pairs, McNemar p >= 0.5
     assert sorted(methods[i] for i in ties) == ["direct", "naive_rag"]
 
 
@@ -264,11 +265,30 @@ def test_choose_protocol(store, fixture_db):
         views.choose_protocol(store, "nope")
 
 
+def _fixture_setting(fixture_db) -> tuple[dict, dict]:
+    """The fixture's protocol (as JSON) and recorded settings that put the fixture's paper rows
+    under it: the same corpus, retriever, top-k, prompt and training state as our runs."""
+    proto = json.loads(fixture_db.protocol.model_dump_json())
+    same = {"corpus": "closed", "retriever": "bm25s", "top_k": 3}
+    recorded = {
+        ("search_r1", "Table 2", "naive_rag", MODEL): {**same, "prompt": "naive_rag"},
+        ("search_r1", "Table 2", "search_r1", "Qwen2.5-7B"): {**same, "training": "untrained"},
+        ("tiresrag_r1", "Table 5", "search_r1", MODEL): {
+            **same,
+            "prompt": "search_r1",
+            "training": "untrained",
+        },
+    }
+    return proto, recorded
+
+
 def test_reported_vs_reproduced(store, fixture_db):
     rep = queries.reported(store)
     boards = views.reported_boards(store, fixture_db.protocol.protocol_id, rep)
     assert set(boards) == {"em", "n_retrievals"}
-    t = views.build_reported(rep, boards).set_index(["method", "dataset", "metric"])
+    proto, recorded = _fixture_setting(fixture_db)
+    t = views.build_reported(rep, boards, protocol=proto, recorded=recorded)
+    t = t.set_index(["method", "dataset", "metric"])
     row = t.loc[("naive_rag", "hotpotqa", "em")]
     assert (row["measured"], row["unit"]) == (0.5, "%")
     assert row["diff"] == pytest.approx(0.1)
@@ -283,13 +303,25 @@ def test_reported_vs_reproduced(store, fixture_db):
     # another model: our number shown, no difference, the model named
     other = t.loc[("search_r1", "hotpotqa", "em")]
     assert other["measured"] == 0.75 and math.isnan(other["diff"])
-    assert other["differs"].startswith("model Qwen2.5-7B vs smollm2-135m-instruct")
+    assert other["differs"] == "model Qwen2.5-7B vs smollm2-135m-instruct"
     # a count stays a count: 2.9 retrievals per question against our 1.0
     count = t.loc[("search_r1", "hotpotqa", "n_retrievals")]
     assert (count["reported"], count["measured"], count["unit"]) == (2.9, 1.0, "count")
     assert count["diff"] == pytest.approx(-1.9)
-    same = views.build_reported(rep, boards, match_model=True).set_index(["method", "dataset", "metric"])
-    assert math.isnan(same.loc[("search_r1", "hotpotqa", "em"), "measured"])
+    same = views.build_reported(rep, boards, match_model=True, protocol=proto, recorded=recorded)
+    assert math.isnan(
+        same.set_index(["method", "dataset", "metric"]).loc[("search_r1", "hotpotqa", "em"), "measured"]
+    )
+    # the registered settings (these rows are not in the package: each paper's recorded setting)
+    plain = views.build_reported(rep, boards, protocol=proto).set_index(["method", "dataset", "metric"])
+    row = plain.loc[("naive_rag", "hotpotqa", "em")]
+    assert row["measured"] == 0.5 and math.isnan(row["diff"])
+    assert row["differs"] == (
+        "corpus wiki18 vs closed; retriever dense e5-base-v2 Flat vs bm25s; prompt not recorded"
+    )
+    count = plain.loc[("search_r1", "hotpotqa", "n_retrievals")]
+    assert math.isnan(count["diff"]) and "top-k 5 vs 3" in count["differs"]
+    assert "training trained vs untrained" in count["differs"]
 
 
 def test_reported_pivots_keep_units():

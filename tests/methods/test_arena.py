@@ -108,8 +108,14 @@ def test_format_reward_branches(text, score):
         ("[2]", [1, 3], 0.0),  # disjoint
         ("1, 3", [1, 3], 0.0),  # not JSON
         ("3", [3], 0.0),  # not a list
-        ('["1", "3"]', [1, 3], 0.0),  # not integers
-        ("[1.0, 3.0]", [1, 3], 0.0),  # not integers
+        ('["1", "3"]', [1, 3], 0.0),  # strings never equal integer ids
+        # upstream src/evaluate.py:82-94 compares sorted(set(json.loads(...))) with ==: numbers by value
+        ("[1.0, 3.0]", [1, 3], 1.0),
+        ("[true, 3]", [1, 3], 1.0),  # True == 1 in Python
+        ("[1.5, 3]", [1, 3], 0.5),
+        ('[1, "a"]', [1, 3], 0.0),  # unorderable: sorted() raises, upstream's except gives 0
+        ("[[1], 3]", [1, 3], 0.0),  # unhashable: set() raises
+        ("null", [1, 3], 0.0),
         ("[1]", [-1, 1], 0.5),  # an unmapped gold (-1) makes a full match impossible (code)
     ],
 )

@@ -42,7 +42,13 @@ def rewards(parts_list, name="r_search", reader=None):
     [
         # Eqs. 3-6 worked out per case, row by row (γ_e = γ_α = 0.2; answer F1 0.8; reader F1 0.5)
         ([(ANSWER, True)], 0.4, 0.8, 0.0, (0, 1, 1)),  # no search, no evidence
-        ([(EVID + ANSWER, True)], 0.2, 0.8, 0.0, (0, 1, 0)),  # no search, evidence box: no evidence reward
+        (
+            [(EVID + ANSWER, True)],
+            0.2,
+            0.8,
+            0.0,
+            (0, 1, 0),
+        ),  # no search, evidence box: 0.2 as the code (Eq. 5: 0.4)
         ([(SEARCH, True), (OBS, False), (EVID + ANSWER, True)], 0.4, 0.8, 0.5, (1, 1, 1)),
         ([(SEARCH, True), (OBS, False), (ANSWER, True)], 0.2, 0.8, 0.0, (1, 1, 0)),  # search, no evidence
         (

@@ -7,7 +7,8 @@ from __future__ import annotations
 import pytest
 
 from harness.errors import ConfigError
-from harness.metrics.bootstrap import paired_bootstrap_diff, wilson_ci
+from harness.metrics.bootstrap import wilson_ci
+from harness.metrics.paired import paired_bootstrap_diff
 from harness.types import QAExample
 
 
