@@ -11,7 +11,7 @@ from pathlib import Path
 
 import harness.verl
 
-MODULES = ["contract", "rows", "reward", "job", "agent_loop"]
+MODULES = ["versions", "contract", "rows", "reward", "job", "agent_loop", "dry_run"]
 PACKAGE = Path(harness.verl.__file__).parent
 
 
@@ -39,11 +39,13 @@ def test_the_package_lists_its_modules():
 def test_imports_between_modules_go_one_way():
     graph = {m: internal_imports(m) for m in MODULES}
     assert graph == {
+        "versions": set(),
         "contract": set(),
         "rows": {"contract"},
         "reward": {"contract", "rows"},
-        "job": {"contract", "rows"},
-        "agent_loop": {"contract", "rows"},
+        "job": {"contract", "rows", "versions"},
+        "agent_loop": {"contract", "rows", "versions"},
+        "dry_run": {"versions"},
     }
     assert internal_imports("__init__") == set()
 
@@ -52,7 +54,7 @@ def test_each_module_imports_alone_and_in_reverse_order_without_verl():
     # one fresh interpreter; harness.verl is unloaded before each order, so each order's first module
     # is imported first: a cycle shows as an ImportError on a partly initialised module
     orders = [[m] for m in MODULES] + [list(reversed(MODULES))]
-    orders += [list(p) for p in itertools.permutations(["reward", "job", "agent_loop"])]
+    orders += [list(p) for p in itertools.permutations(["reward", "job", "agent_loop", "dry_run"])]
     script = (
         "import importlib, sys\n"
         f"for order in {orders!r}:\n"
@@ -64,4 +66,4 @@ def test_each_module_imports_alone_and_in_reverse_order_without_verl():
     )
     run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
     assert run.returncode == 0, run.stderr
-    assert run.stdout.strip() == "[]"  # verl is imported only by agent_loop_class()
+    assert run.stdout.strip() == "[]"  # verl is imported only by agent_loop_class() and the dry run
