@@ -181,6 +181,11 @@ def limitations(method: TrainableMethod, recipe: Recipe) -> list[str]:
         out.append(
             f"{method.name}'s advantage hook (advantage_adjust) is not applied: verl computes plain advantages"
         )
+    if not a.adv_std_unbiased and a.adv_estimator in ("grpo", "reinforce_pp_baseline", "reinforce_pp", "gae"):
+        out.append(
+            "algo.adv_std_unbiased=false is not exported: verl's GRPO std (torch.std) and its whitening "
+            "(masked_whiten) divide by n - 1"
+        )
     out.append(
         "verl does not pass the training step to compute_score: the reward sees step 0 within each reward "
         "stage (a reward that anneals with t/T keeps its step-0 value)"
@@ -191,6 +196,9 @@ def limitations(method: TrainableMethod, recipe: Recipe) -> list[str]:
             "actor_rollout_ref.rollout.calculate_log_probs=false (no rollout importance-sampling correction)"
         )
     return out
+
+
+NO_DUAL_CLIP = 1e9  # verl's clip_ratio_c for a recipe without dual clip: -A * 1e9 never binds
 
 
 def verl_overrides(
@@ -243,6 +251,9 @@ def verl_overrides(
         f"actor_rollout_ref.actor.ppo_epochs={a.ppo_epochs}",
         f"actor_rollout_ref.actor.clip_ratio_low={a.clip_low}",
         f"actor_rollout_ref.actor.clip_ratio_high={a.clip_high}",
+        # verl's vanilla loss always applies the dual clip (Ye et al. 2020) at clip_ratio_c (default
+        # 3.0); a recipe without one gets a cap no ratio reaches (tests/verl conformance)
+        f"actor_rollout_ref.actor.clip_ratio_c={a.dual_clip_c if a.dual_clip_c is not None else NO_DUAL_CLIP:g}",
         f"actor_rollout_ref.actor.loss_agg_mode={a.loss_agg_mode}",
         f"actor_rollout_ref.actor.entropy_coeff={a.entropy_coef}",
         f"actor_rollout_ref.actor.use_kl_loss={str(a.kl_placement == 'loss').lower()}",

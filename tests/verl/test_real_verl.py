@@ -20,7 +20,9 @@ from typing import Any
 
 import pytest
 
-pytest.importorskip("verl")
+from tests.support.verl import import_verl_or_skip  # noqa: E402
+
+import_verl_or_skip()
 
 from harness.cli import main  # noqa: E402
 from harness.verl.versions import SUPPORTED, installed_verl  # noqa: E402
