@@ -76,6 +76,16 @@ def compute_score(data_source, solution_str, ground_truth, extra_info=None, rewa
 '''
 
 
+class ExportRefusal(ConfigError):
+    """A refusal of the export whose fix is a change of ``harness export-verl`` options: ``fix``
+    maps an option to the value that works (``{"--n-gpus": "4"}``); the command line turns it
+    into the whole command to run (:mod:`harness.cli.cmd_export_verl`)."""
+
+    def __init__(self, message: str, fix: dict[str, str]):
+        super().__init__(message)
+        self.fix = dict(fix)
+
+
 def model_chat_template(model_path: str, chat_template: Path | None) -> str:
     """The chat template verl will apply: ``chat_template`` (a Jinja file), else the template of
     the model directory ``model_path`` (``chat_template.jinja`` or ``tokenizer_config.json``)."""
@@ -89,10 +99,14 @@ def model_chat_template(model_path: str, chat_template: Path | None) -> str:
         tpl = json.loads(cfg.read_text()).get("chat_template")
         if isinstance(tpl, str):
             return tpl
-    raise ConfigError(
+    from harness.llm.model_files import DEFAULT_MODEL
+
+    raise ExportRefusal(
         f"the method pre-fills the assistant turn, so the export writes the model's chat template with the "
         f"pre-fill appended; {model_path!r} is not a local model directory with a chat template "
-        "(chat_template.jinja or tokenizer_config.json 'chat_template'): pass --model DIR or --chat-template FILE"
+        "(chat_template.jinja or tokenizer_config.json 'chat_template'): pass --model DIR (a local copy of "
+        f"the model), --chat-template FILE, or a model preset such as {DEFAULT_MODEL}",
+        {"--model": DEFAULT_MODEL},
     )
 
 
@@ -321,10 +335,11 @@ def check_gpus(recipe: Recipe, n_gpus: int) -> None:
     real = a.train_batch_size * a.group_size
     if n_gpus < 1 or real % n_gpus:
         fits = max(d for d in range(1, max(n_gpus, 1) + 1) if real % d == 0)
-        raise ConfigError(
+        raise ExportRefusal(
             f"recipe {recipe.name!r}: {a.train_batch_size} prompts x {a.group_size} rollouts = {real} "
             f"trajectories per step do not split over --n-gpus {n_gpus} (verl's validate_config needs "
-            f"a divisor of {real}): pass --n-gpus {fits}"
+            f"a divisor of {real}): pass --n-gpus {fits}",
+            {"--n-gpus": str(fits)},
         )
 
 
@@ -415,21 +430,26 @@ def write_verl_job(
     if verl_version is not None:
         check_version(verl_version, "harness export-verl")
     out = Path(out).resolve()
-    (out / "data").mkdir(parents=True, exist_ok=True)
     reward = recipe.reward_at(0)
     prefills: set[str] = set()
     prompts: list[list[dict[str, str]]] = []
+    splits = []
     for name, examples, split in (("train", train, "train"), ("test", test, "test")):
         rows, seen = dataset_rows(method, examples, split, reward)
         prefills |= seen
         prompts += [r["prompt"] for r in rows]
-        write_parquet(rows, out / "data" / f"{name}.parquet")
+        splits.append((name, rows))
     if len(prefills) > 1:
         raise ConfigError(
             f"method {method.name!r} pre-fills the assistant turn differently per question "
             f"({sorted(prefills)!r}); a verl chat template holds one pre-fill"
         )
     prefill = next(iter(prefills), "")
+    # every refusal comes before the first file is written
+    template = prefill_template(model_chat_template(model_path, chat_template), prefill) if prefill else None
+    (out / "data").mkdir(parents=True, exist_ok=True)
+    for name, rows in splits:
+        write_parquet(rows, out / "data" / f"{name}.parquet")
     budget = prompt_budget(prompts, model_path, prefill)
     files = [out / "data" / "train.parquet", out / "data" / "test.parquet"]
     (out / "reward.py").write_text(
@@ -440,8 +460,7 @@ def write_verl_job(
         (out / "agent_loop.yaml").write_text(agent_loop_yaml(out / "job.json"))
         files.append(out / "agent_loop.yaml")
     launch = ['python3 -m "$ENTRY" \\']
-    if prefill:
-        template = prefill_template(model_chat_template(model_path, chat_template), prefill)
+    if template is not None:
         (out / "verl_job.yaml").write_text(job_config_yaml(template))
         files.append(out / "verl_job.yaml")
         launch.append(f"    --config-path={shlex.quote(str(out))} --config-name=verl_job \\")
