@@ -387,3 +387,97 @@ def test_verls_agent_loop_worker_runs_the_exported_loop_as_our_engine(
 
     want = get_method("search_r1").rewards(trajs, name="em", ctx=reward_ctx(0, recipe.steps))
     assert asyncio.run(scores()) == [w.total for w in want for _ in range(2)]
+
+
+class ScriptInOrder:
+    """A scripted "model" that searches: for a context holding a script key (a question), the first
+    planned output that does not yet appear, in order, in the context (so two samples of one row
+    give the same trajectory), as token ids followed by EOS."""
+
+    def __init__(self, tok: Any, script: dict[str, list[str]]):
+        self.tok, self.script = tok, script
+
+    def stream(self, ids: list[int]) -> list[int]:
+        from harness.llm.base import hf_encode
+
+        text = self.tok.decode(ids)
+        key = max((k for k in self.script if k in text), key=len)
+        pos = text.index(key)
+        for out in self.script[key]:
+            found = text.find(out, pos)
+            if found < 0:
+                return hf_encode(self.tok, out) + [self.tok.eos_token_id]
+            pos = found + len(out)
+        raise AssertionError(f"script of {key!r} exhausted")
+
+
+def test_verls_agent_loop_worker_puts_observations_at_mask_0_as_our_engine(tmp_path: Path, smollm2_dir: Path):
+    """The same worker on scripted outputs that search (the packaged model does not, greedily, on
+    the first rows): the observation blocks and the correction message are 0 in verl's response
+    mask, token by token as in our engine's trajectory."""
+    from transformers import AutoTokenizer
+    from verl.experimental.agent_loop.agent_loop import AgentLoopWorker
+    from verl.protocol import DataProto
+    from verl.utils.dataset.rl_dataset import RLHFDataset, collate_fn
+    from verl.workers.rollout.replica import TokenOutput
+
+    from harness.eval.protocol import mini
+    from harness.method import RunContext
+    from harness.methods_registry import get_method
+    from harness.rl.trainer import rollout_protocol
+    from harness.verl import agent_loop as loop_module
+    from harness.verl.job import write_verl_job
+    from tests.export.test_export_verl import CASES, examples
+    from tests.export.test_verl_agent_loop import EngineBackend, FakeServerManager
+    from tests.support.scripted import RecordingRetriever
+
+    tok = AutoTokenizer.from_pretrained(smollm2_dir)
+    method = get_method("search_r1")
+    recipe = method.recipes()["cpu-smoke"]
+    out = tmp_path / "J"
+    url = "http://127.0.0.1:9/retrieve"
+    write_verl_job(
+        *(method, recipe, out, examples(), examples()[:1]),
+        retriever_url=url,
+        n_gpus=4,
+        model_path=str(smollm2_dir),
+    )
+    (stage,) = stage_overrides(out / "run.sh")
+    config = compose([*stage, "actor_rollout_ref.rollout.n=2"])
+    script = CASES["search_r1"].script
+    server = FakeServerManager(tok, ScriptInOrder(tok, script))
+
+    class ScriptedClient:  # verl's LLMServerClient.generate over the scripted server
+        async def generate(self, request_id, *, prompt_ids, sampling_params, **kw):
+            return TokenOutput(token_ids=await server.generate(list(prompt_ids), sampling_params))
+
+    verl_retriever = RecordingRetriever()
+    loop_module._CLIENTS[url] = verl_retriever
+    try:
+        worker = AgentLoopWorker(config, llm_client=ScriptedClient())
+        dataset = RLHFDataset(
+            data_files=[str(out / "data" / "train.parquet")], tokenizer=worker.tokenizer, config=config.data
+        )
+        rows = [dataset[i] for i in range(len(dataset))]
+        batch = DataProto.from_single_dict(collate_fn(rows)).repeat(2, interleave=True)
+        got = asyncio.run(worker.generate_sequences(batch))
+    finally:
+        loop_module._CLIENTS.pop(url, None)
+
+    ctx = RunContext(
+        backend=EngineBackend(tok, ScriptInOrder(tok, script)),  # type: ignore[arg-type]
+        protocol=rollout_protocol(mini(), recipe),
+        retriever=RecordingRetriever(),
+        training=True,
+    )
+    trajs = method.solve(examples(), ctx)
+    P = got.batch["prompts"].shape[1]
+    kinds = set()
+    for i in range(len(got)):
+        t = trajs[i // 2]
+        valid = got.batch["attention_mask"][i][P:].bool()
+        assert got.batch["responses"][i][valid].tolist() == t.response_ids
+        assert got.batch["response_mask"][i][valid].tolist() == t.loss_mask
+        kinds |= {x.kind for x in t.turns}
+    assert {"retrieve", "generate"} <= kinds  # an observation at mask 0, from the retriever
+    assert verl_retriever.n_queries == 2  # France, searched by both of its samples
