@@ -6,7 +6,8 @@ a fake of verl's server manager that returns raw ids the way vLLM / SGLang do (u
 completes a stop string, the EOS, or the token budget). The loop is driven from the exported files
 (parquet rows, job.json, agent_loop.yaml, the custom chat template) and must give the same
 prompt ids, response ids, loss mask (token by token), response text, retriever calls and reward
-as the method's own ``solve`` in training mode.
+as the method's own ``solve`` in training mode. This is the loop's core (``rollout_async``) without
+verl; the loop under verl's own ``AgentLoopWorker`` is tests/verl/test_real_verl.py (tox -e verl).
 """
 
 from __future__ import annotations
@@ -170,8 +171,9 @@ def export(name: str, out: Path, model_dir: Path, url: str = "http://127.0.0.1:8
 
 
 def verl_prompt_ids(tok: Any, out: Path, row: dict[str, Any]) -> list[int]:
-    """What verl's ``apply_chat_template`` gives for a row: the job's custom chat template if it
-    has one (TIRESRAG-R1's pre-fill), else the model's."""
+    """The prompt ids of a row under the model's chat template, or the job's custom one if it has
+    one (TIRESRAG-R1's pre-fill). verl 0.9's own (``ct_build_initial_tokens``) is what the loop
+    uses under verl's AgentLoopWorker in tests/verl/test_real_verl.py."""
     tok = copy.deepcopy(tok)
     if (out / "verl_job.yaml").is_file():
         cfg = yaml.safe_load((out / "verl_job.yaml").read_text())
