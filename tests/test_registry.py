@@ -173,3 +173,121 @@ def test_unknown_names_after_discovery_list_what_it_found():
     with pytest.raises(ConfigError) as e:
         reg.get("nope")
     assert str(e.value) == "unknown bench 'nope'; known: mini"
+
+
+# -- many threads, first lookup in a fresh process ----------------------------------------------------
+def registries() -> list[tuple[str, str]]:
+    """Every module-level ``NAME = Registry(...)`` / ``NAME: Registry[...] = Registry(...)`` in
+    ``harness/``, as (module, attribute): a registry added later is covered without editing this."""
+    import ast
+    from pathlib import Path
+
+    import harness
+
+    root = Path(harness.__file__).parent
+    out = []
+    for path in sorted(root.rglob("*.py")):
+        for node in ast.parse(path.read_text()).body:
+            target = value = None
+            if isinstance(node, ast.Assign) and len(node.targets) == 1:
+                target, value = node.targets[0], node.value
+            elif isinstance(node, ast.AnnAssign):
+                target, value = node.target, node.value
+            if (
+                isinstance(target, ast.Name)
+                and isinstance(value, ast.Call)
+                and isinstance(value.func, ast.Name)
+                and value.func.id == "Registry"
+            ):
+                module = ".".join(path.relative_to(root.parent).with_suffix("").parts)
+                out.append((module, target.id))
+    return out
+
+
+THREADED_LOOKUPS = """
+import importlib, json, sys, threading
+targets = json.loads(sys.argv[1])
+regs = [getattr(importlib.import_module(m), a) for m, a in targets]
+N = 16
+barrier = threading.Barrier(N)
+seen = [[] for _ in range(N)]
+
+def worker(i):
+    for (m, a), reg in zip(targets, regs):
+        barrier.wait()  # all 16 make their first lookup of this registry at once
+        try:
+            kind = ("names", "in", "iter", "get")[i % 4]
+            if kind == "names":
+                names = reg.names()
+            elif kind == "in":
+                names = sorted(n for n in reg.names() if n in reg)
+            elif kind == "iter":
+                names = list(reg)
+            else:
+                names = sorted(n for n in reg.names() if reg.get(n) is not None)
+            got = {n: id(reg.get(n)) for n in names}
+            seen[i].append([a, kind, names, got])
+        except Exception as e:
+            seen[i].append([a, kind, f"{type(e).__name__}: {e}", None])
+
+threads = [threading.Thread(target=worker, args=(i,)) for i in range(N)]
+for t in threads:
+    t.start()
+for t in threads:
+    t.join()
+print(json.dumps(seen))
+"""
+
+
+def test_every_registry_lookup_from_16_threads_sees_every_plugin_in_a_fresh_process():
+    # verl calls rewards and agent loops from many threads; the first lookup in a worker process
+    # must not see a registry whose discovery another thread has begun but not finished
+    import json
+    import subprocess
+    from pathlib import Path
+
+    targets = registries()
+    assert ("harness.methods_registry", "METHODS") in targets and len(targets) >= 10
+    root = Path(__file__).resolve().parents[1]
+    run = subprocess.run(
+        [sys.executable, "-c", THREADED_LOOKUPS, json.dumps(targets)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=root,
+    )
+    assert run.returncode == 0, run.stderr[-2000:]
+    seen = json.loads(run.stdout)
+    errors = [(a, kind, r) for thread in seen for a, kind, r, _ in thread if isinstance(r, str)]
+    assert errors == []
+    for k, (_, attr) in enumerate(targets):
+        names = {json.dumps(thread[k][2]) for thread in seen}
+        objects = {json.dumps(thread[k][3], sort_keys=True) for thread in seen}
+        assert len(names) == 1 and len(objects) == 1, attr  # one answer, the same objects
+        assert json.loads(names.pop()), f"{attr} is empty"
+
+
+def test_a_lookup_from_another_thread_waits_for_discovery_to_finish():
+    import threading
+
+    started, release = threading.Event(), threading.Event()
+
+    def discover(reg):
+        reg.register("first", 1)
+        started.set()
+        assert release.wait(30)
+        reg.register("last", 2)
+
+    reg: Registry[object] = Registry("method", discover=discover)
+    seen = {}
+    a = threading.Thread(target=lambda: seen.setdefault("a", reg.names()))
+    a.start()
+    assert started.wait(30)
+    b = threading.Thread(target=lambda: seen.setdefault("b", reg.get("last")))
+    b.start()
+    b.join(0.3)
+    assert b.is_alive() and "b" not in seen  # not "unknown method 'last'": it waits
+    release.set()
+    a.join(30)
+    b.join(30)
+    assert seen == {"a": ["first", "last"], "b": 2}

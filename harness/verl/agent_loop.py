@@ -293,8 +293,12 @@ async def rollout_async(
 
 @functools.cache
 def agent_loop_class() -> type:
-    """The verl ``AgentLoopBase`` subclass (verl is imported here, and only here)."""
-    from verl.experimental.agent_loop.agent_loop import AgentLoopBase, AgentLoopOutput, register
+    """The verl ``AgentLoopBase`` subclass (verl is imported here, and only here), for the
+    installed verl, which must be a supported version (:mod:`harness.verl.versions`)."""
+    from harness.verl.versions import require_verl
+
+    require_verl(f"the {AGENT_NAME} agent loop")
+    from verl.experimental.agent_loop.agent_loop import AgentLoopBase, AgentLoopOutput
 
     class HarnessTagAgentLoop(AgentLoopBase):
         def __init__(
@@ -315,7 +319,9 @@ def agent_loop_class() -> type:
                     f"row method {info.get('method')!r} differs from the job's {self.job.method!r} "
                     f"({AGENT_NAME} runs one exported job)"
                 )
-            prompt_ids = await self.apply_chat_template(list(kwargs["raw_prompt"]))
+            # verl 0.9's prompt tokens (its "continuous token" builder: the chat template with
+            # data.apply_chat_template_kwargs, and the job's custom_chat_template if any)
+            prompt_ids = await self.ct_build_initial_tokens(list(kwargs["raw_prompt"]))
             request_id = uuid4().hex  # one sticky server per trajectory (prefix cache)
 
             async def generate(ids: list[int], params: dict[str, Any]) -> list[int]:
@@ -349,10 +355,13 @@ def agent_loop_class() -> type:
                 extra_fields={"harness_truncated": len(r.response_ids) > n, "harness_unaligned": r.unaligned},
             )
 
-    # verl's registry records module.qualname, which must resolve to the module attribute
+    # Hydra's `_target_` (AGENT_CLASS) must resolve to the module attribute. The loop is not put in
+    # verl's registry with `register(AGENT_NAME)`: the exported agent_loop.yaml registers it with its
+    # `job`, and verl's AgentLoopWorker resolves this class only after loading that yaml, so a
+    # registration here would replace the yaml's entry by one without `job`
     HarnessTagAgentLoop.__module__ = __name__
     HarnessTagAgentLoop.__qualname__ = "HarnessTagAgentLoop"
-    return register(AGENT_NAME)(HarnessTagAgentLoop)
+    return HarnessTagAgentLoop
 
 
 @functools.cache

@@ -36,12 +36,58 @@ def test_the_readme_example_runs_and_run_sh_names_only_real_commands(tmp_path, m
 
 
 def test_a_recipe_whose_train_split_is_not_packaged_names_the_way_out():
-    with pytest.raises(ConfigError) as e:
-        from harness.cli.cmd_export_verl import check_packaged
-        from harness.methods_registry import get_trainable
+    from harness.cli.cmd_export_verl import check_packaged
+    from harness.methods_registry import get_trainable
 
+    with pytest.raises(ConfigError) as e:
         method, recipe = get_trainable("search_r1", "paper", [])
         check_packaged(method.name, recipe)
     message = str(e.value)
     assert "\n" not in message and "--data-dir" in message and "--recipe cpu-smoke" in message
     assert "nq/train" in message
+
+
+REFUSED = {  # a command a user types -> what the refusal is about
+    "paper split not packaged, and a pre-fill": ["--method", "tiresrag_r1"],
+    "pre-fill without a local chat template": ["--method", "tiresrag_r1", "--recipe", "cpu-smoke"],
+    "a step's trajectories do not split over 8 GPUs": ["--method", "arena", "--recipe", "cpu-smoke"],
+}
+
+
+@pytest.mark.parametrize("case", list(REFUSED))
+def test_every_refusal_names_a_command_that_works_as_written(case, tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    assert main(["export-verl", *REFUSED[case], "--out", "J"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "; run: harness export-verl " in err, err
+    assert not (tmp_path / "J").exists()  # a refusal writes nothing
+    suggestion = shlex.split(err.rsplit("; run: ", 1)[1])
+    assert suggestion[:2] == ["harness", "export-verl"]
+    assert main(suggestion[1:]) == 0, capsys.readouterr().err
+    assert (tmp_path / "J" / "run.sh").is_file()
+
+
+def test_a_model_preset_is_written_as_its_hf_folder(tmp_path):
+    from harness.llm.model_files import ensure_hf_model
+
+    out = tmp_path / "J"
+    assert (
+        main(
+            [
+                "export-verl",
+                "--method",
+                "tiresrag_r1",
+                "--recipe",
+                "cpu-smoke",
+                "--model",
+                "smollm2-135m-instruct",
+                "--out",
+                str(out),
+            ]
+        )
+        == 0
+    )
+    folder = ensure_hf_model("smollm2-135m-instruct")
+    assert (folder / "config.json").is_file() and (folder / "model.safetensors").is_file()
+    assert f"actor_rollout_ref.model.path={folder}" in (out / "run.sh").read_text()
+    assert (out / "verl_job.yaml").is_file()  # its chat template, with TIRESRAG-R1's pre-fill

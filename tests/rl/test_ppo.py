@@ -141,7 +141,7 @@ def test_verl_export_maps_ppo_to_gae_with_the_critic(tmp_path):
     recipe = get_method("search_r1").recipes()["cpu-smoke"]
     base = preset("ppo")
     algo = base.replace(critic={**base.critic.model_dump(), "warmup_steps": 3, "lr_warmup_ratio": 0.015})
-    ov = verl_overrides(recipe.model_copy(update={"algo": algo}), tmp_path, n_gpus=8, model_path="/m")
+    ov = verl_overrides(recipe.model_copy(update={"algo": algo}), tmp_path, n_gpus=2, model_path="/m")
     for want in (
         "algorithm.adv_estimator=gae",
         "algorithm.gamma=1.0",
@@ -158,5 +158,5 @@ def test_verl_export_maps_ppo_to_gae_with_the_critic(tmp_path):
         "actor_rollout_ref.actor.use_kl_loss=false",
     ):
         assert want in ov, want
-    grpo_ov = verl_overrides(recipe, tmp_path, n_gpus=8, model_path="/m")
+    grpo_ov = verl_overrides(recipe, tmp_path, n_gpus=2, model_path="/m")
     assert not any(o.startswith(("critic.", "algorithm.lam", "trainer.critic_warmup")) for o in grpo_ov)
