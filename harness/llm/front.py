@@ -11,10 +11,13 @@ into an int32 and answers completions logprobs in the chat shape. What the front
 
 * **Connections** (:class:`FrontLimits`): uvicorn (asyncio, h11) holds a connection as a few KB of
   state, not a thread, so 64 clients trickling bytes cost nothing and ``/health`` is answered at
-  once; at most ``max_connections`` are served (503 beyond, uvicorn's ``limit_concurrency``). A
-  client must send its whole request within ``read_timeout_s`` of connecting or of its previous
-  response, else 408 and the connection is closed: the uvicorn protocol of the retrieval server
-  (:func:`harness.retrieval.server.read_timeout_protocol`), reused.
+  once. A client must send its whole request within ``read_timeout_s`` of connecting or of its
+  previous response, else 408 and the connection is closed; beyond ``max_connections`` open
+  connections the one that has waited longest for its request is closed (408), and only when
+  every open connection is being answered is a new one refused (503). This is the uvicorn protocol
+  of the retrieval server (:func:`harness.retrieval.server.read_timeout_protocol`), reused: with
+  uvicorn's ``limit_concurrency`` instead, 300 slow clients reconnecting after their 408 held every
+  connection and ``/health`` and chat were 503 for as long as they kept coming (issue 45).
 * **Body limit** (:class:`Guard`, by hand: Starlette reads a body without a bound and answers
   nothing before it has it all): a declared ``Content-Length`` over ``max_body_bytes`` is
   answered 413 at once, before a byte of the body is read; a body without one (chunked) is counted
@@ -77,7 +80,7 @@ class FrontLimits(BaseModel):
     max_body_bytes: int = Field(4 * 2**20, ge=1)  # 413 above (a 4,096-token prompt is ~16 KB)
     read_timeout_s: float = Field(10.0, gt=0)  # 408 and close when a request takes longer to arrive
     keep_alive_s: int = Field(5, ge=1)  # an idle keep-alive connection is closed after this
-    max_connections: int = Field(256, ge=1)  # 503 beyond (uvicorn's limit_concurrency)
+    max_connections: int = Field(256, ge=1)  # beyond: the longest-waiting connection is closed (408)
 
 
 @dataclass(frozen=True)
@@ -443,10 +446,9 @@ def uvicorn_config(app: Any, limits: FrontLimits, *, host: str, port: int, log_l
         app,
         host=host,
         port=port,
-        http=read_timeout_protocol(limits.read_timeout_s),
+        http=read_timeout_protocol(limits.read_timeout_s, limits.max_connections),
         loop="asyncio",
         timeout_keep_alive=limits.keep_alive_s,
-        limit_concurrency=limits.max_connections,
         log_level=log_level,
         access_log=False,
         lifespan="on",
