@@ -63,7 +63,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--include-partial",
         action="store_true",
-        help="include runs that did not end complete (marked in the status column)",
+        help="include runs that did not end complete (marked in the status column) where no complete run "
+        "of the same method, model and dataset exists; a complete run is never hidden by a newer partial one",
     )
     p.add_argument(
         "--intervals",
