@@ -4,7 +4,8 @@ thread, started and stopped by the test).
 Replies are deterministic functions of the prompt, so two runs against it are comparable exactly.
 ``fault`` makes matching requests fail the way real servers do:
 
-- ``"500"``: HTTP 500 with an error body;
+- ``"500"``: HTTP 500 with an error body; ``"500_echo"``: the same, its message quoting the request
+  target (path and query, e.g. ``?api_key=K``), as some servers do;
 - ``"hang"``: accept the request and never answer (until the server stops; the client's timeout fires);
 - ``"malformed"``: HTTP 200 with a body that is not JSON;
 - ``"drop"``: close the connection after the status line and part of the body (mid-stream);
@@ -140,6 +141,9 @@ class FakeOpenAI:
                 fault = fake._faulty(prompt)
                 if fault == "500":
                     return self._send(500, b'{"error": {"message": "internal error (injected)"}}')
+                if fault == "500_echo":  # a server that repeats the request target in its error
+                    message = f"internal error (injected) serving {self.path}"
+                    return self._send(500, json.dumps({"error": {"message": message}}).encode())
                 if fault == "hang":
                     fake._stop.wait(30)  # bounded: the test's client times out long before
                     self.close_connection = True
