@@ -10,7 +10,8 @@ Replies are deterministic functions of the prompt, so two runs against it are co
 - ``"malformed"``: HTTP 200 with a body that is not JSON;
 - ``"drop"``: close the connection after the status line and part of the body (mid-stream);
 - ``"null_text"`` / ``"no_text"``: HTTP 200 with a well-formed completion whose choice has
-  ``text: null`` (chat: ``content: null``) / no ``text`` (chat: no ``content``) at all.
+  ``text: null`` (chat: ``content: null``) / no ``text`` (chat: no ``content``) at all; a streamed
+  reply with ``"null_text"`` has null text in every event.
 
 ``fault_when`` (a substring) limits the fault to prompts containing it; ``faults`` maps prompt
 substrings to faults (one server failing each question its own way); ``delay`` slows every
@@ -168,7 +169,7 @@ class FakeOpenAI:
                     "total_tokens": len(prompt.split()) + 1,
                 }
                 if body.get("stream"):
-                    return self._stream(text, chat)
+                    return self._stream(None if fault == "null_text" else text, chat)
                 if chat:
                     choice = {
                         "index": 0,
@@ -190,7 +191,8 @@ class FakeOpenAI:
                 out["usage"] = usage
                 return self._send(200, json.dumps(out).encode())
 
-            def _stream(self, text: str, chat: bool) -> None:
+            def _stream(self, text: str | None, chat: bool) -> None:
+                """Two events and ``[DONE]``; ``text`` None: null text in every event."""
                 self.send_response(200)
                 self.send_header("Content-Type", "text/event-stream")
                 self.send_header("Connection", "close")
@@ -202,7 +204,7 @@ class FakeOpenAI:
                     else {"index": 0, "text": text, "finish_reason": None}
                 )
                 last = {**first, "finish_reason": "stop"}
-                last["delta" if chat else "text"] = {} if chat else ""
+                last["delta" if chat else "text"] = {} if chat else ("" if text is not None else None)
                 for ch in (first, last):
                     chunk = {"id": "cmpl-1", "object": "x", "created": 0, "model": MODEL, "choices": [ch]}
                     self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
