@@ -283,6 +283,8 @@ def _read_jsonl(path: str, data: bytes, needs: frozenset[str]) -> list[Predictio
             obj = json.loads(text)
         except json.JSONDecodeError as e:
             raise DataError(path, f"invalid JSON: {e.msg} at column {e.colno}", lineno) from None
+        except ValueError as e:  # an integer of more than 4,300 digits (Python's conversion limit)
+            raise DataError(path, f"unreadable JSON number ({e})", lineno) from None
         except RecursionError:
             raise DataError(path, _TOO_DEEP, lineno) from None
         try:
@@ -302,6 +304,8 @@ def _read_array(path: str, data: bytes, needs: frozenset[str]) -> list[Predictio
         items = json.loads(text)
     except json.JSONDecodeError as e:
         raise DataError(path, f"invalid JSON: {e.msg} at column {e.colno}", e.lineno) from None
+    except ValueError as e:  # an integer of more than 4,300 digits (Python's conversion limit)
+        raise DataError(path, f"unreadable JSON number ({e})") from None
     except RecursionError:
         raise DataError(path, _TOO_DEEP) from None
     if not isinstance(items, list):
