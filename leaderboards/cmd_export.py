@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 from harness.cli import add_command
-from harness.cli.options import add_db_arg, add_protocol_arg
+from harness.cli.options import add_db_arg, add_protocol_arg, output_file
 
 EXAMPLES = """\
   harness export --format markdown                                  # the leaderboard (primary metric) to stdout
@@ -93,7 +93,7 @@ def handle(args: argparse.Namespace) -> int:
         intervals=args.intervals,
         paper=args.paper,
     )
-    text = write(view, args.format, args.out)
+    text = write(view, args.format, None if args.out is None else output_file(args.out))
     if text is not None:
         sys.stdout.write(text)
     else:

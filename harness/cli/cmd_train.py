@@ -15,6 +15,7 @@ from harness.cli.options import (
     add_device_arg,
     add_model_arg,
     add_protocol_arg,
+    output_dir,
     run_choices,
 )
 from harness.cli.retrieval_options import add_remote_args
@@ -90,7 +91,7 @@ def run_training(method, recipe, args: argparse.Namespace) -> int:
 
     setup = RunSetup.from_choices(run_choices(args))  # the protocol; --retriever-url asked now
     proto = setup.protocol
-    out = args.out or Path("runs") / f"{method.name}-{recipe.name}"
+    out = output_dir(args.out or Path("runs") / f"{method.name}-{recipe.name}")
     device = resolve_device(args.device)  # a GPU asked for but absent fails here, before any row
     store = setup.store
     if args.resume:

@@ -114,3 +114,30 @@ def test_score_refuses_a_huge_integer_id_in_one_line(tmp_path, capsys):
     assert main(["score", str(path)]) == 2
     line = one_line(capsys.readouterr().err)
     assert f"{path}:1:" in line and "unreadable JSON number" in line, line
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["train", "--method", "search_r1", "--recipe", "cpu-smoke", "--out", "{file}"],
+        ["sft", "--method", "search_r1", "--recipe", "cpu-sft-rl", "--out", "{file}/sub"],
+        ["export-verl", "--method", "search_r1", "--recipe", "cpu-smoke", "--out", "{file}"],
+        ["export", "--format", "csv", "--out", "{dir}"],
+    ],
+)
+def test_out_that_is_a_file_or_a_directory_is_one_line(argv, tmp_path, capsys, monkeypatch):
+    """``--out`` naming an existing file where a directory is made (FileExistsError,
+    NotADirectoryError) or a directory where a file is written (IsADirectoryError)."""
+    from tests.leaderboard import fixtures
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "file").write_text("keep me")
+    (tmp_path / "dir").mkdir()
+    db = fixtures.build(tmp_path / "r.duckdb")
+    args = [a.format(file=tmp_path / "file", dir=tmp_path / "dir") for a in argv]
+    args += ["--db", str(db.path)] if argv[0] != "export-verl" else []
+    args += ["--protocol", db.protocol.protocol_id] if argv[0] == "export" else []
+    assert main(args) == 2
+    line = one_line(capsys.readouterr().err)
+    assert line.startswith("error: --out ") and ("is a file" in line or "is a directory" in line), line
+    assert (tmp_path / "file").read_text() == "keep me"
