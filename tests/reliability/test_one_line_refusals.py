@@ -141,3 +141,29 @@ def test_out_that_is_a_file_or_a_directory_is_one_line(argv, tmp_path, capsys, m
     line = one_line(capsys.readouterr().err)
     assert line.startswith("error: --out ") and ("is a file" in line or "is a directory" in line), line
     assert (tmp_path / "file").read_text() == "keep me"
+
+
+@pytest.mark.parametrize("damage", ["retrieval item", "prompt texts"])
+def test_a_hand_damaged_pin_file_is_one_line_before_any_replay(damage, tmp_path, capsys):
+    """A pin item edited by hand (``scores`` no longer a list) or a truncated ``.prompts.json.gz``
+    was a traceback (TypeError, EOFError) after the whole replay; now one line, first."""
+    import shutil
+    from pathlib import Path
+
+    src = Path(__file__).resolve().parents[2] / "results" / "regress" / "exact.json"
+    pins = tmp_path / "exact.json"
+    shutil.copy(src, pins)
+    shutil.copy(src.with_name("exact.prompts.json.gz"), tmp_path / "exact.prompts.json.gz")
+    if damage == "retrieval item":
+        data = json.loads(pins.read_text())
+        key = next(iter(data["layers"]["retrieval"]))
+        data["layers"]["retrieval"][key]["scores"] = "7.98"
+        pins.write_text(json.dumps(data))
+        named = f"retrieval item {key!r} is damaged ('scores' must be a list of numbers)"
+    else:
+        gz = tmp_path / "exact.prompts.json.gz"
+        gz.write_bytes(gz.read_bytes()[:100])
+        named = "exact.prompts.json.gz: damaged prompt texts (EOFError"
+    assert main(["regress", "--layers", "exact", "--exact-against", str(pins)]) == 2
+    line = one_line(capsys.readouterr().err)
+    assert named in line, line
