@@ -16,17 +16,18 @@ REF = re.compile(r"`((?:tests/[\w/]+/)?test_\w+\.py)(?:::(test_\w+))?|`(test_\w+
 
 
 def promises() -> list[str]:
-    """The top-level bullets of the page, each as one string."""
+    """The top-level bullets of the page, each as one string (a blank line or a heading ends one)."""
     out: list[str] = []
+    open_ = False
     for line in PAGE.read_text().splitlines():
         if line.startswith("- "):
             out.append(line)
-        elif out and line.startswith("  ") and line.strip():
+            open_ = True
+        elif open_ and line.startswith("  ") and line.strip():
             out[-1] += " " + line.strip()
-        elif not line.strip() or line.startswith("#"):
-            if out and not out[-1].endswith("\0"):
-                out[-1] += "\0"
-    return [p.rstrip("\0") for p in out]
+        else:
+            open_ = False
+    return out
 
 
 def _find(name: str) -> list[Path]:
