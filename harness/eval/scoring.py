@@ -253,6 +253,11 @@ def _refuse_duplicate_ids(path: str, rows: Sequence[PredictionRow], unit: str) -
     for row in rows:
         if row.id is not None:
             seen.setdefault(str(row.id), []).append(row.line)
+    _refuse_duplicates(path, seen, unit)
+
+
+def _refuse_duplicates(path: str, seen: dict[str, list[int]], unit: str) -> None:
+    """The refusal of :func:`_refuse_duplicate_ids`, from ``id -> lines``."""
     dups = [(rid, lines) for rid, lines in seen.items() if len(lines) > 1]
     if dups:
         rid, lines = dups[0]
@@ -351,6 +356,19 @@ def score_predictions(
     scorer = _row_scorer(metrics)
     per_row = [scorer(r) for r in pf.rows]
     values = {m.name: [v[j] for v in per_row] for j, m in enumerate(metrics)}
+    return _report(pf, metrics, values, n_resamples=n_resamples, alpha=alpha, seed=seed)
+
+
+def _report(
+    pf: PredictionsFile,
+    metrics: Sequence[Metric],
+    values: dict[str, list[float]],
+    *,
+    n_resamples: int,
+    alpha: float,
+    seed: int,
+) -> ScoreReport:
+    """The report of ``values`` (per metric, per row), with their bootstrap intervals."""
     aggregates = bootstrap_columns(values, n_resamples=n_resamples, alpha=alpha, seed=seed)
     return ScoreReport(
         path=pf.path,
@@ -482,14 +500,7 @@ def _score_jsonl(
                     out.write(_per_sample_line(row, "line", dict(zip(names, scores, strict=True))))
         if not columns[0]:
             raise DataError(path, "no predictions in file")
-        dups = [(rid, lines) for rid, lines in ids.items() if len(lines) > 1]
-        if dups:
-            rid, lines = dups[0]
-            more = f" ({len(dups) - 1} more duplicated id(s))" if len(dups) > 1 else ""
-            raise DataError(
-                path,
-                f"duplicate id {rid!r} on lines {', '.join(map(str, lines))}{more}; each row needs its own id",
-            )
+        _refuse_duplicates(path, ids, "line")
         if out is not None:
             out.close()
             os.replace(tmp, per_sample)
@@ -499,17 +510,8 @@ def _score_jsonl(
             if tmp is not None and os.path.exists(tmp):
                 os.unlink(tmp)
         raise
-    aggregates = bootstrap_columns(values, n_resamples=n_resamples, alpha=alpha, seed=seed)
-    return ScoreReport(
-        path=path,
-        metrics=tuple(metrics),
-        aggregates=aggregates,
-        values=values,
-        n_resamples=n_resamples,
-        alpha=alpha,
-        seed=seed,
-        file=PredictionsFile(path=path, is_array=False, rows=[]),  # streamed: the rows are not kept
-    )
+    streamed = PredictionsFile(path=path, is_array=False, rows=[])  # the rows are not kept
+    return _report(streamed, metrics, values, n_resamples=n_resamples, alpha=alpha, seed=seed)
 
 
 # --------------------------------------------------------------------------- alternative predictions
