@@ -158,9 +158,13 @@ def resume_from(store, out: Path, recipe) -> None:
     found = saved_checkpoint(out)
     if found is None:
         every = recipe.save_every
+        why = (
+            f"recipe {recipe.name} has save_every 0: no checkpoint before the final model"
+            if not every
+            else f"recipe {recipe.name} saves one every {every} step(s), and the run stopped before the first"
+        )
         raise ConfigError(
-            f"--resume: nothing was saved under {out} (no {out / 'checkpoint' / 'trainer_state.pt'}; recipe "
-            f"{recipe.name} saves a checkpoint every {every} step(s){', i.e. never: save_every is 0' if not every else ''})"
+            f"--resume: nothing was saved under {out} (no {out / 'checkpoint' / 'trainer_state.pt'}; {why})"
             f"{closed_note}; drop --resume to start over, with --recipe-override save_every=N to be able to resume"
         )
     ckpt, progress = found
