@@ -6,6 +6,7 @@ import argparse
 import json
 import sys
 from pathlib import Path
+from typing import NoReturn
 
 from harness.cli import add_command, positive_int
 from harness.cli.options import (
@@ -87,11 +88,13 @@ def run_training(method, recipe, args: argparse.Namespace) -> int:
     from harness.eval.setup import RunSetup
     from harness.llm.base import make_backend
     from harness.results.lifecycle import running
-    from harness.rl.trainer import Trainer, rollout_protocol
+    from harness.rl.trainer import Trainer, rollout_protocol, saved_checkpoint
 
+    out = output_dir(args.out or Path("runs") / f"{method.name}-{recipe.name}")
+    if args.resume and saved_checkpoint(out) is None and not Path(args.db).exists():
+        nothing_saved(out, recipe)  # no row to close either: refused before any file is made
     setup = RunSetup.from_choices(run_choices(args))  # the protocol; --retriever-url asked now
     proto = setup.protocol
-    out = output_dir(args.out or Path("runs") / f"{method.name}-{recipe.name}")
     device = resolve_device(args.device)  # a GPU asked for but absent fails here, before any row
     store = setup.store
     if args.resume:
@@ -157,16 +160,7 @@ def resume_from(store, out: Path, recipe) -> None:
     )
     found = saved_checkpoint(out)
     if found is None:
-        every = recipe.save_every
-        why = (
-            f"recipe {recipe.name} has save_every 0: no checkpoint before the final model"
-            if not every
-            else f"recipe {recipe.name} saves one every {every} step(s), and the run stopped before the first"
-        )
-        raise ConfigError(
-            f"--resume: nothing was saved under {out} (no {out / 'checkpoint' / 'trainer_state.pt'}; {why})"
-            f"{closed_note}; drop --resume to start over, with --recipe-override save_every=N to be able to resume"
-        )
+        nothing_saved(out, recipe, closed_note)
     ckpt, progress = found
     said = (
         f"step {progress['step']} of {progress.get('steps', recipe.steps)}, saved by run {progress.get('run_id') or '?'}"
@@ -174,3 +168,17 @@ def resume_from(store, out: Path, recipe) -> None:
         else "a checkpoint that does not record its step (the trainer logs it)"
     )
     print(f"resuming from {ckpt}: {said}{closed_note}", file=sys.stderr)
+
+
+def nothing_saved(out: Path, recipe, note: str = "") -> NoReturn:
+    """The one-line refusal of ``--resume`` where no checkpoint was saved under ``out``."""
+    every = recipe.save_every
+    why = (
+        f"recipe {recipe.name} has save_every 0: no checkpoint before the final model"
+        if not every
+        else f"recipe {recipe.name} saves one every {every} step(s), and the run stopped before the first"
+    )
+    raise ConfigError(
+        f"--resume: nothing was saved under {out} (no {out / 'checkpoint' / 'trainer_state.pt'}; {why})"
+        f"{note}; drop --resume to start over, with --recipe-override save_every=N to be able to resume"
+    )

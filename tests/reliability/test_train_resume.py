@@ -116,3 +116,10 @@ def test_a_real_checkpoint_says_its_step_and_run(toy_model_dir, tmp_path):
     assert ckpt == tmp_path / "out" / "checkpoint"
     assert progress == {"step": 1, "steps": 2, "run_id": "train-toy-1"}
     assert [s.step for s in trainer(True).train().steps] == [1]  # only the step after the checkpoint
+
+
+def test_resume_of_a_run_never_started_writes_no_file(trained, capsys):
+    assert trained.train("--resume") == 2
+    line = one_line(capsys.readouterr().err)
+    assert line.startswith("error: --resume: nothing was saved under ") and "save_every 0" in line, line
+    assert not trained.db.exists() and not trained.out.exists() and trained.calls == []
