@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 from harness.cli import add_command
-from harness.cli.options import add_db_arg, add_protocol_arg
+from harness.cli.options import add_db_arg, add_protocol_arg, output_file
 
 EXAMPLES = """\
   harness export --format markdown                                  # the leaderboard (primary metric) to stdout
@@ -66,7 +66,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--include-partial",
         action="store_true",
-        help="include runs that did not end complete (marked in the status column)",
+        help="include runs that did not end complete (marked in the status column) where no complete run "
+        "of the same method, model and dataset exists; a complete run is never hidden by a newer partial one",
     )
     p.add_argument(
         "--intervals",
@@ -102,7 +103,7 @@ def handle(args: argparse.Namespace) -> int:
         paper=args.paper,
         holm=args.holm,
     )
-    text = write(view, args.format, args.out)
+    text = write(view, args.format, None if args.out is None else output_file(args.out))
     if text is not None:
         sys.stdout.write(text)
     else:

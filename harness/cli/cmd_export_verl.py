@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 
 from harness.cli import add_command
-from harness.cli.options import add_data_dir_arg, add_model_arg
+from harness.cli.options import add_data_dir_arg, add_model_arg, output_dir
 
 EXAMPLES = """\
   harness export-verl --method search_r1 --recipe cpu-smoke --out verl-jobs/search_r1   # packaged questions
@@ -82,7 +82,7 @@ def export(args: argparse.Namespace) -> list[Path]:
     return export_verl(
         method,
         recipe,
-        args.out,
+        output_dir(args.out),
         retriever_url=args.retriever_url,
         test_bench=args.test_bench,
         test_limit=args.test_limit,

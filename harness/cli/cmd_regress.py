@@ -150,6 +150,8 @@ def handle_exact(args: argparse.Namespace, layers: list[str], texts: list[str]) 
     from harness.gate.layers import compute
     from harness.gate.pins import PIN_FILE, load_pins, write_pins
 
+    # the pin files are read first: a damaged one is one line before any replay
+    pins = load_pins(args.exact_against, required=not args.update)
     current = compute(layers)
     if args.update:
         written = write_pins(current, args.exact_against, args.reason)
@@ -159,7 +161,6 @@ def handle_exact(args: argparse.Namespace, layers: list[str], texts: list[str]) 
         where = ", ".join(shown) or "nothing (every pin already equal)"
         print(f"wrote {where}: {', '.join(current.items)} ({n} items)", file=sys.stderr)
         return 0
-    pins = load_pins(args.exact_against)
     verdicts = gate.compare(pins.merged, current, baseline_texts=pins.merged_texts)
     text = gate.report(verdicts)
     print(text)

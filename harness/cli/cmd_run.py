@@ -219,9 +219,11 @@ def handle(args: argparse.Namespace) -> int:
     if failed:
         n = sum(r.n_errors for r in failed)
         print(
-            f"error: {n} sample(s) failed after the backend's retries and are not scored "
-            f"(first: {failed[0].first_error}); runs {', '.join(r.run_id for r in failed)} are marked "
-            "incomplete: fix the cause and rerun with --resume to retry them",
+            redact(  # the reason may quote a URL with its credentials (a server echoing its target)
+                f"error: {n} sample(s) failed after the backend's retries and are not scored "
+                f"(first: {failed[0].first_error}); runs {', '.join(r.run_id for r in failed)} are marked "
+                "incomplete: fix the cause and rerun with --resume to retry them"
+            ),
             file=sys.stderr,
         )
         return 1

@@ -32,7 +32,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
             "(`harness list models`) or a .gguf file behind a Python front bound to --host:--port, "
             "and keep it running until Ctrl-C or SIGTERM. The front refuses a body over "
             "--max-body-bytes (413, before reading it), a client slower than --read-timeout (408), "
-            "connections beyond --max-connections (503), a model name other than --alias (404), "
+            "beyond --max-connections open connections the one waiting longest for a request (408), a model name other than --alias (404), "
             "empty messages and a max_tokens outside 1..--n-ctx (400), and, with an API key, any "
             "request without it (401); llama.cpp's admin routes are off unless --admin-routes. "
             "llama.cpp listens on a private 127.0.0.1 port behind it. The server runs in a child "
@@ -67,7 +67,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         max_body_bytes=limits.max_body_bytes,
         read_timeout_s=limits.read_timeout_s,
         max_connections=limits.max_connections,
-        beyond_connections="503 beyond",
+        beyond_connections="beyond it the one waiting longest for a request is closed with 408, "
+        "503 only when every connection is being answered",
     )
 
 

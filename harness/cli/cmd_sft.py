@@ -15,6 +15,7 @@ from harness.cli.options import (
     add_device_arg,
     add_model_arg,
     add_protocol_arg,
+    output_dir,
     run_choices,
 )
 
@@ -75,7 +76,7 @@ def handle(args: argparse.Namespace) -> int:
         recipe,
         model=args.model,
         setup=RunSetup.from_choices(run_choices(args)),
-        out=args.out or Path("runs") / f"{method.name}-{recipe.name}-sft",
+        out=output_dir(args.out or Path("runs") / f"{method.name}-{recipe.name}-sft"),
         log=lambda s: print(s, file=sys.stderr),
         device=args.device,
     )

@@ -6,6 +6,7 @@ import argparse
 import json
 import sys
 from pathlib import Path
+from typing import NoReturn
 
 from harness.cli import add_command, positive_int
 from harness.cli.options import (
@@ -15,9 +16,11 @@ from harness.cli.options import (
     add_device_arg,
     add_model_arg,
     add_protocol_arg,
+    output_dir,
     run_choices,
 )
 from harness.cli.retrieval_options import add_remote_args
+from harness.errors import ConfigError
 
 EXAMPLES = """\
   harness train --method eval_rar --recipe cpu-smoke                  # a few steps on this CPU
@@ -56,7 +59,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--out", type=Path, default=None, help="output dir (default runs/<method>-<recipe>)")
     add_db_arg(p)
-    p.add_argument("--resume", action="store_true", help="continue from --out/checkpoint")
+    p.add_argument(
+        "--resume",
+        action="store_true",
+        help="continue from --out/checkpoint (saved every save_every steps; refused in one line when "
+        "nothing was saved); the row of the run that died writing --out is marked interrupted",
+    )
     p.add_argument("--show", action="store_true", help="print the resolved recipe as JSON and exit")
     add_device_arg(p, what="the policy, its reference, the critic and every training tensor")
     add_remote_args(p)
@@ -80,14 +88,18 @@ def run_training(method, recipe, args: argparse.Namespace) -> int:
     from harness.eval.setup import RunSetup
     from harness.llm.base import make_backend
     from harness.results.lifecycle import running
-    from harness.rl.trainer import Trainer, rollout_protocol
+    from harness.rl.trainer import Trainer, rollout_protocol, saved_checkpoint
 
+    out = output_dir(args.out or Path("runs") / f"{method.name}-{recipe.name}")
+    if args.resume and saved_checkpoint(out) is None and not Path(args.db).exists():
+        nothing_saved(out, recipe)  # no row to close either: refused before any file is made
     setup = RunSetup.from_choices(run_choices(args))  # the protocol; --retriever-url asked now
     proto = setup.protocol
-    out = args.out or Path("runs") / f"{method.name}-{recipe.name}"
     device = resolve_device(args.device)  # a GPU asked for but absent fails here, before any row
-    out.mkdir(parents=True, exist_ok=True)
     store = setup.store
+    if args.resume:
+        resume_from(store, out, recipe)
+    out.mkdir(parents=True, exist_ok=True)
     rp = rollout_protocol(proto, recipe)
     run_id = setup.train_run(
         prefix="train",
@@ -98,6 +110,7 @@ def run_training(method, recipe, args: argparse.Namespace) -> int:
         label=f"recipe {recipe.name}",
         runtime=describe_device(device),
     )
+    (out / RUN_FILE).write_text(json.dumps({"run_id": run_id}))  # whose row a later --resume closes
     # a bad aux model or dead server still ends the run's row (failed), never `running`
     with running(store, run_id):
         aux = {role: make_backend(spec) for role, spec in recipe.aux_models.items()}
@@ -120,3 +133,52 @@ def run_training(method, recipe, args: argparse.Namespace) -> int:
         result = trainer.train()
     print(f"checkpoint: {result.checkpoint}\nrun: {run_id} (metrics in {args.db}, table train_steps)")
     return 0
+
+
+RUN_FILE = "train-run.json"  # under --out: the run that trains into it (its row id)
+
+
+def resume_from(store, out: Path, recipe) -> None:
+    """Before ``--resume`` writes anything: end the row of the run that trained into ``out`` when its
+    process died (``interrupted``), then say which checkpoint the run continues from, or refuse in
+    one line when none was saved (the run would silently start over at step 1)."""
+    from harness.results.lifecycle import close_dead_run
+    from harness.rl.trainer import saved_checkpoint
+
+    marker, previous = out / RUN_FILE, None
+    if marker.exists():
+        try:
+            previous = str(json.loads(marker.read_text())["run_id"])
+        except (OSError, ValueError, KeyError, TypeError) as e:
+            raise ConfigError(
+                f"{marker} is damaged ({type(e).__name__}); it only names the run that trained into {out}: "
+                "delete it and rerun"
+            ) from None
+    closed = previous is not None and close_dead_run(store, previous)
+    closed_note = (
+        f"; the row of run {previous}, whose process died, is now marked interrupted" if closed else ""
+    )
+    found = saved_checkpoint(out)
+    if found is None:
+        nothing_saved(out, recipe, closed_note)
+    ckpt, progress = found
+    said = (
+        f"step {progress['step']} of {progress.get('steps', recipe.steps)}, saved by run {progress.get('run_id') or '?'}"
+        if "step" in progress
+        else "a checkpoint that does not record its step (the trainer logs it)"
+    )
+    print(f"resuming from {ckpt}: {said}{closed_note}", file=sys.stderr)
+
+
+def nothing_saved(out: Path, recipe, note: str = "") -> NoReturn:
+    """The one-line refusal of ``--resume`` where no checkpoint was saved under ``out``."""
+    every = recipe.save_every
+    why = (
+        f"recipe {recipe.name} has save_every 0: no checkpoint before the final model"
+        if not every
+        else f"recipe {recipe.name} saves one every {every} step(s), and the run stopped before the first"
+    )
+    raise ConfigError(
+        f"--resume: nothing was saved under {out} (no {out / 'checkpoint' / 'trainer_state.pt'}; {why})"
+        f"{note}; drop --resume to start over, with --recipe-override save_every=N to be able to resume"
+    )

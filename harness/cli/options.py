@@ -126,6 +126,25 @@ def add_connection_limit_args(
     )
 
 
+def output_dir(path: Path, flag: str = "--out") -> Path:
+    """``path`` as a directory a command writes into (made later): a :class:`ConfigError` in one line
+    when it, or a folder above it, is a file (``mkdir`` raised FileExistsError / NotADirectoryError)."""
+    for p in (path, *path.parents):
+        if p.exists() and not p.is_dir():
+            what = "is a file" if p == path else f"is under {p}, which is a file"
+            raise ConfigError(f"{flag} {path} {what}; give a directory (it is created if missing)")
+    return path
+
+
+def output_file(path: Path, flag: str = "--out") -> Path:
+    """``path`` as a file a command writes (replacing it): a :class:`ConfigError` in one line when it
+    is a directory, or when a folder above it is a file."""
+    if path.is_dir():
+        raise ConfigError(f"{flag} {path} is a directory; give a file path (e.g. {path / 'out'}.csv)")
+    output_dir(path.parent, flag=f"{flag} {path}: its folder")
+    return path
+
+
 def limits_error(e: pydantic.ValidationError) -> ConfigError:
     """One line naming the flag behind a server limits model's first validation error
     (``read_timeout_s`` is ``--read-timeout``; any other field ``--field-name``)."""

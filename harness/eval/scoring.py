@@ -30,7 +30,7 @@ import json
 import os
 import re
 import tempfile
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -97,7 +97,7 @@ class ScoreReport:
 
     @property
     def n(self) -> int:
-        return len(self.file.rows)
+        return len(next(iter(self.values.values()), []))
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -253,6 +253,11 @@ def _refuse_duplicate_ids(path: str, rows: Sequence[PredictionRow], unit: str) -
     for row in rows:
         if row.id is not None:
             seen.setdefault(str(row.id), []).append(row.line)
+    _refuse_duplicates(path, seen, unit)
+
+
+def _refuse_duplicates(path: str, seen: dict[str, list[int]], unit: str) -> None:
+    """The refusal of :func:`_refuse_duplicate_ids`, from ``id -> lines``."""
     dups = [(rid, lines) for rid, lines in seen.items() if len(lines) > 1]
     if dups:
         rid, lines = dups[0]
@@ -268,9 +273,9 @@ _TOO_DEEP = (
 )
 
 
-def _read_jsonl(path: str, data: bytes, needs: frozenset[str]) -> list[PredictionRow]:
-    rows = []
-    for lineno, raw in enumerate(data.split(b"\n"), start=1):
+def _jsonl_rows(path: str, lines: Iterable[bytes], needs: frozenset[str]) -> Iterator[PredictionRow]:
+    """The rows of JSON Lines ``lines`` (bytes, with or without their newline), one at a time."""
+    for lineno, raw in enumerate(lines, start=1):
         try:
             text = raw.decode("utf-8")
         except UnicodeDecodeError as e:
@@ -283,13 +288,18 @@ def _read_jsonl(path: str, data: bytes, needs: frozenset[str]) -> list[Predictio
             obj = json.loads(text)
         except json.JSONDecodeError as e:
             raise DataError(path, f"invalid JSON: {e.msg} at column {e.colno}", lineno) from None
+        except ValueError as e:  # an integer of more than 4,300 digits (Python's conversion limit)
+            raise DataError(path, f"unreadable JSON number ({e})", lineno) from None
         except RecursionError:
             raise DataError(path, _TOO_DEEP, lineno) from None
         try:
-            rows.append(_parse_row(obj, lineno, needs))
+            yield _parse_row(obj, lineno, needs)
         except _RowError as e:
             raise DataError(path, str(e), lineno) from None
-    return rows
+
+
+def _read_jsonl(path: str, data: bytes, needs: frozenset[str]) -> list[PredictionRow]:
+    return list(_jsonl_rows(path, data.split(b"\n"), needs))
 
 
 def _read_array(path: str, data: bytes, needs: frozenset[str]) -> list[PredictionRow]:
@@ -302,6 +312,8 @@ def _read_array(path: str, data: bytes, needs: frozenset[str]) -> list[Predictio
         items = json.loads(text)
     except json.JSONDecodeError as e:
         raise DataError(path, f"invalid JSON: {e.msg} at column {e.colno}", e.lineno) from None
+    except ValueError as e:  # an integer of more than 4,300 digits (Python's conversion limit)
+        raise DataError(path, f"unreadable JSON number ({e})") from None
     except RecursionError:
         raise DataError(path, _TOO_DEEP) from None
     if not isinstance(items, list):
@@ -344,6 +356,19 @@ def score_predictions(
     scorer = _row_scorer(metrics)
     per_row = [scorer(r) for r in pf.rows]
     values = {m.name: [v[j] for v in per_row] for j, m in enumerate(metrics)}
+    return _report(pf, metrics, values, n_resamples=n_resamples, alpha=alpha, seed=seed)
+
+
+def _report(
+    pf: PredictionsFile,
+    metrics: Sequence[Metric],
+    values: dict[str, list[float]],
+    *,
+    n_resamples: int,
+    alpha: float,
+    seed: int,
+) -> ScoreReport:
+    """The report of ``values`` (per metric, per row), with their bootstrap intervals."""
     aggregates = bootstrap_columns(values, n_resamples=n_resamples, alpha=alpha, seed=seed)
     return ScoreReport(
         path=pf.path,
@@ -355,6 +380,19 @@ def score_predictions(
         seed=seed,
         file=pf,
     )
+
+
+def _per_sample_line(row: PredictionRow, unit: str, metrics: dict[str, float]) -> str:
+    """One line of ``--per-sample``: where the row is, its id, question, prediction, golds, metrics."""
+    rec: dict[str, Any] = {unit: row.line}
+    if row.id is not None:
+        rec["id"] = row.id
+    if row.question is not None:
+        rec["question"] = row.question
+    rec["prediction"] = row.prediction
+    rec["golden_answers"] = list(row.golds)
+    rec["metrics"] = metrics
+    return json.dumps(rec, ensure_ascii=False) + "\n"
 
 
 def write_per_sample(report: ScoreReport, out: str | os.PathLike[str]) -> None:
@@ -369,16 +407,7 @@ def write_per_sample(report: ScoreReport, out: str | os.PathLike[str]) -> None:
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             for i, row in enumerate(report.file.rows):
-                rec: dict[str, Any] = {unit: row.line}
-                if row.id is not None:
-                    rec["id"] = row.id
-                if row.question is not None:
-                    rec["question"] = row.question
-                rec["prediction"] = row.prediction
-                rec["golden_answers"] = list(row.golds)
-                rec["metrics"] = {n: report.values[n][i] for n in names}
-                f.write(json.dumps(rec, ensure_ascii=False))
-                f.write("\n")
+                f.write(_per_sample_line(row, unit, {n: report.values[n][i] for n in names}))
         os.replace(tmp, out_path)
     except BaseException:
         if os.path.exists(tmp):
@@ -399,11 +428,90 @@ def score_file(
     metrics = resolve_metrics(metric_names)
     if per_sample is not None and os.path.abspath(per_sample) == os.path.abspath(path):
         raise ConfigError(f"--per-sample {per_sample} would overwrite the input file")
-    pf = read_predictions(path, _needed_fields(metrics))
+    if _first_byte(str(path)) != b"[":  # JSON Lines: streamed, a row at a time
+        return _score_jsonl(str(path), metrics, per_sample, n_resamples=n_resamples, alpha=alpha, seed=seed)
+    pf = read_predictions(path, _needed_fields(metrics))  # a JSON array is one document: read whole
     report = score_predictions(pf, metrics, n_resamples=n_resamples, alpha=alpha, seed=seed)
     if per_sample is not None:
         write_per_sample(report, per_sample)
     return report
+
+
+def _first_byte(path: str) -> bytes:
+    """The first byte of ``path`` after a byte-order mark and whitespace (b'' for an empty file)."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(3)
+            if head != b"\xef\xbb\xbf":
+                f.seek(0)
+            while chunk := f.read(65536):
+                stripped = chunk.lstrip()
+                if stripped:
+                    return stripped[:1]
+    except FileNotFoundError:
+        raise DataError(path, "no such file") from None
+    except IsADirectoryError:
+        raise DataError(path, "is a directory, expected a predictions file") from None
+    return b""
+
+
+def _lines(f: Any) -> Iterator[bytes]:
+    """The lines of a binary file, the first without its UTF-8 byte-order mark."""
+    for i, line in enumerate(f):
+        yield line[3:] if i == 0 and line.startswith(b"\xef\xbb\xbf") else line
+
+
+def _score_jsonl(
+    path: str,
+    metrics: Sequence[Metric],
+    per_sample: str | os.PathLike[str] | None,
+    *,
+    n_resamples: int,
+    alpha: float,
+    seed: int,
+) -> ScoreReport:
+    """Score a JSON Lines file in one pass, a row at a time: what stays in memory is the metric
+    values (one float per row and metric; 0 and 1, most of them, shared) and the ids (for the
+    duplicate check), never the file or its rows (issue 45: a 1 GB file peaked at 3 GB). Per-sample
+    lines are written as the rows are scored, to a temporary file renamed at the end."""
+    scorer = _row_scorer(metrics)
+    names = [m.name for m in metrics]
+    values: dict[str, list[float]] = {n: [] for n in names}
+    columns = [values[n] for n in names]
+    shared = {0.0: 0.0, 1.0: 1.0}
+    ids: dict[str, list[int]] = {}
+    out = tmp = None
+    if per_sample is not None:
+        out_path = Path(per_sample)
+        parent = out_path.parent if str(out_path.parent) else Path(".")
+        if not parent.is_dir():
+            raise DataError(str(out_path), f"directory {str(parent)!r} does not exist")
+        fd, tmp = tempfile.mkstemp(prefix=f".{out_path.name}.", suffix=".tmp", dir=parent)
+        out = os.fdopen(fd, "w", encoding="utf-8")
+    try:
+        with open(path, "rb") as f:
+            for row in _jsonl_rows(path, _lines(f), _needed_fields(metrics)):
+                scores = scorer(row)
+                for col, v in zip(columns, scores, strict=True):
+                    col.append(shared.get(v, v))
+                if row.id is not None:
+                    ids.setdefault(row.id, []).append(row.line)
+                if out is not None:
+                    out.write(_per_sample_line(row, "line", dict(zip(names, scores, strict=True))))
+        if not columns[0]:
+            raise DataError(path, "no predictions in file")
+        _refuse_duplicates(path, ids, "line")
+        if out is not None:
+            out.close()
+            os.replace(tmp, per_sample)
+    except BaseException:
+        if out is not None:
+            out.close()
+            if tmp is not None and os.path.exists(tmp):
+                os.unlink(tmp)
+        raise
+    streamed = PredictionsFile(path=path, is_array=False, rows=[])  # the rows are not kept
+    return _report(streamed, metrics, values, n_resamples=n_resamples, alpha=alpha, seed=seed)
 
 
 # --------------------------------------------------------------------------- alternative predictions

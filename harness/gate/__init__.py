@@ -19,6 +19,7 @@ from __future__ import annotations
 import gzip
 import json
 import math
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -62,6 +63,14 @@ class ExactBaseline(BaseModel):
             raise ConfigError(
                 f"{path}: exact-layer baseline format {b.format}, this harness reads {EXACT_FORMAT}"
             )
+        for layer, items in b.layers.items():
+            for key, item in items.items():
+                damage = _item_damage(layer, item)
+                if damage:
+                    raise ConfigError(
+                        f"{path}: {layer} item {key!r} is damaged ({damage}); restore the file "
+                        "(git checkout) or recreate it with --update"
+                    )
         return b
 
     def save(self, path: Path, prompt_texts: dict[str, str]) -> None:
@@ -72,13 +81,50 @@ class ExactBaseline(BaseModel):
         texts_path(path).write_bytes(gzip.compress(data, mtime=0))
 
 
+def _item_damage(layer: str, item: Any) -> str:
+    """What is wrong with one pinned item of ``layer`` (the shape :func:`compare` reads), or ''."""
+    if layer in ("specs", "prompts"):
+        return "" if isinstance(item, str) else f"a hash string expected, got {type(item).__name__}"
+    if layer == "extraction":
+        return "" if isinstance(item, dict) else f"an object expected, got {type(item).__name__}"
+    if layer == "retrieval":
+        if not isinstance(item, dict):
+            return f"an object with 'ids' and 'scores' expected, got {type(item).__name__}"
+        ids, scores = item.get("ids"), item.get("scores")
+        if not isinstance(ids, list) or not all(isinstance(x, str) for x in ids):
+            return "'ids' must be a list of passage ids"
+        if not isinstance(scores, list) or not all(
+            isinstance(x, int | float) and not isinstance(x, bool) for x in scores
+        ):
+            return "'scores' must be a list of numbers"
+        if len(ids) != len(scores):
+            return f"{len(ids)} ids but {len(scores)} scores"
+    return ""
+
+
 def texts_path(path: Path) -> Path:
     return path.with_name(path.stem + ".prompts.json.gz")
 
 
 def load_texts(path: Path) -> dict[str, str]:
+    """The prompt texts pinned beside ``path`` ({} when there are none); a damaged file (not gzip,
+    truncated, not a JSON object of strings) is one :class:`ConfigError` naming it."""
     p = texts_path(path)
-    return json.loads(gzip.decompress(p.read_bytes())) if p.is_file() else {}
+    if not p.is_file():
+        return {}
+    try:
+        texts = json.loads(gzip.decompress(p.read_bytes()))
+    except (OSError, EOFError, zlib.error, UnicodeDecodeError, ValueError, RecursionError) as e:
+        raise ConfigError(
+            f"{p}: damaged prompt texts ({type(e).__name__}: {e}); restore the file (git checkout) or "
+            "recreate it with --update"
+        ) from None
+    if not isinstance(texts, dict) or not all(isinstance(v, str) for v in texts.values()):
+        raise ConfigError(
+            f"{p}: damaged prompt texts (a JSON object of key -> text expected); restore the file or "
+            "recreate it with --update"
+        )
+    return texts
 
 
 @dataclass(frozen=True)

@@ -187,8 +187,12 @@ class OpenAITransport:
             self.limiter.wait()
             t0 = time.perf_counter()
             try:
-                resp = self.backend.chat_completion(
-                    messages, max_tokens=max_tokens, sampling=SamplingParams(temperature=0.0), **extra
+                resp = self.backend.chat_completion(  # null content: retried, then an error (no verdict)
+                    messages,
+                    max_tokens=max_tokens,
+                    sampling=SamplingParams(temperature=0.0),
+                    require_text=True,
+                    **extra,
                 )
             except RequestFailed as e:
                 timed_out = isinstance(e.__cause__, openai.APITimeoutError)
@@ -201,7 +205,7 @@ class OpenAITransport:
             if ch.finish_reason not in ("stop", "length", None):
                 status = "error"
             return JudgeReply(
-                text=ch.message.content or "",
+                text=ch.message.content,
                 status=status,
                 prompt_tokens=usage.prompt_tokens if usage is not None else -1,
                 completion_tokens=usage.completion_tokens if usage is not None else -1,

@@ -11,10 +11,13 @@ into an int32 and answers completions logprobs in the chat shape. What the front
 
 * **Connections** (:class:`FrontLimits`): uvicorn (asyncio, h11) holds a connection as a few KB of
   state, not a thread, so 64 clients trickling bytes cost nothing and ``/health`` is answered at
-  once; at most ``max_connections`` are served (503 beyond, uvicorn's ``limit_concurrency``). A
-  client must send its whole request within ``read_timeout_s`` of connecting or of its previous
-  response, else 408 and the connection is closed: the uvicorn protocol of the retrieval server
-  (:func:`harness.retrieval.server.read_timeout_protocol`), reused.
+  once. A client must send its whole request within ``read_timeout_s`` of connecting or of its
+  previous response, else 408 and the connection is closed; beyond ``max_connections`` open
+  connections the one that has waited longest for its request is closed (408), and only when
+  every open connection is being answered is a new one refused (503). This is the uvicorn protocol
+  of the retrieval server (:func:`harness.retrieval.server.read_timeout_protocol`), reused: with
+  uvicorn's ``limit_concurrency`` instead, 300 slow clients reconnecting after their 408 held every
+  connection and ``/health`` and chat were 503 for as long as they kept coming (issue 45).
 * **Body limit** (:class:`Guard`, by hand: Starlette reads a body without a bound and answers
   nothing before it has it all): a declared ``Content-Length`` over ``max_body_bytes`` is
   answered 413 at once, before a byte of the body is read; a body without one (chunked) is counted
@@ -31,7 +34,9 @@ into an int32 and answers completions logprobs in the chat shape. What the front
 * **Request checks** (:func:`check_request`, before llama.cpp sees the request): a ``model``
   other than the served alias is 404 naming the served model; ``messages`` must be a non-empty
   list (400); ``max_tokens`` (also ``max_completion_tokens``, llama.cpp's ``n_predict``) must be
-  a whole number from 1 to the context per slot (400 naming the limit).
+  a whole number from 1 to the context per slot (400 naming the limit); a prompt (or the text of
+  the messages) of more than ``n_ctx x MAX_TOKEN_BYTES`` bytes cannot fit a slot and is 400 before
+  llama.cpp tokenizes it.
 * **Completions logprobs** (:func:`completion_logprobs`): llama.cpp answers ``/v1/completions``
   logprobs as chat's ``{"content": [{"token", "logprob", "top_logprobs"}]}``; the front rewrites
   them to the completions shape the OpenAI SDK parses (``openai/types/completion_choice.py``,
@@ -67,6 +72,10 @@ CHAT_PATHS = ("/v1/chat/completions", "/chat/completions")
 COMPLETION_PATHS = ("/v1/completions", "/completions")
 MODEL_PATHS = ("/v1/models", "/models")
 TOKEN_FIELDS = ("max_tokens", "max_completion_tokens", "n_predict")
+# No token of a usual vocabulary is longer than this (SmolLM2's longest: 162 bytes), so a prompt of
+# more than n_ctx x this many bytes cannot fit a slot: refused before llama.cpp reads it (issue 45:
+# eight 4.19 MB prompts under the body limit took 27-34 s each and +700 MB in llama.cpp)
+MAX_TOKEN_BYTES = 256
 
 
 class FrontLimits(BaseModel):
@@ -77,7 +86,7 @@ class FrontLimits(BaseModel):
     max_body_bytes: int = Field(4 * 2**20, ge=1)  # 413 above (a 4,096-token prompt is ~16 KB)
     read_timeout_s: float = Field(10.0, gt=0)  # 408 and close when a request takes longer to arrive
     keep_alive_s: int = Field(5, ge=1)  # an idle keep-alive connection is closed after this
-    max_connections: int = Field(256, ge=1)  # 503 beyond (uvicorn's limit_concurrency)
+    max_connections: int = Field(256, ge=1)  # beyond: the longest-waiting connection is closed (408)
 
 
 @dataclass(frozen=True)
@@ -137,6 +146,14 @@ def check_request(path: str, body: Any, *, alias: str, n_ctx: int) -> None:
         messages = body.get("messages")
         if not isinstance(messages, list) or not messages:
             raise RequestError(400, "'messages' must be a non-empty list of messages", "messages")
+    size = _prompt_bytes(body)
+    if size > n_ctx * MAX_TOKEN_BYTES:
+        raise RequestError(
+            400,
+            f"the prompt is {size} bytes: more than {n_ctx} tokens (the context per slot) of at most "
+            f"{MAX_TOKEN_BYTES} bytes each, so it cannot fit; shorten it",
+            "messages" if path in CHAT_PATHS else "prompt",
+        )
     for name in TOKEN_FIELDS:
         value = body.get(name)
         if value is None:
@@ -147,6 +164,21 @@ def check_request(path: str, body: Any, *, alias: str, n_ctx: int) -> None:
                 f"'{name}' must be a whole number from 1 to {n_ctx} (the context per slot), got {value!r}",
                 name,
             )
+
+
+def _prompt_bytes(body: dict[str, Any]) -> int:
+    """UTF-8 bytes of the text a request asks llama.cpp to read: ``prompt`` (a string, or a list of
+    strings) and the text of chat ``messages`` (string contents or text parts)."""
+    texts: list[Any] = []
+    prompt = body.get("prompt")
+    texts += prompt if isinstance(prompt, list) else [prompt]
+    for m in body.get("messages") or []:
+        content = m.get("content") if isinstance(m, dict) else None
+        if isinstance(content, list):
+            texts += [part.get("text") for part in content if isinstance(part, dict)]
+        else:
+            texts.append(content)
+    return sum(len(t.encode("utf-8", "surrogatepass")) for t in texts if isinstance(t, str))
 
 
 def completion_logprobs(lp: Any, start: int = 0) -> tuple[Any, int]:
@@ -443,10 +475,9 @@ def uvicorn_config(app: Any, limits: FrontLimits, *, host: str, port: int, log_l
         app,
         host=host,
         port=port,
-        http=read_timeout_protocol(limits.read_timeout_s),
+        http=read_timeout_protocol(limits.read_timeout_s, limits.max_connections),
         loop="asyncio",
         timeout_keep_alive=limits.keep_alive_s,
-        limit_concurrency=limits.max_connections,
         log_level=log_level,
         access_log=False,
         lifespan="on",

@@ -175,6 +175,7 @@ class OpenAIBackend(Backend):
                 openai.InternalServerError,
                 openai.APIResponseValidationError,
                 json.JSONDecodeError,  # a body that is not JSON
+                NoGeneratedText,  # a 200 reply without text, where the caller checks it in ``fn``
                 *_HTTP_ERRORS,  # a connection that broke while the body was read
             ) as e:
                 if attempt >= self.spec.retries:
@@ -312,12 +313,13 @@ class OpenAIBackend(Backend):
                 stream = c.completions.create(
                     model=model, prompt=prompt, max_tokens=max_new_tokens, stream=True, **kw
                 )
-                text, finish, m = "", None, None
+                text, finish, m, said = "", None, None, False
                 try:
                     for chunk in stream:
                         if not chunk.choices:
                             continue
                         ch = chunk.choices[0]
+                        said = said or isinstance(ch.text, str)
                         text += ch.text or ""
                         m = find_stop(text, stops)
                         if m is not None:
@@ -329,6 +331,10 @@ class OpenAIBackend(Backend):
                     ) from e
                 finally:
                     stream.close()
+                if not said:  # every event's text was null (or absent): no generation, not an empty one
+                    raise NoGeneratedText(
+                        f"the server streamed no generated text (text=null in every event, finish={finish!r})"
+                    )
                 return text, finish, m
 
             text, finish, m = self._call(call)
@@ -364,21 +370,28 @@ class OpenAIBackend(Backend):
         *,
         max_tokens: int,
         sampling: SamplingParams = GREEDY,
+        require_text: bool = False,
         **extra: Any,
     ) -> Any:
         """One raw chat completion (the server's response object), with this backend's retries,
         round-robin and sampling fields; ``extra`` passes OpenAI fields the batch API does not
-        (``logprobs``, ``top_logprobs``, ``response_format``). A request that failed for good
-        raises :class:`RequestFailed`; an unreachable server raises ``ServerError``."""
+        (``logprobs``, ``top_logprobs``, ``response_format``). ``require_text``: a reply whose
+        first choice has no ``content`` (null or absent) is retried like a 500. A request that
+        failed for good raises :class:`RequestFailed`; an unreachable server raises ``ServerError``."""
         kw = {**self._sampling_kwargs(sampling), **extra}
-        return self._call(
-            lambda c: c.chat.completions.create(
+
+        def ask(c: Any) -> Any:
+            resp = c.chat.completions.create(
                 model=self.model_name,
                 messages=messages,  # type: ignore[arg-type]
                 max_tokens=max_tokens,
                 **kw,
             )
-        )
+            if require_text:
+                _generated_text(getattr(_first_choice(resp), "message", None), "content", resp)
+            return resp
+
+        return self._call(ask)
 
     def _chat(self, conversations: Sequence[list[dict[str, str]]], args: GenerateArgs) -> list[Completion]:
         kw = self._sampling_kwargs(args.sampling)
@@ -484,7 +497,7 @@ def _generated_text(holder: Any, field: str, resp: Any) -> str:
     answer (an empty string is a real, if short, generation)."""
     text = getattr(holder, field, None)
     if not isinstance(text, str):
-        raise RequestFailed(
+        raise NoGeneratedText(
             f"the server answered HTTP 200 with no generated text ({field}={text!r}): {str(resp)[:200]!r}"
         )
     return text
@@ -492,6 +505,11 @@ def _generated_text(holder: Any, field: str, resp: Any) -> str:
 
 class RequestFailed(Exception):
     """One request failed for good (timeout, 5xx, rejected); recorded as finish_reason='error'."""
+
+
+class NoGeneratedText(RequestFailed):
+    """A 200 reply without generated text. Raised inside a request's ``_call`` it is retried like
+    a 500 (then :class:`RequestFailed`); outside, it fails the request at once."""
 
 
 def probe_urls(

@@ -198,7 +198,29 @@ def create_train_run(
         bench=recipe.bench,
         label=label,
         runtime=runtime,
+        owned=True,  # a later --resume closes the row of a process that died (close_dead_run)
     )
+
+
+def close_dead_run(store: Store, run_id: str) -> bool:
+    """End the row of ``run_id`` as ``interrupted`` when it is still ``running`` but its process is
+    gone (``kill -9``, a crash, a lost machine); its seconds run to its last heartbeat. A
+    :class:`harness.errors.StoreError` (one line) when a live process still writes it. Returns
+    whether a row was closed."""
+    from harness.errors import StoreError
+    from harness.results.store import owner_alive
+
+    run = store.get_run(run_id)
+    if run is None or run.status != "running":
+        return False
+    if owner_alive(run):
+        raise StoreError(
+            f"run {run_id} is still being written by process {run.owner_pid} on {run.owner_host}; "
+            "wait for it to finish or stop it, then --resume"
+        )
+    beat = run.heartbeat_at or run.started_at
+    finish_run(store, run_id, "interrupted", max(0.0, (beat - run.started_at).total_seconds()))
+    return True
 
 
 def resume_run(

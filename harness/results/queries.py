@@ -12,7 +12,8 @@ and closes it (a long-lived connection, even read-only, would block the writer o
 ``harness run``). Build a reader with :func:`open_results`.
 
 "Latest" means: for each (method, model, protocol_id, dataset), the newest evaluation run that has
-samples of that dataset. The leaderboard, ``harness regress`` and ``harness export`` all read
+samples of that dataset, a complete one before any partial one (a partial run is the latest only
+where no complete run exists). The leaderboard, ``harness regress`` and ``harness export`` all read
 scores through :func:`latest_values`, so they always agree on which run a number comes from.
 """
 
@@ -239,7 +240,10 @@ def train_steps(store: Store, run_id: str) -> pd.DataFrame:
 
 # -- the leaderboard: latest runs ------------------------------------------------------------------
 # Parameters: $complete_only (leave partial runs out: an older complete run of the same method,
-# model and dataset is then the latest) and $protocol_id (NULL: every protocol).
+# model and dataset is then the latest) and $protocol_id (NULL: every protocol). With partial runs
+# included, a complete run still outranks every partial one of the same method, model, protocol
+# and dataset, newer or not: partial runs fill in where nothing complete exists and never hide a
+# complete run (a rerun whose every request failed hid it, and every metric with it: issue 45).
 LATEST_RUNS_SQL = """
 WITH per AS (
   SELECT r.run_id, r.method, r.model, coalesce(r.label, '') AS label, r.protocol_id, r.protocol_name,
@@ -252,7 +256,8 @@ WITH per AS (
 )
 SELECT * FROM per
 QUALIFY row_number() OVER (
-  PARTITION BY method, model, protocol_id, dataset ORDER BY started_at DESC, run_id DESC
+  PARTITION BY method, model, protocol_id, dataset
+  ORDER BY status = $complete DESC, started_at DESC, run_id DESC
 ) = 1
 """
 _WITH_LATEST = "WITH latest AS (" + LATEST_RUNS_SQL + ")\n"

@@ -723,6 +723,7 @@ class Store:
         )
         with self.connect() as con:
             _insert(con, "train_steps", df, replace=True)
+            con.execute("UPDATE runs SET heartbeat_at=? WHERE run_id=?", [now, run_id])  # its owner lives
 
 
 def _frame(rows: list[dict[str, Any]], list_cols: dict[str, str]) -> pd.DataFrame:

@@ -5,7 +5,7 @@ timeouts and 5xx answers are retried with exponential backoff; 4xx answers are n
 is wrong). Every error is a :class:`ServerError` naming the URL. The spec and index id come from
 ``GET /health`` (a ``harness serve-retriever`` extension), so results can be cached and stored
 with the protocol; for a server without ``/health`` (404) the spec is ``RemoteSpec(url)`` and the
-index id is ``remote-<url>``.
+index id is ``remote-<url>``, the URL redacted (``harness.secrets.redact``: both are stored).
 
 Hits are mapped to the corpus's passage ids (:class:`PassageIds`): Search-R1's own server returns
 hits without an ``id`` (a Lucene index with stored documents) or with its row number as the id
@@ -181,7 +181,7 @@ class RetrievalClient(Retriever):
     def spec(self) -> BaseModel:
         raw = self.info().get("spec")
         if raw is None:
-            return RemoteSpec(url=self.base_url)
+            return RemoteSpec(url=self.shown_url)  # specs are stored: never a credential
         try:
             return TypeAdapter(RetrieverSpec).validate_python(raw)
         except ValidationError as e:
@@ -191,7 +191,8 @@ class RetrievalClient(Retriever):
 
     @property
     def index_id(self) -> str:
-        return str(self.info().get("index_id") or f"remote-{self.base_url}")
+        # the cache's key (and a protocol's record): the URL redacted, as every stored text
+        return str(self.info().get("index_id") or f"remote-{self.shown_url}")
 
     @property
     def corpus_spec(self) -> CorpusSpec | None:

@@ -81,6 +81,13 @@ def _open_binary(path: Path) -> IO[bytes]:
     return open(path, "rb")
 
 
+# A retrieval corpus holds passages (wiki-18: ~600 bytes each); a row beyond this is a whole
+# document or a damaged file, and one hit of it would outgrow any reply (issue 45: a 100 MB passage
+# was indexed). Ids: wiki-18's are short numbers, so 256 characters is ample.
+MAX_PASSAGE_CHARS = 2**20
+MAX_ID_CHARS = 256
+
+
 def parse_row(raw: bytes, path: Path | str, line: int) -> CorpusRow | None:
     """Validate one jsonl line; ``None`` for a blank line."""
     try:
@@ -93,6 +100,12 @@ def parse_row(raw: bytes, path: Path | str, line: int) -> CorpusRow | None:
         obj = json.loads(text)
     except json.JSONDecodeError as e:
         raise DataError(path, f"invalid JSON ({e.msg} at column {e.colno})", line) from None
+    except ValueError as e:  # an integer of more than 4,300 digits (Python's conversion limit)
+        raise DataError(path, f"unreadable JSON number ({e})", line) from None
+    except RecursionError:
+        raise DataError(
+            path, "JSON nested too deeply to read; a corpus row is one flat object", line
+        ) from None
     if not isinstance(obj, dict):
         raise DataError(path, f"expected a JSON object, got {type(obj).__name__}", line)
     if "id" not in obj:
@@ -116,6 +129,17 @@ def parse_row(raw: bytes, path: Path | str, line: int) -> CorpusRow | None:
         raise DataError(path, "missing 'contents' (or 'title' and 'text')", line)
     if not contents.strip():
         raise DataError(path, "empty passage", line)
+    if len(contents) > MAX_PASSAGE_CHARS:
+        raise DataError(
+            path,
+            f"a passage of {len(contents)} characters is over the limit of {MAX_PASSAGE_CHARS} "
+            "(harness.retrieval.corpus.MAX_PASSAGE_CHARS); split the document into passages",
+            line,
+        )
+    if len(doc_id) > MAX_ID_CHARS:
+        raise DataError(
+            path, f"an 'id' of {len(doc_id)} characters is over the limit of {MAX_ID_CHARS}", line
+        )
     return CorpusRow(line=line, id=doc_id, contents=contents)
 
 

@@ -33,8 +33,9 @@ JSON ``{"detail": "..."}``; a failing search gets a 500 JSON with the message; t
 a body over ``max_body_bytes`` gets 413; more than ``max_queries`` queries, a query longer than
 ``max_query_chars`` characters, ``topk`` above ``max_topk`` or ``queries x topk`` above
 ``max_hits`` get 422; a reply over ``max_reply_bytes`` gets 413, checked before the search
-(queries x topk x the corpus's 90th-percentile passage size) and again on the bytes while the
-reply is built; each with a one-line JSON reason naming the limit. A client must send a whole
+(queries x topk x the corpus's 90th-percentile passage size), again once an eighth of the queries
+is searched (their bytes projected over the whole request), and on the bytes while the reply is
+built; each with a one-line JSON reason naming the limit. A client must send a whole
 request (headers and body) within ``read_timeout_s`` of connecting or of its previous response,
 otherwise it gets 408 and the connection is closed (uvicorn alone only times out idle keep-alive
 connections, so a client sending headers byte by byte, or nothing, would hold one forever). Request
@@ -226,6 +227,9 @@ class FifoSemaphore:
 
 
 CHUNK_HITS = 256  # hits searched and rendered per task: what another request may wait behind
+# once this fraction (1/PROJECT_AFTER) of a request's queries is searched, a reply whose bytes so far
+# project past max_reply_bytes is refused at once rather than after searching up to the budget
+PROJECT_AFTER = 8
 SMALL_REPLY_BYTES = 2**20  # sent in one piece; larger ones piece by piece
 TRIM_AFTER_BYTES = 8 * 2**20  # after a reply this large, hand freed heap pages back to the OS
 
@@ -420,6 +424,21 @@ def create_app(
                     f"the reply to {len(queries)} queries at top-{k} passed the server's budget of "
                     f"{limits.max_reply_bytes} bytes (max_reply_bytes) after {min(start + step, len(queries))} queries; "
                     "send fewer queries or a smaller top-k",
+                    413,
+                )
+            done = min(start + step, len(queries))
+            projected = size * len(queries) // done
+            if (
+                done < len(queries)
+                and done * PROJECT_AFTER >= len(queries)
+                and projected > limits.max_reply_bytes
+            ):
+                # the hits found so far say the whole reply will not fit: stop searching now
+                parts.clear()
+                raise BadRequest(
+                    f"the reply to {len(queries)} queries at top-{k} is projected at ~{projected} bytes from "
+                    f"its first {done} queries ({size} bytes), over the server's budget of "
+                    f"{limits.max_reply_bytes} bytes (max_reply_bytes); send fewer queries or a smaller top-k",
                     413,
                 )
             parts.append(part)

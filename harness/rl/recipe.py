@@ -69,6 +69,75 @@ class SftConfig(_Strict):
     grad_clip: float | None
 
 
+# Upper bounds of a recipe's numbers (by field name, anywhere in the recipe; the rest get the
+# defaults below): beyond them a value is a typo or a hostile recipe, and training would allocate
+# without limit before failing (issue 45: algo.group_size=10**12 took 8 GB before it was killed).
+# The papers' recipes sit far inside them (Search-R1: 512 prompts x 5 rollouts, 500 new tokens per turn; DAPO: 512 x 16).
+NUMBER_BOUNDS: dict[str, float] = {
+    "group_size": 1024,
+    "train_batch_size": 65_536,
+    "mini_batch_size": 65_536,
+    "micro_batch_size": 65_536,
+    "batch_size": 65_536,
+    "ppo_epochs": 1000,
+    "epochs": 10_000,
+    "steps": 10_000_000,
+    "max_new_tokens": 2**20,
+    "max_obs_tokens": 2**20,
+    "max_len": 2**20,
+    "cache_len": 2**20,
+    "loss_norm_length": 2**20,
+    "max_turns": 1024,
+    "top_k": 1000,
+    "max_rounds": 10_000,
+    "seed": 2**32 - 1,
+    "lr": 10.0,
+}
+DEFAULT_INT_BOUND = 10**9
+DEFAULT_FLOAT_BOUND = 1e9
+MAX_ROLLOUTS_PER_STEP = 2**20  # group_size x train_batch_size
+
+
+def _numbers(value: Any, path: str) -> Any:
+    """(dotted path, number) of every int and float in ``value`` (models, mappings, sequences)."""
+    if isinstance(value, BaseModel):
+        for name in type(value).model_fields:
+            yield from _numbers(getattr(value, name), f"{path}.{name}" if path else name)
+    elif isinstance(value, dict):
+        for k, v in value.items():
+            yield from _numbers(v, f"{path}.{k}" if path else str(k))
+    elif isinstance(value, list | tuple):
+        for i, v in enumerate(value):
+            yield from _numbers(v, f"{path}[{i}]")
+    elif isinstance(value, int | float) and not isinstance(value, bool):
+        yield path, value
+
+
+def check_number_bounds(recipe: BaseModel) -> None:
+    """A ``ValueError`` naming the first number of ``recipe`` outside :data:`NUMBER_BOUNDS` (or the
+    defaults), or not finite; and when group_size x train_batch_size passes
+    :data:`MAX_ROLLOUTS_PER_STEP`."""
+    import math
+
+    for path, v in _numbers(recipe, ""):
+        if path.startswith("sources"):
+            continue
+        field = path.rsplit(".", 1)[-1].split("[", 1)[0]
+        bound = NUMBER_BOUNDS.get(field, DEFAULT_INT_BOUND if isinstance(v, int) else DEFAULT_FLOAT_BOUND)
+        if isinstance(v, float) and not math.isfinite(v):
+            raise ValueError(f"{path} = {v} is not a finite number")
+        if abs(v) > bound:
+            raise ValueError(
+                f"{path} = {v} is beyond its bound of {bound:g} (harness.rl.recipe.NUMBER_BOUNDS)"
+            )
+    algo = getattr(recipe, "algo", None)
+    if algo is not None and algo.group_size * algo.train_batch_size > MAX_ROLLOUTS_PER_STEP:
+        raise ValueError(
+            f"algo.group_size x algo.train_batch_size = {algo.group_size * algo.train_batch_size} rollouts "
+            f"per step is beyond the bound of {MAX_ROLLOUTS_PER_STEP}"
+        )
+
+
 class Recipe(_Strict):
     """Everything needed to train one method.
 
@@ -137,6 +206,7 @@ class Recipe(_Strict):
         starts = [s.start_step for s in self.reward_stages]
         if not starts or starts[0] != 0 or starts != sorted(set(starts)):
             raise ValueError("reward_stages must start at step 0 with strictly increasing start_step")
+        check_number_bounds(self)
         return self
 
     def reward_at(self, step: int) -> str:
@@ -159,6 +229,10 @@ class Recipe(_Strict):
                 value: Any = json.loads(raw)
             except json.JSONDecodeError:
                 value = raw
+            except RecursionError:
+                raise ConfigError(
+                    f"recipe override {key!r}: its JSON value is nested too deeply to read"
+                ) from None
             node = data
             parts = key.split(".")
             for p in parts[:-1]:
@@ -173,4 +247,9 @@ class Recipe(_Strict):
         try:
             return Recipe.model_validate(data)
         except ValidationError as e:
-            raise ConfigError(f"recipe {self.name!r} after overrides is invalid: {e}") from e
+            problems = "; ".join(
+                f"{'.'.join(map(str, err['loc'])) or 'recipe'}: {err['msg']}" for err in e.errors()[:3]
+            )
+            raise ConfigError(f"recipe {self.name!r} after overrides is invalid: {problems}") from None
+        except RecursionError:
+            raise ConfigError(f"recipe {self.name!r} after overrides is nested too deeply to read") from None

@@ -83,6 +83,8 @@ def _read_cached(path: Path, mtime_ns: int, size: int) -> Mapping[str, Any]:
         data = yaml.safe_load(path.read_text(encoding="utf-8"))
     except yaml.YAMLError as e:
         raise ConfigError(f"{path}: not valid YAML: {' '.join(str(e).split())}") from e
+    except RecursionError:
+        raise ConfigError(f"{path}: nested too deeply to read (beyond Python's recursion limit)") from None
     if not isinstance(data, dict) or not data:
         raise ConfigError(f"{path}: expected a mapping of recipe names to recipes")
     for name, body in data.items():
@@ -197,6 +199,8 @@ def _build(path: Path | str, name: str, fields: Fields, method: str) -> Recipe:
             f"{'.'.join(map(str, err['loc'])) or 'recipe'}: {err['msg']}" for err in e.errors()
         )
         raise ConfigError(f"{where}: {problems}") from e
+    except RecursionError:
+        raise ConfigError(f"{where}: nested too deeply to read") from None
 
 
 RECIPES_FILE = "recipes.yaml"

@@ -664,12 +664,32 @@ class Trainer:
         if critic is not None:
             torch.save(critic.model.state_dict(), tmp / "critic_state.pt")
         (tmp / "recipe.json").write_text(self.recipe.model_dump_json(indent=2))
+        # what `harness train --resume` says it resumes from (read without loading the state)
+        progress = {"step": step, "steps": self.recipe.steps, "run_id": self.run_id}
+        (tmp / PROGRESS_FILE).write_text(json.dumps(progress))
         shutil.rmtree(final, ignore_errors=True)
         tmp.rename(final)
         self.log(f"checkpoint: {final} (step {step})")
 
     def _save_final(self, policy, tok) -> None:
         save_final(policy, tok, self.out_dir, self.recipe, self.method.name, self.model_name, log=self.log)
+
+
+PROGRESS_FILE = "progress.json"  # in a checkpoint: its step, the recipe's steps, the run that saved it
+
+
+def saved_checkpoint(out_dir: Path) -> tuple[Path, dict[str, Any]] | None:
+    """The checkpoint ``--resume`` continues from under ``out_dir`` and what it says of itself
+    (``step``, ``steps``, ``run_id``; ``{}`` for one saved before it said so), or None when nothing
+    was saved."""
+    ckpt = Path(out_dir) / "checkpoint"
+    if not (ckpt / "trainer_state.pt").exists():
+        return None
+    try:
+        progress = json.loads((ckpt / PROGRESS_FILE).read_text())
+    except (OSError, ValueError):
+        progress = {}
+    return ckpt, progress if isinstance(progress, dict) else {}
 
 
 def load_policy(

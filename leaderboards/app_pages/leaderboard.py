@@ -33,8 +33,9 @@ ui.from_link("partial", kind=bool, default=False)
 include_partial = c_part.toggle(
     "Include partial runs",
     key="partial",
-    help="Runs that did not end `complete` (killed, failed, incomplete, still running). Off: an older "
-    "complete run of the same method, model and dataset is shown instead, if any.",
+    help="Runs that did not end `complete` (killed, failed, incomplete, still running), shown where no "
+    "complete run of the same method, model and dataset exists: a complete run is never hidden by a "
+    "newer partial one.",
 )
 ui.to_link("partial", include_partial, False)
 ui.from_link("holm", kind=bool, default=False)
@@ -88,7 +89,7 @@ main_cols = [by_key[k] for k in lead if k in by_key] + [
 one_model = f" · model **{models[0]}**" if len(models) == 1 else ""
 st.caption(
     f"Protocol **{board.protocol_name}** (`{board.protocol_id}`){one_model} · {metric_label(metric)} in % · "
-    f"newest {'' if include_partial else 'complete '}run per method, model and dataset"
+    f"newest complete run{' (else newest partial run)' if include_partial else ''} per method, model and dataset"
     + (" · score [95% interval] (methods below)" if show_ci else "")
     + " · **bold**: best in the column"
     + (" · ≈: " + views.tie_rule(board.binary, holm=holm) if show_ci else "")

@@ -403,7 +403,8 @@ def ordered_metrics(store, protocol_id: str, *, include_partial: bool = False) -
 
 def shown_metrics(store, protocol_id: str, *, include_partial: bool = False) -> list[str]:
     """The metrics of the runs a view shows: those of the latest complete runs (a failed or partial
-    rerun never hides them); with ``include_partial`` also those of the latest runs of any status."""
+    rerun never hides them); with ``include_partial`` also those of partial runs where no complete run
+    of the same method, model and dataset exists."""
     known = set(queries.metrics_present(store, protocol_id, complete_only=True))
     if include_partial:
         known |= set(queries.metrics_present(store, protocol_id, complete_only=False))

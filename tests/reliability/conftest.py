@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from tests.reliability.fake_openai import FakeOpenAI
+from tests.rl.test_trainer import toy_model_dir  # noqa: F401  (a tiny random Llama: test_train_resume.py)
 
 
 @pytest.fixture(scope="session")

@@ -4,12 +4,14 @@ thread, started and stopped by the test).
 Replies are deterministic functions of the prompt, so two runs against it are comparable exactly.
 ``fault`` makes matching requests fail the way real servers do:
 
-- ``"500"``: HTTP 500 with an error body;
+- ``"500"``: HTTP 500 with an error body; ``"500_echo"``: the same, its message quoting the request
+  target (path and query, e.g. ``?api_key=K``), as some servers do;
 - ``"hang"``: accept the request and never answer (until the server stops; the client's timeout fires);
 - ``"malformed"``: HTTP 200 with a body that is not JSON;
 - ``"drop"``: close the connection after the status line and part of the body (mid-stream);
 - ``"null_text"`` / ``"no_text"``: HTTP 200 with a well-formed completion whose choice has
-  ``text: null`` (chat: ``content: null``) / no ``text`` (chat: no ``content``) at all.
+  ``text: null`` (chat: ``content: null``) / no ``text`` (chat: no ``content``) at all; a streamed
+  reply with ``"null_text"`` has null text in every event.
 
 ``fault_when`` (a substring) limits the fault to prompts containing it; ``faults`` maps prompt
 substrings to faults (one server failing each question its own way); ``delay`` slows every
@@ -140,6 +142,9 @@ class FakeOpenAI:
                 fault = fake._faulty(prompt)
                 if fault == "500":
                     return self._send(500, b'{"error": {"message": "internal error (injected)"}}')
+                if fault == "500_echo":  # a server that repeats the request target in its error
+                    message = f"internal error (injected) serving {self.path}"
+                    return self._send(500, json.dumps({"error": {"message": message}}).encode())
                 if fault == "hang":
                     fake._stop.wait(30)  # bounded: the test's client times out long before
                     self.close_connection = True
@@ -164,7 +169,7 @@ class FakeOpenAI:
                     "total_tokens": len(prompt.split()) + 1,
                 }
                 if body.get("stream"):
-                    return self._stream(text, chat)
+                    return self._stream(None if fault == "null_text" else text, chat)
                 if chat:
                     choice = {
                         "index": 0,
@@ -186,7 +191,8 @@ class FakeOpenAI:
                 out["usage"] = usage
                 return self._send(200, json.dumps(out).encode())
 
-            def _stream(self, text: str, chat: bool) -> None:
+            def _stream(self, text: str | None, chat: bool) -> None:
+                """Two events and ``[DONE]``; ``text`` None: null text in every event."""
                 self.send_response(200)
                 self.send_header("Content-Type", "text/event-stream")
                 self.send_header("Connection", "close")
@@ -198,7 +204,7 @@ class FakeOpenAI:
                     else {"index": 0, "text": text, "finish_reason": None}
                 )
                 last = {**first, "finish_reason": "stop"}
-                last["delta" if chat else "text"] = {} if chat else ""
+                last["delta" if chat else "text"] = {} if chat else ("" if text is not None else None)
                 for ch in (first, last):
                     chunk = {"id": "cmpl-1", "object": "x", "created": 0, "model": MODEL, "choices": [ch]}
                     self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())

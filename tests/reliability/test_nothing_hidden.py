@@ -68,3 +68,52 @@ def test_a_reply_without_text_is_an_error_then_resumed(fault, tok_dir, tmp_path,
         assert healthy.requests == 1  # exactly the failed question
     assert rows(db, "SELECT status FROM runs") == [("complete",)]
     assert len({(r[1], r[2]) for r in table(db)}) == TOTAL
+
+
+def test_partial_views_merge_the_complete_run_after_a_failed_rerun(tok_dir, tmp_path, capsys, monkeypatch):
+    """Issue 45, failure 2: with partial runs included, the failed rerun (every sample an error,
+    no metric row) was "the latest" and the complete run before it vanished: `export
+    --include-partial` found no metric, the cost view was empty, the app showed only a warning.
+    A complete run now outranks any partial one of the same method, model and dataset; partial
+    runs fill in only where nothing complete exists."""
+    db = tmp_path / "r.duckdb"
+    with FakeOpenAI() as srv:
+        assert main(run_args(srv.url, tok_dir, db)) == 0
+    export = ["export", "--format", "markdown", "--db", str(db)]
+    capsys.readouterr()
+    views_out = {}
+    for view in ("leaderboard", "cost"):
+        assert main([*export, "--view", view]) == 0
+        views_out[view] = capsys.readouterr().out
+    with FakeOpenAI(fault="500") as failing:
+        assert main(run_args(failing.url, tok_dir, db)) == 1
+    capsys.readouterr()
+    complete_run = rows(db, "SELECT run_id FROM runs WHERE status = 'complete'")[0][0]
+    for view in ("leaderboard", "cost"):
+        assert main([*export, "--view", view, "--include-partial"]) == 0, capsys.readouterr().err
+        out = capsys.readouterr().out
+        assert len(out.splitlines()) == len(views_out[view].splitlines()) > 1, out
+    from harness.results import queries
+
+    store = queries.open_results(db)
+    (pid,) = [p for (p,) in rows(db, "SELECT DISTINCT protocol_id FROM runs")]
+    values = queries.latest_values(store, pid, ["em"], complete_only=False)
+    assert set(values["run_id"]) == {complete_run} and len(values) == TOTAL
+    costs = queries.latest_costs(store, pid, complete_only=False)
+    assert set(costs["run_id"]) == {complete_run} and len(costs) == TOTAL
+
+    pytest.importorskip("streamlit")
+    from pathlib import Path
+
+    from streamlit.testing.v1 import AppTest
+
+    import leaderboards
+
+    monkeypatch.setenv(leaderboards.DB_ENV, str(db))
+    at = AppTest.from_file(str(Path(leaderboards.__file__).resolve().parent / "app.py"), default_timeout=60)
+    at.query_params["partial"] = "1"
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert not at.warning, [w.value for w in at.warning]
+    board = at.dataframe[0].value
+    assert len(board) == 1 and board["method"].tolist() == ["direct"]

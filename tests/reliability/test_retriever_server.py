@@ -189,3 +189,23 @@ def test_the_bound_socket_gives_connections_without_nagle_delay():
             server.close()
 
     assert asyncio.run(accepted_nodelay()) != 0
+
+
+def test_a_reply_projected_over_the_budget_is_413_after_an_eighth_of_the_search(corpus):
+    """Issue 45: a request that passed the estimate before the search (short passages at the 90th
+    percentile) but whose hits are long was searched until its bytes passed the budget, up to 30 s
+    on a large corpus. Now the bytes of the first eighth of its queries are projected over the
+    whole request: 2,000 queries finding the 20 KB passage (~80 MB of reply) under a 30 MB budget
+    are refused after the first task (256 queries), not after 768 (the budget's worth)."""
+    r = Counting(Bm25sRetriever(corpus))
+    s = Served(r, default_topk=1, limits=ServerLimits(max_reply_bytes=30_000_000))
+    try:
+        got = httpx.post(s.url + "/retrieve", json={"queries": ["zebra"] * 2000, "topk": 1}, timeout=60)
+        assert got.status_code == 413
+        detail = got.json()["detail"]
+        assert "is projected at ~" in detail and "from its first 256 queries" in detail, detail
+        assert r.searched == 256
+        ok = httpx.post(s.url + "/retrieve", json={"queries": ["capital"] * 2000, "topk": 1}, timeout=60)
+        assert ok.status_code == 200 and len(ok.json()["result"]) == 2000  # short hits: served
+    finally:
+        s.stop()

@@ -204,3 +204,35 @@ def test_64_slow_clients_do_not_starve_health_and_are_cut_off(srv):
         stop.set()
         for t in threads:
             t.join(timeout=5)
+
+
+def test_prompts_that_cannot_fit_the_context_are_refused_at_once(srv):
+    """Issue 45: eight 4.19 MB prompts under the body limit at once took 27-34 s each and left
+    llama.cpp's RSS +90 MB (+700 MB at the peak). A prompt longer than n_ctx tokens of the longest
+    token is now 400 before llama.cpp reads it: eight 0.9 MB prompts (under the 1 MiB body limit of
+    this server, 512 tokens per slot) at once are all refused, together within 2 s."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    prompt = "word " * 180_000  # 900 KB
+    client = openai.OpenAI(base_url=srv.base_url, api_key="x", max_retries=0, timeout=60)
+
+    def ask(i: int) -> str:
+        try:
+            if i % 2:
+                client.completions.create(model="smollm2", prompt=prompt, max_tokens=1)
+            else:
+                client.chat.completions.create(
+                    model="smollm2", messages=[{"role": "user", "content": prompt}], max_tokens=1
+                )
+        except openai.BadRequestError as e:
+            return str(e)
+        return "answered"
+
+    t0 = time.perf_counter()
+    with ThreadPoolExecutor(8) as pool:
+        answers = list(pool.map(ask, range(8)))
+    took = time.perf_counter() - t0
+    assert all("the prompt is 900000 bytes: more than 512 tokens" in a for a in answers), answers
+    assert took < 2.0, took
+    one = client.completions.create(model="smollm2", prompt="word " * 100, max_tokens=1)  # fits
+    assert one.usage.completion_tokens == 1
