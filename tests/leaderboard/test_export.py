@@ -30,9 +30,9 @@ def test_csv_round_trip(fixture_db, tmp_path):
     assert list(back["method"]) == ["search_r1", "naive_rag", "direct", "direct"]
     for col in expected.columns:
         if expected[col].dtype.kind == "f":
-            assert back[col].to_numpy() == pytest.approx(expected[col].to_numpy(), abs=1e-12, nan_ok=True), (
-                col
-            )
+            assert back[col].to_numpy() == pytest.approx(
+                expected[col].to_numpy(), rel=1e-12, abs=1e-12, nan_ok=True
+            ), col
     assert back.set_index("method").loc["naive_rag", "avg_all"] == 0.5
 
 
