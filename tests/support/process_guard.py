@@ -64,6 +64,10 @@ def pytest_configure(config: pytest.Config) -> None:
     global _configured
     _configured += 1
     if _configured == 1:
+        # reads the git commit (two `git` processes) once, at import: imported here, before any
+        # test, so the first test that happens to import it is not charged with them
+        import harness.results.lifecycle  # noqa: F401
+
         subprocess.Popen.__init__ = _guarded_popen_init  # type: ignore[method-assign]
         multiprocessing.process.BaseProcess.start = _guarded_process_start  # type: ignore[method-assign]
         socket.socket.listen = _guarded_listen  # type: ignore[method-assign]
