@@ -11,7 +11,7 @@ from harness.cli.options import add_db_arg, add_protocol_arg
 
 EXAMPLES = """\
   harness export --format markdown                                  # the leaderboard (primary metric) to stdout
-  harness export --format markdown --intervals --db results/showcase.duckdb   # the README's showcase table
+  harness export --format markdown --intervals --db results/showcase.duckdb   # docs/showcase.md's table
   harness export --format csv --metric f1 --out leaderboard.csv
   harness export --format parquet --view cost --protocol mini --out cost.parquet
   harness export --format markdown --view reported --protocol 69c8288e8887 --out reported.md
