@@ -392,7 +392,18 @@ class Runner:
             lifecycle.running(store, run_id) as active,
             _progress(len(examples), len(done), f"{method.name}", self.progress) as bar,
         ):
+            finished, size = 0, 0  # of the current batch: reported by the rollout engine as they end
+
+            def on_finished(n: int) -> None:
+                nonlocal finished
+                n = min(n, size - finished)  # a method rolling out twice reports no question twice
+                if n > 0:
+                    finished += n
+                    bar.update(n)
+
+            ctx.on_finished = on_finished
             for batch in _batches(todo, cfg.batch_size):
+                finished, size = 0, len(batch)
                 t0 = time.perf_counter()
                 trajs = method.solve([e for _, e, _ in batch], ctx)
                 if len(trajs) != len(batch):
@@ -414,7 +425,7 @@ class Runner:
                         )
                     )
                 store.add_samples(run_id, scored, heartbeat=True)
-                bar.update(len(batch))
+                bar.update(len(batch) - finished)  # those the engine did not report (one-call methods)
                 if on_batch is not None:
                     on_batch(method.name, len(batch), bar.n)
             active.status = "incomplete" if n_errors else "complete"
