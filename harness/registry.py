@@ -73,8 +73,9 @@ class Registry(Generic[T]):
             del self._lazy[name]
             self._items[name] = obj
             return obj
-        known = ", ".join(sorted(self.names())) or "(none)"
-        raise ConfigError(f"unknown {self.kind} {name!r}; known: {known}")
+        from harness.choices import unknown
+
+        raise unknown(self.kind, name, self.names())
 
     def names(self) -> list[str]:
         self._discovered()

@@ -39,7 +39,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p = add_command(
         sub,
         "export",
-        help="export a leaderboard view (csv, parquet, markdown)",
+        help=f"export a leaderboard view ({', '.join(EXPORT_FORMATS)})",
         description=DESCRIPTION,
         examples=EXAMPLES,
         handler=handle,
@@ -64,6 +64,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "--include-partial",
         action="store_true",
         help="include runs that did not end complete (marked in the status column)",
+    )
+    p.add_argument(
+        "--allow-empty",
+        action="store_true",
+        help="write a view with no rows instead of failing (by default an empty result is an error)",
     )
     p.add_argument(
         "--intervals",
@@ -92,6 +97,11 @@ def handle(args: argparse.Namespace) -> int:
         intervals=args.intervals,
         paper=args.paper,
     )
+    if view.frame.empty and not args.allow_empty:
+        raise ConfigError(
+            f"{view.title}: no rows (the filters match nothing stored in {args.db}); nothing written. "
+            "Check --protocol, --metric, --dataset and --include-partial, or pass --allow-empty"
+        )
     text = write(view, args.format, args.out)
     if text is not None:
         sys.stdout.write(text)

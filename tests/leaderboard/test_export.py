@@ -266,3 +266,27 @@ def test_exports_mark_the_cells_the_app_marks_as_tied(intervals):
         and r"\label{tab:" in tex
         and tex.index(r"\caption") < tex.index(r"\begin{tabular}")
     )
+
+
+def test_a_dataset_typo_is_one_line_naming_the_near_miss(fixture_db, tmp_path, capsys):
+    out = tmp_path / "cost.csv"
+    pid = fixture_db.protocol.protocol_id
+    argv = ["export", "--view", "cost", "--dataset", "hotpot", "--format", "csv", "--protocol", pid]
+    assert main([*argv, "--db", str(fixture_db.path), "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "unknown dataset under protocol" in err
+    assert "'hotpot' (did you mean hotpotqa?); known: hotpotqa, musique, popqa" in err
+    assert not out.exists()
+
+
+def test_an_empty_result_is_an_error_unless_asked_for(fixture_db, tmp_path, capsys, monkeypatch):
+    from leaderboards import export
+
+    empty = export.ExportedView("Cost and efficiency · EM · hotpotqa", pd.DataFrame(), [], [])
+    monkeypatch.setattr(export, "build_view", lambda *a, **k: empty)
+    out = tmp_path / "cost.csv"
+    argv = ["export", "--view", "cost", "--format", "csv", "--db", str(fixture_db.path), "--out", str(out)]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "no rows" in err and "--allow-empty" in err and not out.exists()
+    assert main([*argv, "--allow-empty"]) == 0 and out.exists()
