@@ -70,14 +70,15 @@ def recorded_costs(db: Path, model: str, methods: Sequence[str]) -> tuple[dict[s
     does not exist yet), and a note saying where the estimates come from or why there are none."""
     if not db.exists():
         return {}, f"no estimate: {db} holds no earlier run yet"
-    from harness.results.queries import open_results
-    from harness.results.store import ERROR_STATUS
+    from harness.results.store import ERROR_STATUS, DamagedStoreError, Store
 
-    try:
-        df = open_results(db).query(
+    try:  # a damaged file is refused here, in one line, before the plan is printed
+        df = Store(db, read_only=True, lock_timeout=1.0).query(
             COST_SQL, {"model": model, "methods": list(methods), "error": ERROR_STATUS}
         )
-    except HarnessError as e:  # e.g. a run writing it right now holds its lock
+    except DamagedStoreError:
+        raise
+    except HarnessError as e:  # a run writing it right now holds its lock: the plan waits for no one
         return {}, f"no estimate: {db} could not be read ({e})"
     costs = {
         str(r.method): Cost(float(r.llm_calls or 0.0), float(r.seconds or 0.0), int(r.samples))

@@ -87,7 +87,8 @@ def test_resume_racing_a_live_run_is_refused(tok_dir, tmp_path, capsys, clean_ta
         time.sleep(0.1)
         requests_before = srv.requests
         assert main(run_args(srv.url, tok_dir, db, "--batch-size", "1", "--resume")) == 2
-        line = one_line(capsys.readouterr().err.split("\n", 1)[1])  # after the settings line
+        err = capsys.readouterr().err  # the plan, then one error line
+        line = one_line(err[err.index("\nerror: ") + 1 :])
         assert "is being written by process" in line and f"{child.pid}" in line and "--resume" in line
         child.join(timeout=60)
         assert child.exitcode == 0  # the live run was not disturbed
