@@ -57,6 +57,41 @@ def _guarded_listen(self: socket.socket, *a: Any) -> None:
     _listen(self, *a)
 
 
+# Fixtures wider than one test that start a server or a process, as (where defined, name): every
+# test that uses one is integration. The guard alone would catch only the test that happens to set
+# the fixture up first, and with pytest-xdist that is a different test in each worker.
+SERVER_FIXTURES = {
+    ("tests", "llama_server"),  # tests/conftest.py: llama.cpp's server over the packaged GGUF
+    ("tests/llm/test_serve_model_front.py", "client"),
+    ("tests/reliability/test_serve_model_limits.py", "srv"),
+    ("tests/reliability/test_serve_model_limits.py", "keyed"),
+    ("tests/methods/test_real_models.py", "judge"),
+    ("tests/retrieval/test_server_load.py", "server"),
+}
+
+
+@pytest.hookimpl(tryfirst=True)  # before `-m "not integration"` deselects
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        info = getattr(item, "_fixtureinfo", None)
+        defs = info.name2fixturedefs.items() if info is not None else ()
+        if any((d.baseid, name) in SERVER_FIXTURES for name, ds in defs for d in ds):
+            item.add_marker(pytest.mark.integration)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_fixture_setup(fixturedef: pytest.FixtureDef, request: pytest.FixtureRequest) -> Iterator[object]:
+    before = len(_started) if _started is not None else 0
+    try:
+        return (yield)
+    finally:
+        if _started is not None and len(_started) > before and fixturedef.scope != "function":
+            _started[before] += (
+                f" in fixture {fixturedef.argname!r} (scope {fixturedef.scope}: add "
+                f"({fixturedef.baseid!r}, {fixturedef.argname!r}) to SERVER_FIXTURES in {__name__})"
+            )
+
+
 _configured = 0  # nested pytest sessions (pytester) share the patches: the outermost restores them
 
 
