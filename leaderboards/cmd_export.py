@@ -46,6 +46,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--format", required=True, choices=EXPORT_FORMATS, help="output format")
     p.add_argument(
+        "--allow-empty",
+        action="store_true",
+        help="write a view with no rows instead of failing (by default an empty result is an error)",
+    )
+    p.add_argument(
         "--view", default="leaderboard", choices=EXPORT_VIEWS, help="which view (default leaderboard)"
     )
     add_protocol_arg(p, default=None, help="protocol id or name (default: the only one stored)")
@@ -64,11 +69,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "--include-partial",
         action="store_true",
         help="include runs that did not end complete (marked in the status column)",
-    )
-    p.add_argument(
-        "--allow-empty",
-        action="store_true",
-        help="write a view with no rows instead of failing (by default an empty result is an error)",
     )
     p.add_argument(
         "--intervals",
