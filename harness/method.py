@@ -56,6 +56,16 @@ class RunContext:
     retriever: Retriever | None = None
     sampling: SamplingParams = field(default_factory=SamplingParams)
     training: bool = False  # return prompt/response token ids and loss masks
+    # progress inside a batch: called with how many of the batch's questions just finished, as the
+    # rollout engine ends them (the runner counts the rest when solve returns)
+    on_finished: Callable[[int], None] | None = None
+
+    def report_finished(self, done: int, reported: int) -> int:
+        """Report ``done - reported`` newly finished questions (when there are any); returns how
+        many are reported now."""
+        if self.on_finished is not None and done > reported:
+            self.on_finished(done - reported)
+        return max(done, reported)
 
     @property
     def max_new_tokens(self) -> int:

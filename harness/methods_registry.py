@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Iterator, Mapping
 
 from harness import plugins
+from harness.choices import check_choice
 from harness.errors import ConfigError
 from harness.method import Method
 from harness.registry import Registry
@@ -45,10 +45,7 @@ def resolve_methods(spec: str) -> list[str]:
     if not names:
         raise ConfigError("--method is empty; give a name, a comma list or 'all'")
     for n in names:
-        if n not in METHODS:
-            close = difflib.get_close_matches(n.lower().replace("-", "_"), METHODS.names(), n=2, cutoff=0.6)
-            hint = f" (did you mean {' or '.join(close)}?)" if close else ""
-            raise ConfigError(f"unknown method {n!r}{hint}; known: {', '.join(METHODS.names())}")
+        check_choice("method", n, METHODS.names())
     return list(dict.fromkeys(names))
 
 

@@ -97,8 +97,9 @@ class Registry(Generic[T]):
                 return self._items[name]
         if name in self._items:  # resolved by another thread since the first check
             return self._items[name]
-        known = ", ".join(sorted(self.names())) or "(none)"
-        raise ConfigError(f"unknown {self.kind} {name!r}; known: {known}")
+        from harness.choices import unknown
+
+        raise unknown(self.kind, name, self.names())
 
     def names(self) -> list[str]:
         self._discovered()

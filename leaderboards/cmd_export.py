@@ -11,7 +11,7 @@ from harness.cli.options import add_db_arg, add_protocol_arg, output_file
 
 EXAMPLES = """\
   harness export --format markdown                                  # the leaderboard (primary metric) to stdout
-  harness export --format markdown --intervals --db results/showcase.duckdb   # the README's showcase table
+  harness export --format markdown --intervals --db results/showcase.duckdb   # docs/showcase.md's table
   harness export --format csv --metric f1 --out leaderboard.csv
   harness export --format parquet --view cost --protocol mini --out cost.parquet
   harness export --format markdown --view reported --protocol 69c8288e8887 --out reported.md
@@ -42,12 +42,17 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p = add_command(
         sub,
         "export",
-        help="export a leaderboard view (csv, parquet, markdown)",
+        help=f"export a leaderboard view ({', '.join(EXPORT_FORMATS)})",
         description=DESCRIPTION,
         examples=EXAMPLES,
         handler=handle,
     )
     p.add_argument("--format", required=True, choices=EXPORT_FORMATS, help="output format")
+    p.add_argument(
+        "--allow-empty",
+        action="store_true",
+        help="write a view with no rows instead of failing (by default an empty result is an error)",
+    )
     p.add_argument(
         "--view", default="leaderboard", choices=EXPORT_VIEWS, help="which view (default leaderboard)"
     )
@@ -103,6 +108,11 @@ def handle(args: argparse.Namespace) -> int:
         paper=args.paper,
         holm=args.holm,
     )
+    if view.frame.empty and not args.allow_empty:
+        raise ConfigError(
+            f"{view.title}: no rows (the filters match nothing stored in {args.db}); nothing written. "
+            "Check --protocol, --metric, --dataset and --include-partial, or pass --allow-empty"
+        )
     text = write(view, args.format, None if args.out is None else output_file(args.out))
     if text is not None:
         sys.stdout.write(text)

@@ -97,8 +97,13 @@ def build_view(
             [leaderboard_table(board, intervals=intervals, holm=holm)],
         )
     metric = views.resolve_metric(store, pid, metric, include_partial=include_partial)
+    values = queries.latest_values(store, pid, [metric], complete_only=not include_partial)
+    if dataset is not None:  # a typo is an error naming the stored datasets, not an empty table
+        from harness.choices import check_choice
+
+        check_choice(f"dataset under protocol {name} ({pid})", dataset, values["dataset"].unique())
     table = views.build_cost(
-        queries.latest_values(store, pid, [metric], complete_only=not include_partial),
+        values,
         queries.latest_costs(store, pid, complete_only=not include_partial),
         metric=metric,
         dataset=dataset,

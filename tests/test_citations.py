@@ -55,6 +55,7 @@ def offending_lines(path: str, text: str) -> list[str]:
     return found
 
 
+@pytest.mark.integration
 def test_no_citation_to_files_outside_the_repository() -> None:
     found = []
     for path in tracked_files():

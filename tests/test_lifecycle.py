@@ -251,6 +251,7 @@ def test_harness_train_records_and_ends_its_run_row(fails, tmp_path, monkeypatch
         assert f"run: {run.run_id} (metrics in {db}, table train_steps)" in capsys.readouterr().out
 
 
+@pytest.mark.integration
 def test_git_commit_is_read_once_with_a_dirty_mark(tmp_path, monkeypatch):
     import subprocess
 

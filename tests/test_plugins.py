@@ -197,6 +197,7 @@ def _plugin_modules_after(code: str) -> dict:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
+@pytest.mark.integration
 def test_listing_names_imports_no_plugin_module():
     """Discovery reads the manifests only: listing every registry's names imports no method,
     protocol, bench, judge or renderer module of a plugin, and not torch."""
@@ -217,6 +218,7 @@ def test_listing_names_imports_no_plugin_module():
     assert got == {"modules": sorted(["baselines", "methods", *folders]), "torch": False}
 
 
+@pytest.mark.integration
 def test_describing_the_protocols_imports_no_method_module():
     """``harness list protocols`` builds every protocol from the papers' light ``protocol.py``
     modules, never from their method modules (which import torch)."""

@@ -193,6 +193,7 @@ def test_claim_run_refuses_a_live_owner_on_this_host(store):
     assert store.get_run("r1").owner_pid == pid  # untouched
 
 
+@pytest.mark.integration
 def test_claim_run_takes_over_a_dead_owner_and_a_stale_other_host(store):
     dead = subprocess.Popen(["true"])
     dead.wait()  # exited and reaped: its pid names no process

@@ -31,6 +31,26 @@ examples:
 """
 
 
+class HelpFormatter(argparse.RawDescriptionHelpFormatter):
+    """Descriptions and examples as written, and every option's default shown in its help: appended
+    as ``(default: X)`` unless the help already speaks of its default or there is none to show
+    (None, False or "": an unset option or a flag; 0 is shown)."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        text = action.help or ""
+        if (
+            not action.option_strings
+            or any(action.default is x for x in (None, False, argparse.SUPPRESS))
+            or action.default == ""
+            or text == argparse.SUPPRESS
+            or "default" in text.lower()
+        ):
+            return action.help
+        if isinstance(action.default, list | tuple):
+            return f"{text} (default: {' '.join(map(str, action.default))})".replace("%", "%%")
+        return text + " (default: %(default)s)"
+
+
 class Parser(argparse.ArgumentParser):
     """An argument parser whose errors are one line (``harness run: error: argument --limit: ...``)
     naming the command and ``--help``, instead of the whole usage block; exit status 2."""
@@ -98,7 +118,7 @@ def add_command(
         help=help,
         description=description or help,
         epilog="examples:\n" + examples.rstrip() + "\n",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        formatter_class=HelpFormatter,
     )
     p.set_defaults(func=handler)
     return p
@@ -109,7 +129,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="harness",
         description="Benchmark and evaluation harness for retrieval-augmented reasoning.",
         epilog=EXAMPLES,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        formatter_class=HelpFormatter,
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for _, add in sorted(commands().items()):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from collections import Counter
 
-from harness.cli import add_command
+from harness.cli import HelpFormatter, add_command
 from harness.cli.options import add_data_dir_arg
 
 EXAMPLES = """\
@@ -29,7 +29,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="counts, split, gold coverage and a few examples of one dataset",
         description="Counts, split, gold coverage and a few examples of one dataset.",
         epilog="examples:\n" + EXAMPLES,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        formatter_class=HelpFormatter,
     )
     show.add_argument(
         "dataset", help="nq, triviaqa, popqa, hotpotqa, 2wikimultihopqa (2wiki), musique, bamboogle"

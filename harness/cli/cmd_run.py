@@ -18,10 +18,12 @@ from harness.cli.options import (
     run_choices,
 )
 from harness.cli.retrieval_options import add_remote_args
+from harness.eval.plan import CONFIRM_ABOVE
 
 EXAMPLES = """\
   harness run --method direct,naive_rag,search_r1 --bench mini-multihop --limit 5
   harness run --method all --bench multihop --limit 20            # every registered method
+  harness run --yes                      # every method on every question of the bench (days on a CPU)
   harness run --method arena --protocol arena-gold-context --bench mini-multihop --limit 20
   harness run --method search_r1 --bench mini --limit 50 --resume  # continue an interrupted run
   harness run --method all --bench multihop --limit 1 --draft ngram   # llama.cpp speculative decoding
@@ -48,8 +50,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--method",
         nargs="+",
-        default=["all"],
-        help="a method, a comma list, or 'all' (default: all); spaces after commas are fine",
+        default=None,
+        help="a method, a comma list, or 'all'; spaces after commas are fine. Without it every method "
+        "runs, which needs --yes",
     )
     p.add_argument("--bench", default="mini-multihop", help="bench name (see `harness list benches`)")
     add_protocol_arg(p)
@@ -121,6 +124,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         default=None,
         help="openai backend: retries of a failed request before its sample is stored as an error (default 2)",
     )
+    p.add_argument(
+        "--yes",
+        action="store_true",
+        help="start without asking: needed with no --method, and on a terminal above "
+        f"{CONFIRM_ABOVE} method x question pairs (the plan printed first says how many)",
+    )
     p.add_argument("--label", default="", help="free-text label stored with the run")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
     add_judge_args(p, inline=True)
@@ -129,6 +138,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def handle(args: argparse.Namespace) -> int:
     from harness.cli.judge_options import judge_spec_from_args, print_report, report_judge_failures
+    from harness.eval.plan import confirm, describe, interactive, method_plans, recorded_costs
     from harness.eval.protocol import check_judge
     from harness.eval.runner import AVG, RunConfig, Runner, protocol_groups, reference_sources, run_summary
     from harness.eval.scoring import RunScoring
@@ -142,8 +152,8 @@ def handle(args: argparse.Namespace) -> int:
     from harness.results.queries import prefill_summary
     from harness.secrets import redact
 
-    # `--method direct, naive_rag` arrives as two words: one comma list either way
-    method = ",".join(args.method)
+    # `--method direct, naive_rag` arrives as two words: one comma list either way; none: all
+    method = ",".join(args.method) if args.method is not None else "all"
     proto = build_protocol(run_choices(args))
     everything = method.strip() == "all"
     # Methods bound to their own protocol (ARENA's gold-context setting) run under it, as separate
@@ -176,11 +186,14 @@ def handle(args: argparse.Namespace) -> int:
     runner = Runner(cfg, progress=not args.no_progress)
     plans = runner.plan_groups(groups)  # every check, before a model loads or a row is written
     check_model(cfg.backend, args.model)  # an unknown model leaves no results file behind
+    runs_planned = method_plans(plans)
+    example = f"--method {runs_planned[0].method} --limit 5"
+    if args.method is not None or args.yes or interactive():  # a refusal below is one line
+        costs, note = recorded_costs(args.db, args.model, [r.method for r in runs_planned])
+        head = f"plan: bench {args.bench}; model {redact(args.model)} ({cfg.backend}); results {args.db}"
+        print("\n".join(describe(runs_planned, costs, note, head=head, asked=proto.name)), file=sys.stderr)
+    confirm(runs_planned, method_given=args.method is not None, yes=args.yes, example=example)
     runner.store  # noqa: B018 - opens and checks the results file (a damaged one stops here)
-    print(
-        f"protocol {proto.name} ({proto.protocol_id}); bench {args.bench}; model {redact(args.model)}",
-        file=sys.stderr,
-    )
     judge = None
     if judge_spec is not None:  # built (and its server probed) before the run, not after it
         judge = make_judge(judge_spec, runner.store, progress=not args.no_progress)

@@ -122,8 +122,11 @@ def get_dataset_info(name: str) -> DatasetInfo:
     for d in DATASETS:
         if key == d.name or key in d.aliases:
             return d
+    from harness.choices import did_you_mean
+
     known = ", ".join(f"{d.name}" + (f" ({', '.join(d.aliases)})" if d.aliases else "") for d in DATASETS)
-    raise ConfigError(f"unknown dataset {name!r}; known: {known}")
+    hint = did_you_mean(name, [n for d in DATASETS for n in (d.name, *d.aliases)])
+    raise ConfigError(f"unknown dataset {name!r}{hint}; known: {known}")
 
 
 def list_datasets() -> list[DatasetInfo]:

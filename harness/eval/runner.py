@@ -161,16 +161,11 @@ def protocol_groups(
 ) -> list[tuple[Protocol, list[Method]]]:
     """``methods`` grouped by the protocol each runs under (:func:`own_protocol`), the user's
     ``protocol`` first; a group with no method is left out. A method bound to its own protocol
-    runs there as a separate run, named on stderr; :meth:`Runner.plan_groups` then checks each
-    method against its group's protocol."""
+    runs there as a separate run (``harness run``'s plan names it); :meth:`Runner.plan_groups` then
+    checks each method against its group's protocol."""
     groups: dict[str, tuple[Protocol, list[Method]]] = {protocol.name: (protocol, [])}
     for m in methods:
         p = own_protocol(m, protocol, corpus_path)
-        if p.name != protocol.name:
-            print(
-                f"{m.name} runs under its own protocol {p.name} ({p.protocol_id}), as a separate run",
-                file=sys.stderr,
-            )
         groups.setdefault(p.name, (p, []))[1].append(m)
     return [(p, ms) for p, ms in groups.values() if ms]
 
@@ -260,6 +255,7 @@ class Runner:
             try:
                 check_protocol(method, proto)
                 method.spec(proto)  # a method refusing the protocol fails here, before any run
+                self._check_fits(method, proto)
             except ConfigError as e:
                 if not self.cfg.skip_refused:
                     raise
@@ -274,6 +270,19 @@ class Runner:
                 continue
             plan.append((method, mine, proto))
         return plan
+
+    def _check_fits(self, method: Method, proto: Protocol) -> None:
+        """ConfigError when the protocol's ``max_new_tokens`` leaves no room for a prompt in the
+        backend's context, where the spec alone says how long that is (llama.cpp, vLLM)."""
+        limit = self.backend_spec.context_limit
+        want = proto.decoding.max_new_tokens
+        if limit is not None and want >= limit:
+            raise ConfigError(
+                f"method {method.name!r} under protocol {proto.name!r} generates up to "
+                f"max_new_tokens={want} per call, which leaves no room for a prompt in the "
+                f"{self.backend_spec.kind} backend's {limit}-token context: choose another method, or a "
+                "model and backend with a longer context"
+            )
 
     def run(
         self,
@@ -383,7 +392,18 @@ class Runner:
             lifecycle.running(store, run_id) as active,
             _progress(len(examples), len(done), f"{method.name}", self.progress) as bar,
         ):
+            finished, size = 0, 0  # of the current batch: reported by the rollout engine as they end
+
+            def on_finished(n: int) -> None:
+                nonlocal finished
+                n = min(n, size - finished)  # a method rolling out twice reports no question twice
+                if n > 0:
+                    finished += n
+                    bar.update(n)
+
+            ctx.on_finished = on_finished
             for batch in _batches(todo, cfg.batch_size):
+                finished, size = 0, len(batch)
                 t0 = time.perf_counter()
                 trajs = method.solve([e for _, e, _ in batch], ctx)
                 if len(trajs) != len(batch):
@@ -405,7 +425,7 @@ class Runner:
                         )
                     )
                 store.add_samples(run_id, scored, heartbeat=True)
-                bar.update(len(batch))
+                bar.update(len(batch) - finished)  # those the engine did not report (one-call methods)
                 if on_batch is not None:
                     on_batch(method.name, len(batch), bar.n)
             active.status = "incomplete" if n_errors else "complete"

@@ -115,6 +115,16 @@ class BackendSpec(BaseModel):
         return tuple(u.rstrip("/") for u in v)
 
     @property
+    def context_limit(self) -> int | None:
+        """Prompt plus completion tokens a call may take, where the spec alone says (llama.cpp's
+        ``n_ctx``, vLLM's ``max_model_len``); None where the model or the server decides."""
+        if self.kind == "llamacpp":
+            return self.n_ctx
+        if self.kind == "vllm":
+            return self.max_model_len
+        return None
+
+    @property
     def batch_limit(self) -> int:
         """``max_batch_size``, or the backend's default when it is None (see the class docstring)."""
         if self.max_batch_size is not None:

@@ -30,7 +30,7 @@ greedy output differs from ``draft="none"`` at near-ties (47 of 159 turns of the
 20 reader-model ``cot`` answers on mini), and, unlike without drafting, it depends on the thread
 count (3 of those 20 differed between 1 and 2 threads; 0 of 20 without drafting). It is fast where
 the model repeats itself: the main job took 2 min 58 s with it against 3 min 57 s without (one
-slot; README). :attr:`drafted` and :attr:`accepted` count the drafted and accepted tokens.
+slot; docs/performance.md). :attr:`drafted` and :attr:`accepted` count the drafted and accepted tokens.
 
 Reproducibility: llama.cpp's CPU kernels take different paths for decode calls of different sizes,
 and which requests share a call depends on when they reach the server, so with several slots a

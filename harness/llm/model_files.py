@@ -193,8 +193,12 @@ def auto_backend(model: str, *, served: bool = False) -> str:
 def get_preset(name: str) -> ModelPreset:
     p = PRESETS.get(canonical_name(name))
     if p is None:
-        known = ", ".join([*sorted(PRESETS), *sorted(ALIASES)])
-        raise ConfigError(f"unknown model preset {name!r}; known: {known}")
+        from harness.choices import did_you_mean
+
+        known = [*sorted(PRESETS), *sorted(ALIASES)]
+        raise ConfigError(
+            f"unknown model preset {name!r}{did_you_mean(name, known)}; known: {', '.join(known)}"
+        )
     return p
 
 

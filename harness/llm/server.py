@@ -65,7 +65,7 @@ def passive_omp_env(threads: int, env: dict[str, str] | None = None) -> dict[str
 
 # llama.cpp's ngram-simple drafting: when the last `match` tokens occurred earlier in the context,
 # the (up to) `max` tokens that followed them there are the draft, and one decode call checks them
-# all. llama.cpp's defaults (12 and 48) wait for a 12-token repeat; the README's main-job figures
+# all. llama.cpp's defaults (12 and 48) wait for a 12-token repeat; the main-job figures in docs/performance.md
 # were measured with 4 and 16 (no other setting was compared).
 NGRAM_DRAFT = {"match": 4, "max": 16}
 
@@ -111,7 +111,7 @@ def server_params(
     # Flash attention off (llama.cpp's default "auto" turns it on for the CPU): its CPU kernel
     # decodes long contexts slowly. SmolLM2-135M, 2 threads, 4 sequences after 1,500-token prompts:
     # 47 tokens/s with it, 65 without (prefill 168 against 125 tokens/s). The main job's figures
-    # with and without it are in the README.
+    # with and without it are in docs/performance.md.
     p.flash_attn_type = xllamacpp.llama_flash_attn_type.LLAMA_FLASH_ATTN_TYPE_DISABLED
     p.warmup = False
     p.fit_params = False  # CPU only: nothing to fit, and it costs a second per start

@@ -171,7 +171,9 @@ def get_metric(name: str) -> Metric:
     if m and name not in METRICS:
         template_name = f"{m['base']}@k"
         if template_name not in METRICS:
-            raise ConfigError(f"unknown metric {name!r}; known: {', '.join(METRICS.names())}")
+            from harness.choices import unknown
+
+            raise unknown("metric", name, METRICS.names())
         k = int(m["k"])
         if k < 1:
             raise ConfigError(f"metric {name!r}: k must be at least 1")

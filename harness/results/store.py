@@ -304,6 +304,10 @@ def _is_lock_error(e: Exception) -> bool:
     return "Could not set lock" in msg or "Conflicting lock" in msg
 
 
+class DamagedStoreError(StoreError):
+    """The results file exists but cannot be read as a DuckDB database (truncated, overwritten)."""
+
+
 class Store:
     """A DuckDB results file. Cheap to construct; every call opens its own connection."""
 
@@ -339,9 +343,9 @@ class Store:
             except duckdb.Error as e:
                 raise self._damaged(e) from e
 
-    def _damaged(self, e: Exception) -> StoreError:
+    def _damaged(self, e: Exception) -> DamagedStoreError:
         first = str(e).splitlines()[0] if str(e) else type(e).__name__
-        return StoreError(
+        return DamagedStoreError(
             f"{self.path}: the results database is damaged or truncated ({first}); move it aside "
             "(its finished runs cannot be read) and run again, or pass another --db"
         )

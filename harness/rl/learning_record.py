@@ -94,7 +94,22 @@ def eval_entry(label: str, rl_steps: int | None, db: Path, run_label: str) -> di
     if len(runs) != 1:
         raise ConfigError(f"{db}: {len(runs)} runs labelled {run_label!r} (need exactly one)")
     run_id, model = str(runs["run_id"].iloc[0]), str(runs["model"].iloc[0])
-    return checkpoint_entry(label, model, rl_steps, heldout_report(store, run_id))
+    return checkpoint_entry(label, portable_model(model), rl_steps, heldout_report(store, run_id))
+
+
+def portable_model(model: str, cwd: Path | None = None) -> str:
+    """``model`` as a committed record keeps it: a name as it is, a checkpoint folder relative to the
+    working directory (``cwd``, default the current one), never a machine's absolute path."""
+    path = Path(model)
+    if not path.is_absolute():
+        return model
+    here = (cwd or Path.cwd()).resolve()
+    if not path.is_relative_to(here):
+        raise ConfigError(
+            f"eval model {model} is outside the working directory {here}: build the record from the "
+            "folder that holds the checkpoints, so it keeps no machine path"
+        )
+    return str(path.relative_to(here))
 
 
 def train_curve(db: Path, run_id: str) -> dict[str, list[float | None]]:

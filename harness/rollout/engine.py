@@ -180,7 +180,9 @@ def run_tag_rollouts(
             s.prompt_ids = ctx.backend.prompt_ids(s.prompt)
     observe = cfg.observation_fn if cfg.observation_fn is not None else rendered(cfg.renderer)
 
+    reported = 0
     for round_no in range(cfg.budget.rounds(cfg.max_turns)):
+        reported = ctx.report_finished(sum(s.done for s in states), reported)
         active = [s for s in states if not s.done]
         if not active:
             break

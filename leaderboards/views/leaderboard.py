@@ -378,9 +378,11 @@ def resolve_metric(store, protocol_id: str, metric: str, *, include_partial: boo
     known = shown_metrics(store, protocol_id, include_partial=include_partial)
     found = find_metric(metric, known)
     if found is None:
+        from harness.choices import did_you_mean
+
         raise ConfigError(
-            f"no values of metric {metric!r} under protocol {protocol_id}; metrics stored: "
-            + (", ".join(known) or "none")
+            f"no values of metric {metric!r}{did_you_mean(metric, known)} under protocol {protocol_id}; "
+            "metrics stored: " + (", ".join(known) or "none")
         )
     return found
 

@@ -694,16 +694,14 @@ def reported_data(store, protocol_id: str, reported: pd.DataFrame) -> tuple[dict
 def resolve_paper(papers: list[str], name: str) -> str:
     """The paper of ``papers`` that ``name`` names (case, ``-`` for ``_`` ignored); a one-line
     ConfigError naming the near misses and every paper otherwise."""
-    import difflib
-
+    from harness.choices import did_you_mean
     from harness.errors import ConfigError
 
     norm = {p.lower().replace("-", "_"): p for p in papers}
     key = name.strip().lower().replace("-", "_")
     if key in norm:
         return norm[key]
-    close = difflib.get_close_matches(key, list(norm), n=2, cutoff=0.6)
-    hint = f" (did you mean {' or '.join(norm[c] for c in close)}?)" if close else ""
+    hint = did_you_mean(name, papers)
     raise ConfigError(f"--paper {name!r}: no such paper{hint}; papers: {', '.join(sorted(papers))}")
 
 

@@ -117,7 +117,9 @@ def test_bench_composition() -> None:
     assert layout("searchr1-train") == [("nq", "train", "all"), ("hotpotqa", "train", "all")]
     with pytest.raises(ConfigError, match="pass --data-dir for 'train'"):
         load_bench("searchr1-train")
-    with pytest.raises(ConfigError, match="unknown bench 'minimal'; known: "):
+    with pytest.raises(
+        ConfigError, match=r"unknown bench 'minimal' \(did you mean mini or mini-multihop\?\); known: "
+    ):
         get_bench("minimal")
 
 

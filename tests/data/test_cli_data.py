@@ -67,7 +67,10 @@ def test_data_show_user_dir(tmp_path: Path, capsys: pytest.CaptureFixture[str]) 
 def test_data_show_errors_are_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["data", "show", "hotpot"]) == 2
     err = capsys.readouterr().err
-    assert err.startswith("error: unknown dataset 'hotpot'; known: nq, triviaqa") and err.count("\n") == 1
+    assert (
+        err.startswith("error: unknown dataset 'hotpot' (did you mean hotpotqa?); known: nq, triviaqa")
+        and err.count("\n") == 1
+    )
     (tmp_path / "nq").mkdir()
     (tmp_path / "nq" / "test.jsonl").write_text('{"id": "1", "question": "q", "golden_answers": []}\n')
     assert main(["data", "show", "nq", "--data-dir", str(tmp_path)]) == 2

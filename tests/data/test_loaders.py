@@ -370,7 +370,7 @@ def test_unknown_dataset_name() -> None:
     with pytest.raises(ConfigError) as e:
         load_dataset("hotpot")
     assert str(e.value) == (
-        "unknown dataset 'hotpot'; known: nq, triviaqa, popqa, hotpotqa, 2wikimultihopqa (2wiki), musique, bamboogle"
+        "unknown dataset 'hotpot' (did you mean hotpotqa?); known: nq, triviaqa, popqa, hotpotqa, 2wikimultihopqa (2wiki), musique, bamboogle"
     )
 
 

@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 import harness.verl
 
 MODULES = ["versions", "contract", "rows", "reward", "job", "agent_loop", "dry_run"]
@@ -50,6 +52,7 @@ def test_imports_between_modules_go_one_way():
     assert internal_imports("__init__") == set()
 
 
+@pytest.mark.integration
 def test_each_module_imports_alone_and_in_reverse_order_without_verl():
     # one fresh interpreter; harness.verl is unloaded before each order, so each order's first module
     # is imported first: a cycle shows as an ImportError on a partly initialised module

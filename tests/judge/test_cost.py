@@ -53,13 +53,13 @@ def test_hosted_model_costs_are_exact(tmp_path):
     # gpt-4o-mini: $0.15 / $0.60 per 1M input / output tokens
     per_sample = [(1000 * 0.15 + 200 * 0.60) / 1e6, (2000 * 0.15 + 100 * 0.60) / 1e6, 500 * 0.15 / 1e6]
     assert (r["method"], r["dataset"], r["n"], r["n_correct_em"]) == ("search_r1", "toyqa", 3, 2)
-    assert r["cost_usd"] == pytest.approx(sum(per_sample), abs=1e-15)
-    assert r["cost_usd_per_q"] == pytest.approx(sum(per_sample) / 3, abs=1e-15)
-    assert r["usd_per_correct"] == pytest.approx(sum(per_sample) / 2, abs=1e-15)
+    assert r["cost_usd"] == pytest.approx(sum(per_sample), rel=1e-12)
+    assert r["cost_usd_per_q"] == pytest.approx(sum(per_sample) / 3, rel=1e-12)
+    assert r["usd_per_correct"] == pytest.approx(sum(per_sample) / 2, rel=1e-12)
     assert (r["retrievals_per_q"], r["prompt_tokens"], r["completion_tokens"]) == (1.0, 3500, 300)
     assert r["n_unpriced"] == 0 and _null(r["gpu_seconds"])  # no GPU rate for the openai backend
     per_q = store.query("SELECT sample_id, cost_usd FROM sample_costs ORDER BY sample_id")
-    assert per_q["cost_usd"].tolist() == pytest.approx(per_sample, abs=1e-15)
+    assert per_q["cost_usd"].tolist() == pytest.approx(per_sample, rel=1e-12)
     rc = run_costs(store, [run]).iloc[0]
     assert (rc["run_id"], rc["n"], rc["usd_per_correct"]) == ("api", 3, pytest.approx(sum(per_sample) / 2))
 

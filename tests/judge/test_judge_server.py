@@ -24,6 +24,7 @@ def _server_requests(srv) -> int:
     return srv.log_path.read_text(errors="replace").count("| processing task")
 
 
+@pytest.mark.integration
 @llamacpp
 def test_twenty_predictions_are_judged_once_and_reused(llama_server, tmp_path, capsys):
     info = probe_server(llama_server.base_url)

@@ -91,6 +91,7 @@ def _judge(url: str, tmp_path, prompt: str = "when_to_search") -> Judge:
     return Judge(t, get_prompt(prompt), new_store(tmp_path))
 
 
+@pytest.mark.integration
 def test_failures_are_counted_by_status_and_retried(stub, tmp_path):
     judge = _judge(stub, tmp_path)
     preds = ["GOOD", "SLOW", "BROKEN", "BUSY", "BLANK"]
@@ -104,6 +105,7 @@ def test_failures_are_counted_by_status_and_retried(stub, tmp_path):
     assert {b["temperature"] for b in Stub.bodies} == {0.0} and "repeat_penalty" not in Stub.bodies[0]
 
 
+@pytest.mark.integration
 def test_logit_scores_and_the_requested_fields(stub, tmp_path):
     judge = _judge(stub, tmp_path, "when_to_search+logit")
     (j,) = judge.judge([JudgeItem("q", ("g",), "LOGP")]).judgements
@@ -116,6 +118,7 @@ def test_logit_scores_and_the_requested_fields(stub, tmp_path):
     )
 
 
+@pytest.mark.integration
 def test_probe_reports_bad_answers(stub):
     assert probe_server(stub).kind == "vllm"
     from harness.errors import ServerError

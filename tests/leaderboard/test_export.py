@@ -30,9 +30,9 @@ def test_csv_round_trip(fixture_db, tmp_path):
     assert list(back["method"]) == ["search_r1", "naive_rag", "direct", "direct"]
     for col in expected.columns:
         if expected[col].dtype.kind == "f":
-            assert back[col].to_numpy() == pytest.approx(expected[col].to_numpy(), abs=1e-12, nan_ok=True), (
-                col
-            )
+            assert back[col].to_numpy() == pytest.approx(
+                expected[col].to_numpy(), rel=1e-12, abs=1e-12, nan_ok=True
+            ), col
     assert back.set_index("method").loc["naive_rag", "avg_all"] == 0.5
 
 
@@ -275,3 +275,27 @@ def test_exports_mark_the_cells_the_app_marks_as_tied(intervals):
         and r"\label{tab:" in tex
         and tex.index(r"\caption") < tex.index(r"\begin{tabular}")
     )
+
+
+def test_a_dataset_typo_is_one_line_naming_the_near_miss(fixture_db, tmp_path, capsys):
+    out = tmp_path / "cost.csv"
+    pid = fixture_db.protocol.protocol_id
+    argv = ["export", "--view", "cost", "--dataset", "hotpot", "--format", "csv", "--protocol", pid]
+    assert main([*argv, "--db", str(fixture_db.path), "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "unknown dataset under protocol" in err
+    assert "'hotpot' (did you mean hotpotqa?); known: hotpotqa, musique, popqa" in err
+    assert not out.exists()
+
+
+def test_an_empty_result_is_an_error_unless_asked_for(fixture_db, tmp_path, capsys, monkeypatch):
+    from leaderboards import export
+
+    empty = export.ExportedView("Cost and efficiency · EM · hotpotqa", pd.DataFrame(), [], [])
+    monkeypatch.setattr(export, "build_view", lambda *a, **k: empty)
+    out = tmp_path / "cost.csv"
+    argv = ["export", "--view", "cost", "--format", "csv", "--db", str(fixture_db.path), "--out", str(out)]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "no rows" in err and "--allow-empty" in err and not out.exists()
+    assert main([*argv, "--allow-empty"]) == 0 and out.exists()

@@ -187,6 +187,7 @@ def test_threads_default_to_one_and_more_wait_passively(monkeypatch):
     assert passive_omp_env(2, {"OMP_WAIT_POLICY": "ACTIVE"}) == {"OMP_WAIT_POLICY": "ACTIVE"}  # the user's
 
 
+@pytest.mark.integration
 def test_a_busy_port_is_refused_before_starting():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -247,6 +248,7 @@ def _wait_until(cond, timeout: float = 20.0) -> bool:
     return cond()
 
 
+@pytest.mark.integration
 @llamacpp
 def test_serve_model_command_serves_and_stops_on_sigterm():
     port = free_port()
@@ -261,6 +263,7 @@ def test_serve_model_command_serves_and_stops_on_sigterm():
     assert _wait_until(lambda: _gone(child)) and port_is_free("127.0.0.1", port) and not log.exists()
 
 
+@pytest.mark.integration
 @llamacpp
 def test_serve_model_killed_with_sigkill_leaves_no_process_port_or_log():
     from harness.llm.model_files import cache_root
@@ -275,6 +278,7 @@ def test_serve_model_killed_with_sigkill_leaves_no_process_port_or_log():
     assert not log.exists()
 
 
+@pytest.mark.integration
 @llamacpp
 def test_a_server_that_dies_at_startup_is_reported_with_its_log(tmp_path):
     bad = tmp_path / "broken.gguf"

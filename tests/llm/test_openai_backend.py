@@ -24,6 +24,7 @@ def _backend(srv, **kw):
     return make_backend(BackendSpec(**spec))
 
 
+@pytest.mark.integration
 @llamacpp
 def test_completions_with_stop_strings_are_exact(llama_server):
     b = _backend(llama_server)

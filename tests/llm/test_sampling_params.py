@@ -179,6 +179,7 @@ def test_llamacpp_sends_the_fields_and_the_penalty_acts(llamacpp_one_slot, monke
 
 
 # -- OpenAI-compatible servers -------------------------------------------------------------------
+@pytest.mark.integration
 @llamacpp
 def test_openai_backend_penalises_on_a_real_llamacpp_server(llama_server, llamacpp_one_slot):
     b = make_backend(
@@ -254,6 +255,7 @@ def _sent(url: str, bodies: list[dict], server: str, sampling: SamplingParams) -
     return bodies.pop()
 
 
+@pytest.mark.integration
 def test_openai_request_bodies_carry_the_fields_only_when_set(fake_openai):
     url, bodies = fake_openai
     vllm = _sent(url, bodies, "vllm", SamplingParams())

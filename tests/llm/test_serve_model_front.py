@@ -108,6 +108,7 @@ def client(llama_server):
     c.close()
 
 
+@pytest.mark.integration
 @llamacpp
 def test_an_unknown_model_is_404_naming_the_served_model(client):
     with pytest.raises(

@@ -29,6 +29,7 @@ from methods.tiresrag_r1.method import (
     render_docs,
 )
 from tests.methods.helpers import ScriptedJudge, context, example, reward_ctx, trajectory
+from tests.support.numeric import assert_close_rel
 from tests.support.scripted import RecordingRetriever
 
 M = TiresRAG()
@@ -67,12 +68,10 @@ def test_consistency_penalty_code_form_is_the_scaled_product():
 
     prod = z(f1.double()) * z(th.double()) * z(s.double())
     expected = torch.where(prod < 0, 0.1 * 0.18 * a * a * prod.abs(), torch.zeros_like(prod))  # Eq. 7
-    assert torch.allclose(p, expected, atol=1e-9)
+    assert_close_rel(p, expected, rel=1e-12)
     assert (p >= 0).all() and (p > 0).any() and (p == 0).any()
     unscaled = consistency_penalty(f1, th, s, a, mode="paper_unscaled")
-    assert torch.allclose(
-        unscaled, torch.where(prod < 0, 0.1 * prod.abs(), torch.zeros_like(prod)), atol=1e-9
-    )
+    assert_close_rel(unscaled, torch.where(prod < 0, 0.1 * prod.abs(), torch.zeros_like(prod)), rel=1e-12)
 
 
 def test_no_penalty_when_sufficiency_is_constant():

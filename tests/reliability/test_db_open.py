@@ -29,6 +29,7 @@ def _userns_ok() -> bool:
     return r.returncode == 0
 
 
+@pytest.mark.integration
 def test_an_intact_file_on_a_read_only_filesystem_is_not_called_damaged(tmp_path):
     if not _userns_ok():
         pytest.skip("no user namespaces here (unshare -rm)")
@@ -97,6 +98,7 @@ def test_a_damaged_file_is_still_called_damaged(tmp_path):
         Store(db)
 
 
+@pytest.mark.integration
 def test_a_locked_file_is_said_to_be_locked(tmp_path):
     db = tmp_path / "r.duckdb"
     Store(db)

@@ -32,6 +32,7 @@ with Store(os.path.join(d, "r.duckdb"), read_only=True).connect() as con:
 """
 
 
+@pytest.mark.integration
 def test_a_full_disk_is_one_line_and_keeps_what_was_written(tmp_path):
     if shutil.which("unshare") is None or subprocess.run(["unshare", "-rm", "true"], check=False).returncode:
         pytest.skip("no user namespaces here (unshare -rm)")

@@ -41,6 +41,7 @@ def clean_table(tok_dir, tmp_path_factory):
     return table(db)
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("seed", SEEDS)
 def test_kill9_at_a_random_point_then_resume_equals_clean(seed, tok_dir, tmp_path, capsys, clean_table):
     rng = random.Random(seed)
@@ -74,6 +75,7 @@ def test_kill9_at_a_random_point_then_resume_equals_clean(seed, tok_dir, tmp_pat
     assert table(db) == clean_table
 
 
+@pytest.mark.integration
 def test_resume_racing_a_live_run_is_refused(tok_dir, tmp_path, capsys, clean_table):
     db = tmp_path / "live.duckdb"
     started = threading.Event()
@@ -85,7 +87,8 @@ def test_resume_racing_a_live_run_is_refused(tok_dir, tmp_path, capsys, clean_ta
         time.sleep(0.1)
         requests_before = srv.requests
         assert main(run_args(srv.url, tok_dir, db, "--batch-size", "1", "--resume")) == 2
-        line = one_line(capsys.readouterr().err.split("\n", 1)[1])  # after the settings line
+        err = capsys.readouterr().err  # the plan, then one error line
+        line = one_line(err[err.index("\nerror: ") + 1 :])
         assert "is being written by process" in line and f"{child.pid}" in line and "--resume" in line
         child.join(timeout=60)
         assert child.exitcode == 0  # the live run was not disturbed
@@ -95,6 +98,7 @@ def test_resume_racing_a_live_run_is_refused(tok_dir, tmp_path, capsys, clean_ta
     assert table(db) == clean_table
 
 
+@pytest.mark.integration
 def test_sigterm_ends_the_run_interrupted_with_its_time_then_resume_completes(
     tok_dir, tmp_path, capsys, clean_table
 ):

@@ -17,6 +17,7 @@ from tests.reliability.fake_openai import FakeOpenAI
 from tests.reliability.helpers import TOTAL, questions, rows, run_args, table
 
 
+@pytest.mark.integration
 def test_a_failed_rerun_does_not_hide_the_complete_run(tok_dir, tmp_path, capsys):
     db = tmp_path / "r.duckdb"
     with FakeOpenAI() as srv:
@@ -46,6 +47,7 @@ def test_a_failed_rerun_does_not_hide_the_complete_run(tok_dir, tmp_path, capsys
     assert views.resolve_metric(store, pid, "EM") == "em"
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("fault", ["null_text", "no_text"])
 def test_a_reply_without_text_is_an_error_then_resumed(fault, tok_dir, tmp_path, capsys):
     db = tmp_path / "r.duckdb"

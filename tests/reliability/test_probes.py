@@ -77,6 +77,7 @@ def test_unknown_model_leaves_no_run(tmp_path, capsys):
     assert not db.exists()  # no results file at all, so no `running` (or any) row
 
 
+@pytest.mark.integration
 def test_dead_base_url_is_one_line_before_anything(tok_dir, tmp_path, capsys):
     with FakeOpenAI() as srv:
         dead = srv.url  # a port that was just free, now closed
@@ -90,6 +91,7 @@ def test_dead_base_url_is_one_line_before_anything(tok_dir, tmp_path, capsys):
     assert not db.exists()
 
 
+@pytest.mark.integration
 def test_a_server_that_does_not_serve_the_model(tok_dir, tmp_path, capsys):
     db = tmp_path / "r.duckdb"
     with FakeOpenAI() as srv:
@@ -100,6 +102,7 @@ def test_a_server_that_does_not_serve_the_model(tok_dir, tmp_path, capsys):
     assert "does not serve model 'gpt-9'; it serves fake-model" in one_line(capsys.readouterr().err)
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("cut", ["empty", "header", "half"])
 def test_truncated_results_file_is_one_line_before_any_work(cut, tok_dir, tmp_path, capsys):
     db = tmp_path / "r.duckdb"
@@ -121,6 +124,7 @@ def test_truncated_results_file_is_one_line_before_any_work(cut, tok_dir, tmp_pa
         assert "damaged or truncated" in one_line(capsys.readouterr().err)
 
 
+@pytest.mark.integration
 def test_credentials_in_urls_are_never_stored(tok_dir, tmp_path, capsys):
     from harness.llm.base import BackendSpec, make_backend
 

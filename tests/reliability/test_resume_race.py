@@ -12,6 +12,8 @@ import multiprocessing
 import os
 import sys
 
+import pytest
+
 from harness.cli import main
 from harness.results.store import Store
 from tests.reliability.fake_openai import FakeOpenAI
@@ -28,6 +30,7 @@ def _child(argv: list[str], err_path: str) -> None:
     os._exit(code)
 
 
+@pytest.mark.integration
 def test_two_resumes_of_a_new_run_started_together_make_one_run(tok_dir, tmp_path, monkeypatch):
     db = tmp_path / "race.duckdb"
     barrier = FORK.Barrier(2)

@@ -20,6 +20,7 @@ from tests.reliability.fake_openai import FakeOpenAI
 from tests.reliability.helpers import TOTAL, rows, run_args
 
 
+@pytest.mark.integration
 def test_a_base_url_with_a_query_keeps_it_after_the_path(tok_dir, tmp_path, capsys):
     db = tmp_path / "r.duckdb"
     with FakeOpenAI() as srv:
@@ -34,6 +35,7 @@ def test_a_base_url_with_a_query_keeps_it_after_the_path(tok_dir, tmp_path, caps
     assert "sk-SECRET" not in str(rows(db, "SELECT command FROM runs"))
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize(
     "tail",
     ["?code=sk-SECRET", "?bearer=sk-SECRET", ";sk-SECRET", ";key=sk-SECRET?x=sk-SECRET"],
@@ -53,6 +55,7 @@ def test_any_url_credential_is_never_stored_or_printed(tail, tok_dir, tmp_path, 
     assert "***" in command and "***" in errors[0][0]
 
 
+@pytest.mark.integration
 def test_a_retriever_url_is_redacted_and_extended_by_parsing(capsys):
     from harness.retrieval.client import RetrievalClient
 

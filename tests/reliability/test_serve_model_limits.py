@@ -60,6 +60,7 @@ def _status(sock: socket.socket, timeout: float) -> str:
     return data.split(b"\r\n", 1)[0].decode(errors="replace")
 
 
+@pytest.mark.integration
 def test_a_declared_oversized_body_is_413_before_it_is_read(srv):
     """20 MB declared, not a byte of it sent: the answer comes at once."""
     with socket.create_connection((srv.host, srv.port)) as s:
@@ -103,6 +104,7 @@ def test_max_tokens_is_a_positive_int_within_the_context(srv):
     assert one.usage.completion_tokens == 1
 
 
+@pytest.mark.integration
 def test_the_api_key_is_asked_on_every_route(keyed):
     root = _root(keyed)
     routes = [

@@ -30,6 +30,7 @@ def clean_table(tok_dir, tmp_path_factory):
     return t
 
 
+@pytest.mark.integration
 def test_failed_requests_are_errors_not_zeros_then_resumed(tok_dir, tmp_path, capsys, clean_table):
     db = tmp_path / "r.duckdb"
     qs = questions()
@@ -64,6 +65,7 @@ def test_failed_requests_are_errors_not_zeros_then_resumed(tok_dir, tmp_path, ca
     assert table(db) == clean_table
 
 
+@pytest.mark.integration
 def test_failed_samples_are_counted_not_averaged(tok_dir, tmp_path, capsys):
     from harness.eval.runner import summary
     from harness.results.store import Store
@@ -87,6 +89,7 @@ def test_failed_samples_are_counted_not_averaged(tok_dir, tmp_path, capsys):
         assert df.loc[ds, "em"] == pytest.approx(em) and df.loc[ds, "n"] == n
 
 
+@pytest.mark.integration
 def test_judge_failures_are_counted_and_exit_nonzero(tok_dir, tmp_path, capsys):
     db = tmp_path / "r.duckdb"
     with FakeOpenAI() as srv:

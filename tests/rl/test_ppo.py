@@ -11,6 +11,7 @@ from harness.rl.advantages import AdvantageBatch, AdvantageParams, compute_advan
 from harness.rl.config import preset
 from harness.rl.masked import masked_whiten
 from harness.rl.ppo import value_loss
+from tests.support.numeric import assert_close_rel, max_rel_diff
 
 
 def _params(gamma: float, lam: float) -> AdvantageParams:
@@ -18,7 +19,8 @@ def _params(gamma: float, lam: float) -> AdvantageParams:
 
 
 def _close(t: torch.Tensor, expected) -> bool:
-    return torch.allclose(t.double(), torch.tensor(expected, dtype=torch.float64), atol=1e-6)
+    want = torch.tensor(expected, dtype=torch.float64)
+    return max_rel_diff(t.double(), want) <= 1e-6
 
 
 def _batch(scores, mask, values, token_rewards=None) -> AdvantageBatch:
@@ -130,8 +132,9 @@ def test_value_model_reads_the_state_before_each_response_token(tiny_dir):
         ids = torch.tensor([prompts[b] + responses[b]])
         h = critic.backbone(input_ids=ids).last_hidden_state
         full = critic.head(h).squeeze(-1)[0]
-        for j in range(len(responses[b])):
-            assert v[b, j].item() == pytest.approx(full[len(prompts[b]) + j - 1].item(), abs=1e-4)
+        n = len(responses[b])
+        # relative to the row's largest value: a value near 0 keeps the rounding of the terms summed
+        assert_close_rel(v[b, :n].detach(), full[len(prompts[b]) - 1 : len(prompts[b]) - 1 + n].detach())
 
 
 def test_verl_export_maps_ppo_to_gae_with_the_critic(tmp_path):

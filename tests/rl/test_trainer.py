@@ -171,7 +171,7 @@ def test_sequence_logprobs_match_full_forward(tiny_dir: Path):
         full = torch.log_softmax(model(ids).logits[0].float(), -1)
         for j, tok in enumerate(responses[b]):
             pos = len(prompts[b]) + j - 1
-            assert logp[b, j].item() == pytest.approx(full[pos, tok].item(), abs=1e-4)
+            assert logp[b, j].item() == pytest.approx(full[pos, tok].item(), rel=1e-5, abs=1e-6)
 
 
 def test_sequence_logprobs_keep_computes_only_the_kept_positions_and_matches_the_full_forward(tiny_dir: Path):
@@ -206,8 +206,11 @@ def _check_keep(model, prompts, responses, keep) -> None:
     )
     (-(part * keep).sum()).backward()
     g_part = [p.grad for p in model.parameters() if p.grad is not None]
+    # backpropagated through a 49,152-way softmax at temperature 0.7, the two forwards' rounding
+    # reaches up to 1.9e-5 of a gradient's largest element (model.norm.weight; AVX2 and AVX-512,
+    # 1 and 2 threads, AMD EPYC); a wrong kept position moves it by O(1)
     for i, (a, b) in enumerate(zip(g_full, g_part, strict=True)):
-        assert_close_rel(b, a, what=f"gradient {i}")
+        assert_close_rel(b, a, rel=1e-4, what=f"gradient {i}")
     # entropy on the kept columns is the full computation's, 0 where the mask is 0
     kw = dict(pad_id=2, temperature=0.7, with_entropy=True, mask=keep)
     with torch.no_grad():

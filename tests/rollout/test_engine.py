@@ -164,3 +164,22 @@ def test_extractors():
     assert extract_boxed(r"so \boxed{\text{Joe Biden}}").prediction == "Joe Biden"
     assert extract_boxed(r"\boxed{a{b}c}").prediction == "a{b}c"
     assert extract_boxed(r"\boxed{abc").status == "unclosed_tag"
+
+
+def test_each_question_is_reported_finished_before_the_next_turn_is_generated():
+    script = {
+        "capital of Italy": ["<answer>Rome</answer>"],
+        "capital of France": ["<search>capital of France</search>", "<answer>Paris</answer>"],
+        "capital of Spain": ["<search>a</search>", "<search>b</search>", "<answer>Madrid</answer>"],
+    }
+    be, seen = ScriptedBackend(script), []
+    examples = [ex(1, "capital of Italy"), ex(2, "capital of France"), ex(3, "capital of Spain")]
+    ctx = RunContext(
+        backend=be,
+        protocol=PROTO,
+        retriever=RecordingRetriever(),
+        on_finished=lambda n: seen.append((len(be.calls), n)),
+    )
+    run_tag_rollouts([f"Q: {e.question}\n" for e in examples], examples, ctx, cfg())
+    # (generation calls made so far, questions newly finished): one question after each turn
+    assert seen == [(1, 1), (2, 1), (3, 1)]
