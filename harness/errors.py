@@ -6,6 +6,8 @@ anything else is a bug and keeps its traceback.
 
 from __future__ import annotations
 
+import os
+
 
 class HarnessError(Exception):
     """Base class: a user-facing problem with a clear message."""
@@ -14,7 +16,7 @@ class HarnessError(Exception):
 class DataError(HarnessError):
     """A malformed data row or file."""
 
-    def __init__(self, path: str, message: str, line: int | None = None):
+    def __init__(self, path: str | os.PathLike[str], message: str, line: int | None = None):
         self.path = str(path)
         self.line = line
         where = f"{self.path}:{line}" if line is not None else self.path

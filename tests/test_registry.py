@@ -239,6 +239,7 @@ print(json.dumps(seen))
 """
 
 
+@pytest.mark.integration
 def test_every_registry_lookup_from_16_threads_sees_every_plugin_in_a_fresh_process():
     # verl calls rewards and agent loops from many threads; the first lookup in a worker process
     # must not see a registry whose discovery another thread has begun but not finished

@@ -502,6 +502,7 @@ def _score_jsonl(
             raise DataError(path, "no predictions in file")
         _refuse_duplicates(path, ids, "line")
         if out is not None:
+            assert tmp is not None and per_sample is not None  # set together above
             out.close()
             os.replace(tmp, per_sample)
     except BaseException:

@@ -40,6 +40,7 @@ def test_there_are_committed_databases() -> None:
     assert len(COMMITTED) >= 2
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("db", COMMITTED, ids=lambda p: p.name)
 def test_export_and_compare_leave_the_file_byte_identical(db, tmp_path, capsys) -> None:
     before, status = _hashes(), _git_status()
@@ -67,6 +68,7 @@ def test_leaderboard_command_leaves_the_file_byte_identical(monkeypatch) -> None
     assert _hashes() == before
 
 
+@pytest.mark.integration
 def test_every_app_page_leaves_the_file_byte_identical(monkeypatch) -> None:
     pytest.importorskip("streamlit", reason="the leaderboard app needs the ui extra (streamlit)")
     from streamlit.testing.v1 import AppTest

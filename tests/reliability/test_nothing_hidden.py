@@ -72,6 +72,7 @@ def test_a_reply_without_text_is_an_error_then_resumed(fault, tok_dir, tmp_path,
     assert len({(r[1], r[2]) for r in table(db)}) == TOTAL
 
 
+@pytest.mark.integration
 def test_partial_views_merge_the_complete_run_after_a_failed_rerun(tok_dir, tmp_path, capsys, monkeypatch):
     """Issue 45, failure 2: with partial runs included, the failed rerun (every sample an error,
     no metric row) was "the latest" and the complete run before it vanished: `export

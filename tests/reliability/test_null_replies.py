@@ -11,11 +11,14 @@ as an empty answer; now it is an error completion after the retries."""
 
 from __future__ import annotations
 
+import pytest
+
 from harness.cli import main
 from tests.reliability.fake_openai import FakeOpenAI
 from tests.reliability.helpers import TOTAL, rows, run_args
 
 
+@pytest.mark.integration
 def test_null_judge_content_is_a_retried_error_then_asked_again(tok_dir, tmp_path, capsys):
     db = tmp_path / "r.duckdb"
     with FakeOpenAI() as srv:
@@ -42,6 +45,7 @@ def test_null_judge_content_is_a_retried_error_then_asked_again(tok_dir, tmp_pat
     assert rows(db, "SELECT count(*) FROM judgements WHERE status NOT IN ('error', 'timeout')") == [(TOTAL,)]
 
 
+@pytest.mark.integration
 def test_an_all_null_stream_is_an_error_not_an_empty_answer(tok_dir):
     from harness.llm.base import BackendSpec, make_backend
 

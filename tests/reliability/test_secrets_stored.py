@@ -18,6 +18,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import duckdb
+import pytest
 
 from harness.cli import main
 from tests.reliability.fake_openai import FakeOpenAI
@@ -81,6 +82,7 @@ def _texts_of(db: Path) -> str:
     return "\n".join(out)
 
 
+@pytest.mark.integration
 def test_a_retriever_url_credential_is_in_no_file_of_the_cache_or_the_results(
     tok_dir, tmp_path, capsys, monkeypatch
 ):
@@ -105,6 +107,7 @@ def test_a_retriever_url_credential_is_in_no_file_of_the_cache_or_the_results(
     assert PASSWORD not in texts and TOKEN not in texts
 
 
+@pytest.mark.integration
 def test_the_final_error_line_is_redacted(tok_dir, tmp_path, capsys):
     db = tmp_path / "r.duckdb"
     with FakeOpenAI(fault="500_echo") as srv:

@@ -60,6 +60,7 @@ def _kill9(db: Path) -> str:
     return run_id
 
 
+@pytest.mark.integration
 def test_resume_with_nothing_saved_is_refused_in_one_line(trained, capsys):
     assert trained.train() == 0
     killed = _kill9(trained.db)
@@ -71,6 +72,7 @@ def test_resume_with_nothing_saved_is_refused_in_one_line(trained, capsys):
     assert rows(trained.db, "SELECT run_id, status FROM runs") == [(killed, "interrupted")]
 
 
+@pytest.mark.integration
 def test_resume_says_where_it_resumes_from_and_closes_the_dead_run(trained, capsys):
     assert trained.train() == 0
     killed = _kill9(trained.db)
