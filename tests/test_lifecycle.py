@@ -117,7 +117,8 @@ def test_create_train_run_is_the_train_row_of_a_recipe(store, monkeypatch):
         "sft recipe r",
     )
     assert (run.method_spec_hash, run.method_spec_json) == ("spec-h", '{"recipe": 1}')
-    assert run.command == "harness train --method toy" and run.owner_pid is None
+    # a training row records its owner process, so a later --resume can tell a dead run from a live one
+    assert run.command == "harness train --method toy" and run.owner_pid == lifecycle.this_owner()[0]
 
 
 def test_resume_run_claims_the_newest_unfinished_identical_run(store):
