@@ -136,3 +136,25 @@ def refuse_heldout(name: str, examples: list[QAExample]) -> None:
             f"{len(bad)} training questions are held out by split {name!r} (e.g. {bad[0]}); "
             "train on split_examples(name, 'train') only"
         )
+
+
+@dataclass(frozen=True)
+class StageQuestions:
+    """Which training questions each stage of a warm-started run uses: ``sft`` the supervised
+    warm-up's, ``rl`` the RL stage's; disjoint by construction."""
+
+    sft: tuple[QAExample, ...]
+    rl: tuple[QAExample, ...]
+
+
+def stage_questions(examples: list[QAExample], *, seed: int, sft_n: int | None) -> StageQuestions:
+    """Shuffle the training questions once with ``seed`` (``random.Random(seed).shuffle``); the
+    supervised warm-up takes the first ``sft_n`` (all of them when None), RL the rest, in the
+    shuffled order. Before issue 43 both stages shuffled with the same seed and RL drew from the
+    front again, so its first steps re-used the warm-up's questions."""
+    import random
+
+    order = list(examples)
+    random.Random(seed).shuffle(order)
+    n = len(order) if sft_n is None else min(sft_n, len(order))
+    return StageQuestions(sft=tuple(order[:n]), rl=tuple(order[n:]))

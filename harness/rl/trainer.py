@@ -183,6 +183,8 @@ class Trainer:
         self.run_id = run_id
         self.data_dir = data_dir
         self.device = resolve_device(device)
+        self._drawn: list[str] = []  # the questions rolled out, in first-drawn order
+        self._drawn_set: set[str] = set()
 
     # -- set-up ------------------------------------------------------------------------------
     def _load_policy(self) -> tuple[Any, Any, Any]:
@@ -197,9 +199,8 @@ class Trainer:
         return policy, ref, tok
 
     def _examples_list(self) -> list[QAExample]:
-        if self._examples is not None:
-            return self._examples
-        return training_examples(self.recipe, self.data_dir)
+        exs = self._examples if self._examples is not None else training_examples(self.recipe, self.data_dir)
+        return rl_examples(self.recipe, exs, self.model_name)
 
     # -- rollouts ----------------------------------------------------------------------------
     def _rollout_groups(self, ctx: RunContext, examples: list[QAExample], step: int, rnd: int) -> list[Group]:
@@ -302,6 +303,7 @@ class Trainer:
             def roll(r: int, step: int = step, sink: list[Group] = generated) -> list[Group]:
                 out = self._rollout_groups(ctx, next_examples(a.train_batch_size), step, r)
                 sink.extend(out)
+                self._record_questions(step, r, [g.example.id for g in out])
                 return out
 
             if ds.enabled:
@@ -668,8 +670,26 @@ class Trainer:
         tmp.rename(final)
         self.log(f"checkpoint: {final} (step {step})")
 
+    def _record_questions(self, step: int, rnd: int, ids: list[str]) -> None:
+        """Append the questions one rollout round drew to ``out_dir/rl_questions.jsonl`` (step and
+        round numbered from 0; a resumed run appends the steps it repeats again)."""
+        self.out_dir.mkdir(parents=True, exist_ok=True)
+        with (self.out_dir / "rl_questions.jsonl").open("a") as f:
+            f.write(json.dumps({"step": step, "round": rnd, "ids": ids}) + "\n")
+        self._drawn.extend(i for i in ids if i not in self._drawn_set)
+        self._drawn_set.update(ids)
+
     def _save_final(self, policy, tok) -> None:
-        save_final(policy, tok, self.out_dir, self.recipe, self.method.name, self.model_name, log=self.log)
+        save_final(
+            policy,
+            tok,
+            self.out_dir,
+            self.recipe,
+            self.method.name,
+            self.model_name,
+            log=self.log,
+            questions=list(self._drawn),
+        )
 
 
 def load_policy(
@@ -773,6 +793,29 @@ def training_examples(recipe: Recipe, data_dir: Path | None = None) -> list[QAEx
     return out
 
 
+def rl_examples(recipe: Recipe, examples: list[QAExample], model: str) -> list[QAExample]:
+    """The RL stage's questions out of the training questions ``examples``: with an ``sft`` block
+    in the recipe, those its warm-up does not take (:func:`harness.rl.split.stage_questions`:
+    one seeded shuffle, SFT the first ``sft.n_questions``, RL the rest); and never a question the
+    starting checkpoint says it was trained on (``questions`` of its ``harness_train.json``, which
+    ``harness sft`` writes), whatever recipe made it."""
+    from harness.rl.split import stage_questions
+
+    out = list(examples)
+    if recipe.sft is not None:
+        out = list(stage_questions(out, seed=recipe.seed, sft_n=recipe.sft.n_questions).rl)
+    record = Path(model) / "harness_train.json"
+    if record.is_file():
+        trained = set(json.loads(record.read_text()).get("questions") or ())
+        out = [e for e in out if e.id not in trained]
+    if not out:
+        raise ConfigError(
+            f"recipe {recipe.name!r}: no training question is left for RL after the warm-up's "
+            f"({'sft.n_questions' if recipe.sft is not None else record}); lower sft.n_questions"
+        )
+    return out
+
+
 def save_final(
     policy: Any,
     tok: Any,
@@ -783,9 +826,12 @@ def save_final(
     *,
     stage: str = "rl",
     log: Callable[[str], None] = print,
+    questions: list[str] | None = None,
 ) -> Path:
     """Write ``out_dir/final``: a plain Hugging Face directory (LoRA merged) that ``harness run
-    --model`` evaluates, with the recipe and what produced it; atomic (written beside, renamed)."""
+    --model`` evaluates, with the recipe and what produced it (``questions``: the ids of the
+    training questions the stage used, recorded in ``harness_train.json``); atomic (written
+    beside, renamed)."""
     final = out_dir / "final"
     tmp = out_dir / "final.tmp"
     shutil.rmtree(tmp, ignore_errors=True)
@@ -801,6 +847,7 @@ def save_final(
                 "recipe": recipe.name,
                 "stage": stage,
                 "steps": recipe.steps,
+                **({"questions": questions} if questions is not None else {}),
             }
         )
     )

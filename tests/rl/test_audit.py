@@ -336,3 +336,53 @@ def test_the_logged_lr_of_each_step_is_the_schedules(toy_model_dir, tmp_path):
     lr = recipe.algo.lr
     # the scheduler steps after each update: step k logs the rate the next update will use
     assert [s.metrics["lr"] for s in res.steps] == pytest.approx([lr * 2 / 3, lr, lr], rel=1e-12)
+
+
+# -- RL questions disjoint from the warm-up's ------------------------------------------------------
+
+
+def test_rl_questions_are_disjoint_from_the_warm_ups_by_construction(tmp_path):
+    """``harness sft`` and ``harness train`` of one recipe split the training questions once: the
+    warm-up's ``sft.n_questions`` and RL's rest; the starting checkpoint's own record excludes its
+    questions too. Before issue 43 RL's first 40 draws were exactly the warm-up's first 40."""
+    import json
+    import random
+
+    from harness.rl.split import stage_questions
+    from harness.rl.trainer import rl_examples, training_examples
+
+    recipe = _search_r1().recipes()["cpu-sft-grpo"]
+    train = training_examples(recipe)
+    st = stage_questions(train, seed=recipe.seed, sft_n=recipe.sft.n_questions)
+    sft_ids = {e.id for e in st.sft}
+    assert len(sft_ids) == recipe.sft.n_questions == 160
+    rl = rl_examples(recipe, train, "default")
+    rl_ids = {e.id for e in rl}
+    assert not sft_ids & rl_ids and len(sft_ids | rl_ids) == len(train)
+    # the trainer's draw order (its own seeded shuffle of RL's list): no warm-up question anywhere
+    order = list(range(len(rl)))
+    random.Random(recipe.seed).shuffle(order)
+    assert not {rl[i].id for i in order[:40]} & sft_ids
+    # the old construction (both stages shuffling the whole list with one seed) would overlap fully
+    old = list(train)
+    random.Random(recipe.seed).shuffle(old)
+    assert {e.id for e in old[:40]} <= sft_ids
+    # a checkpoint that records its questions keeps them out even under another recipe
+    ckpt = tmp_path / "sft-final"
+    ckpt.mkdir()
+    some = [e.id for e in rl[:5]]
+    (ckpt / "harness_train.json").write_text(json.dumps({"stage": "sft", "questions": some}))
+    assert not {e.id for e in rl_examples(recipe, train, str(ckpt))} & set(some)
+
+
+def test_the_rl_record_names_every_question_each_step_drew(toy_model_dir, tmp_path):
+    import json
+
+    tr = toy_trainer(FavouriteWords(), toy_recipe(3), toy_model_dir, tmp_path, 12)
+    tr.train()
+    lines = [json.loads(x) for x in (tmp_path / "out" / "rl_questions.jsonl").read_text().splitlines()]
+    assert [(x["step"], x["round"]) for x in lines] == [(0, 0), (1, 0), (2, 0)]
+    drawn = [i for x in lines for i in x["ids"]]
+    assert len(drawn) == 3 * toy_recipe(3).algo.train_batch_size
+    final = json.loads((tmp_path / "out" / "final" / "harness_train.json").read_text())
+    assert final["questions"] == list(dict.fromkeys(drawn))
