@@ -119,6 +119,7 @@ class _UpdateBatch:
     responses: list[list[int]]
     gids: torch.Tensor
     mask: torch.Tensor
+    engine: torch.Tensor | None = None  # (B, T) the rollout engine's log-probs (NaN: none), or None
 
     @classmethod
     def of(cls, groups: list[Group], *, device: Any, drop_truncated: bool) -> _UpdateBatch:
@@ -130,6 +131,7 @@ class _UpdateBatch:
                 [i for i, g in enumerate(groups) for _ in g.trajectories], dtype=torch.long, device=device
             ),
             mask=loss_masks(trajs, device=device, drop_truncated=drop_truncated),
+            engine=engine_logprobs(trajs, device=device),
         )
 
     def pairs(self, rows: list[int]) -> tuple[list[list[int]], list[list[int]]]:
@@ -164,6 +166,8 @@ class Trainer:
         run_id: str = "",
         data_dir: Path | None = None,
         device: str = "auto",
+        rollout_backend: str = "transformers",
+        rollout_threads: int | None = None,
     ):
         from harness.device import resolve_device
 
@@ -183,6 +187,14 @@ class Trainer:
         self.run_id = run_id
         self.data_dir = data_dir
         self.device = resolve_device(device)
+        if rollout_backend not in ("transformers", "llamacpp"):
+            raise ConfigError(
+                f"rollout backend {rollout_backend!r} is not wired into the trainer yet; "
+                "use transformers or llamacpp (harness train --rollout-backend)"
+            )
+        self.rollout_backend = rollout_backend
+        self.rollout_threads = rollout_threads
+        self._rollout_lp: torch.Tensor | None = None  # see _update
         self._drawn: list[str] = []  # the questions rolled out, in first-drawn order
         self._drawn_set: set[str] = set()
 
@@ -245,15 +257,35 @@ class Trainer:
         torch.manual_seed(self.recipe.seed)
         policy, ref, tok = self._load_policy()
         pad_id = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
-        backend = TransformersBackend.from_model(
-            policy,
-            tok,
-            BackendSpec(
-                kind="transformers",
-                model=self.model_name,
-                max_batch_size=max(self.recipe.micro_batch_size, 8),
-            ),
-        )
+        engine = None
+        if self.rollout_backend == "llamacpp":
+            from harness.rl.rollout_engine import LlamaCppRollout
+
+            engine = LlamaCppRollout(
+                self.model_name,
+                self.recipe,
+                self.out_dir,
+                threads=self.rollout_threads,
+                parallel=min(self.algo.group_size, 8),
+            )
+            backend: Any = engine.backend
+        else:
+            backend = TransformersBackend.from_model(
+                policy,
+                tok,
+                BackendSpec(
+                    kind="transformers",
+                    model=self.model_name,
+                    max_batch_size=max(self.recipe.micro_batch_size, 8),
+                ),
+            )
+        try:
+            return self._train(policy, ref, tok, pad_id, backend, engine)
+        finally:
+            if engine is not None:
+                engine.close()
+
+    def _train(self, policy, ref, tok, pad_id: int, backend: Any, engine: Any) -> TrainResult:
         ctx = RunContext(backend=backend, protocol=self.protocol, retriever=self.retriever, training=True)
         params = [p for p in policy.parameters() if p.requires_grad]
         a = self.algo
@@ -296,6 +328,9 @@ class Trainer:
         result = TrainResult(checkpoint=self.out_dir / "final", run_id=self.run_id)
         for step in range(start_step, self.recipe.steps):
             t0 = time.perf_counter()
+            t_sync = (
+                engine.sync(policy) if engine is not None else 0.0
+            )  # the current policy reaches the engine
             ds = a.dynamic_sampling
             rounds, dropped_frac, capped = 1, 0.0, False
             generated: list[Group] = []  # every group rolled out this step, kept or not
@@ -340,6 +375,7 @@ class Trainer:
                 {
                     "seconds": time.perf_counter() - t0,
                     "seconds_rollout": t_roll,
+                    "seconds_sync": t_sync,
                     "lr": sched.get_last_lr()[0],
                     "ds_rounds": float(rounds),
                     "ds_dropped_frac": dropped_frac,
@@ -411,6 +447,11 @@ class Trainer:
         a = self.algo
         b = _UpdateBatch.of(groups, device=self.device, drop_truncated=a.overlong.filter_truncated)
         old_logp, ref_logp = self._fixed_logprobs(policy, ref, b, pad_id)
+        # the learner's log-probs under the rollout policy, to compare with the engine's: the fixed
+        # old log-probs when there are any, else filled by the single update's micro-batches
+        self._rollout_lp = None
+        if b.engine is not None and a.temperature == 1.0 and old_logp is None:
+            self._rollout_lp = torch.zeros_like(b.mask)
         old_values = returns = None
         if critic is not None:
             from harness.rl.ppo import sequence_values
@@ -485,6 +526,10 @@ class Trainer:
         # the clipped loss's ratio range over the step; token counts add up; the rest are means
         reduce = {"ratio_min": min, "ratio_max": max, "policy_tokens": sum}
         out = {k: (reduce.get(k, lambda x: sum(x) / len(x))(v) if v else 0.0) for k, v in stats.items()}
+        if b.engine is not None and a.temperature == 1.0:
+            learner = old_logp if old_logp is not None else self._rollout_lp
+            assert learner is not None
+            out.update(engine_mismatch(learner, b.engine, b.mask))
         if critic is not None:
             out["actor_updated"] = float(update_actor)
             out["critic/lr"] = critic.sched.get_last_lr()[0]
@@ -549,6 +594,8 @@ class Trainer:
         )
         logp = b.pad(logp)
         old = old_logp[rows] if old_logp is not None else logp.detach()
+        if self._rollout_lp is not None:
+            self._rollout_lp[rows] = logp.detach()
         loss, st = POLICY_LOSSES.get(a.policy_loss)(logp, old, adv[rows], m, a, units)
         if a.kl_placement == "loss":
             assert ref_logp is not None
@@ -766,6 +813,44 @@ def loss_masks(trajs: list[Trajectory], *, device: Any, drop_truncated: bool = F
         for t in trajs
     ]
     return torch.tensor(rows, dtype=torch.float32, device=device)
+
+
+def engine_logprobs(trajs: list[Trajectory], *, device: Any) -> torch.Tensor | None:
+    """(B, T) the rollout engine's log-prob of each response token (NaN where it reported none,
+    and on padding), or None when no trajectory carries any."""
+    if all(t.engine_logprobs is None for t in trajs):
+        return None
+    t_len = max(max(len(t.response_ids or []) for t in trajs), 1)
+    rows = []
+    for t in trajs:
+        lp = (
+            list(t.engine_logprobs)
+            if t.engine_logprobs is not None
+            else [math.nan] * len(t.response_ids or [])
+        )
+        rows.append(lp + [math.nan] * (t_len - len(lp)))
+    return torch.tensor(rows, dtype=torch.float32, device=device)
+
+
+def engine_mismatch(learner: torch.Tensor, engine: torch.Tensor, mask: torch.Tensor) -> dict[str, float]:
+    """How far the rollout engine's log-probs are from the learner's on the sampled model tokens
+    (mask 1, engine value known): ``engine/logp_abs_diff`` the mean |logp_engine - logp_learner|,
+    and the spread of the per-token importance ratio ``pi_learner / pi_engine`` (``engine/ratio_std``,
+    ``engine/ratio_min``, ``engine/ratio_max``; a truncated importance correction would cap it),
+    over ``engine/tokens`` tokens."""
+    keep = (mask > 0) & ~torch.isnan(engine)
+    n = int(keep.sum())
+    if n == 0:
+        return {"engine/tokens": 0.0}
+    d = (learner.float() - engine)[keep]
+    ratio = torch.exp(d)
+    return {
+        "engine/tokens": float(n),
+        "engine/logp_abs_diff": float(d.abs().mean()),
+        "engine/ratio_std": float(ratio.std(unbiased=False)),
+        "engine/ratio_min": float(ratio.min()),
+        "engine/ratio_max": float(ratio.max()),
+    }
 
 
 def training_examples(recipe: Recipe, data_dir: Path | None = None) -> list[QAExample]:
