@@ -386,3 +386,31 @@ def test_the_rl_record_names_every_question_each_step_drew(toy_model_dir, tmp_pa
     assert len(drawn) == 3 * toy_recipe(3).algo.train_batch_size
     final = json.loads((tmp_path / "out" / "final" / "harness_train.json").read_text())
     assert final["questions"] == list(dict.fromkeys(drawn))
+
+
+# -- the larger held-out set ---------------------------------------------------------------------------
+
+
+def test_the_400_question_held_out_set_extends_the_recorded_one_and_holds_out_nothing_trained_on():
+    import importlib.util
+    from pathlib import Path
+
+    from harness.rl.split import check_split, load_split
+
+    spec = importlib.util.spec_from_file_location(
+        "build_learning_split", Path(__file__).parents[2] / "scripts" / "build_learning_split.py"
+    )
+    assert spec is not None and spec.loader is not None
+    build = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(build)
+    base, big = load_split("learning"), load_split("learning-400")
+    check_split(big)  # the stored ids are what the rule makes from the packaged data today
+    held, old_held = set(big.heldout["popqa"]), set(base.heldout["popqa"])
+    assert len(held) == 400 and old_held <= held
+    assert set(big.train["popqa"]) | held == set(base.train["popqa"]) | old_held
+    assert not set(big.train["popqa"]) & held
+    # the recorded warm-up's 160 questions (and so the recorded RL steps' 40) stay train
+    sft = build.recorded_sft_questions()["popqa"]
+    assert len(sft) == 160 and sft <= set(big.train["popqa"])
+    with pytest.raises(Exception, match="no --sample draw"):
+        big.eval_args()
