@@ -328,9 +328,8 @@ class Trainer:
         result = TrainResult(checkpoint=self.out_dir / "final", run_id=self.run_id)
         for step in range(start_step, self.recipe.steps):
             t0 = time.perf_counter()
-            t_sync = (
-                engine.sync(policy) if engine is not None else 0.0
-            )  # the current policy reaches the engine
+            # the current policy reaches the engine (llamacpp: its LoRA as a GGUF adapter)
+            t_sync = engine.sync(policy) if engine is not None else 0.0
             ds = a.dynamic_sampling
             rounds, dropped_frac, capped = 1, 0.0, False
             generated: list[Group] = []  # every group rolled out this step, kept or not
@@ -526,9 +525,8 @@ class Trainer:
         # the clipped loss's ratio range over the step; token counts add up; the rest are means
         reduce = {"ratio_min": min, "ratio_max": max, "policy_tokens": sum}
         out = {k: (reduce.get(k, lambda x: sum(x) / len(x))(v) if v else 0.0) for k, v in stats.items()}
-        if b.engine is not None and a.temperature == 1.0:
-            learner = old_logp if old_logp is not None else self._rollout_lp
-            assert learner is not None
+        learner = old_logp if old_logp is not None else (self._rollout_lp if update_actor else None)
+        if b.engine is not None and a.temperature == 1.0 and learner is not None:
             out.update(engine_mismatch(learner, b.engine, b.mask))
         if critic is not None:
             out["actor_updated"] = float(update_actor)
