@@ -257,6 +257,9 @@ class Trajectory:
     prompt_ids: list[int] | None = None
     response_ids: list[int] | None = None
     loss_mask: list[int] | None = None
+    # training only, when the rollout backend reports them: the engine's log-prob of each response
+    # token (NaN on observation tokens and where it did not report one), parallel to response_ids
+    engine_logprobs: list[float] | None = None
     meta: dict[str, Any] = field(default_factory=dict)
     # named alternative predictions, e.g. {"first_answer": "..."} when a paper's released evaluation
     # reads another answer than ``prediction``: each is scored with the answer metrics under

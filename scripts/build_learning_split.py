@@ -1,7 +1,15 @@
 """Build the fixed train / held-out split of the learning run (deterministic).
 
     python scripts/build_learning_split.py            # writes harness/data/packaged/splits/learning.json
-    python scripts/build_learning_split.py --check    # exit 1 if the stored file differs
+    python scripts/build_learning_split.py --check    # exit 1 if a stored file differs
+    python scripts/build_learning_split.py --only learning-400
+
+Two splits. ``learning``: the recorded run's (100 held out). ``learning-400`` (issue 43, fixed
+before any run of it): 400 held out per ``extend_heldout``: ``learning``'s 100 plus the next 300
+train questions of the same ranking, skipping the 160 the recorded warm-up trained on
+(``cpu-sft-rl``'s ``sft.n_questions`` of its seed-0 shuffle of ``learning``'s train part, which also
+holds every question the recorded RL steps drew), so nothing any recorded run trained on is held
+out; its train part is the remaining 600.
 
 The held-out part is ``Selection(mode="random", n=HELDOUT_N, seed=SEED)`` of each dataset of
 ``BENCH`` (ranked by sha256 of seed and id, so it depends on neither row order nor Python
@@ -12,34 +20,60 @@ HELDOUT_N --seed SEED`` evaluates exactly the held-out part (harness/rl/split.py
 from __future__ import annotations
 
 import argparse
+import random
 import sys
 
 from harness.data.benches import Selection
-from harness.rl.split import build_split, split_path
+from harness.rl.split import Split, build_split, extend_heldout, split_examples, split_path
 
 NAME = "learning"
 BENCH = "mini-singlehop"  # PopQA questions whose gold paragraphs are in the closed corpus
 HELDOUT_N = 100
 SEED = 20
+EXTENDED = "learning-400"
+EXTENDED_N = 400
+RECORDED_SFT_N, RECORDED_SFT_SEED = 160, 0  # methods/search_r1/recipes.yaml cpu-sft-rl: sft.n_questions, seed
+
+
+def recorded_sft_questions() -> dict[str, set[str]]:
+    """The questions the recorded warm-up (results/learning-2026-11-26.json's SFT run) was built
+    from: the first 160 of ``random.Random(0).shuffle`` of ``learning``'s train part, as
+    ``harness sft`` drew them before issue 43."""
+    order = split_examples(NAME, "train")
+    random.Random(RECORDED_SFT_SEED).shuffle(order)
+    out: dict[str, set[str]] = {}
+    for e in order[:RECORDED_SFT_N]:
+        out.setdefault(e.dataset, set()).add(e.id)
+    return out
+
+
+def build_all() -> list[Split]:
+    base = build_split(NAME, BENCH, Selection(mode="random", n=HELDOUT_N, seed=SEED))
+    return [base, extend_heldout(base, EXTENDED, EXTENDED_N, recorded_sft_questions())]
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--check", action="store_true", help="compare with the stored file instead of writing")
+    ap.add_argument("--check", action="store_true", help="compare with the stored files instead of writing")
+    ap.add_argument("--only", choices=[NAME, EXTENDED], default=None, help="one split only")
     args = ap.parse_args(argv)
-    split = build_split(NAME, BENCH, Selection(mode="random", n=HELDOUT_N, seed=SEED))
-    text = split.to_json()
-    path = split_path(NAME)
-    if args.check:
-        same = path.exists() and path.read_text() == text
-        print(f"{path}: {'up to date' if same else 'DIFFERS (rebuild)'}")
-        return 0 if same else 1
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text)
-    n_train = sum(map(len, split.train.values()))
-    n_held = sum(map(len, split.heldout.values()))
-    print(f"wrote {path}: {n_train} train, {n_held} held-out questions of {BENCH}")
-    return 0
+    bad = 0
+    for split in build_all():
+        if args.only is not None and split.name != args.only:
+            continue
+        text = split.to_json()
+        path = split_path(split.name)
+        if args.check:
+            same = path.exists() and path.read_text() == text
+            print(f"{path}: {'up to date' if same else 'DIFFERS (rebuild)'}")
+            bad += not same
+            continue
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+        n_train = sum(map(len, split.train.values()))
+        n_held = sum(map(len, split.heldout.values()))
+        print(f"wrote {path}: {n_train} train, {n_held} held-out questions of {BENCH}")
+    return 1 if bad else 0
 
 
 if __name__ == "__main__":

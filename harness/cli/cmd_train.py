@@ -30,6 +30,8 @@ EXAMPLES = """\
   harness train --method search_r1 --recipe paper --show                         # print the recipe and exit
   harness train --method search_r1 --recipe cpu-smoke --device cuda --recipe-override dtype=auto  # one GPU, bf16
   harness run --method search_r1 --model runs/sr1/final --bench mini-multihop   # evaluate the result
+  harness train --method search_r1 --recipe cpu-grpo-long --model runs/sft/final --rollout-backend llamacpp
+  harness train --method search_r1 --recipe cpu-sft-grpo --rollout-backend transformers  # rollouts on the learner
 """
 
 
@@ -67,6 +69,21 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--show", action="store_true", help="print the resolved recipe as JSON and exit")
     add_device_arg(p, what="the policy, its reference, the critic and every training tensor")
+    p.add_argument(
+        "--rollout-backend",
+        choices=["auto", "transformers", "llamacpp", "vllm"],
+        default="auto",
+        help="where rollouts are generated: llamacpp (llama.cpp over the base GGUF with the learner's LoRA "
+        "written as a GGUF adapter each step), transformers (the learner's own model); vllm is not wired "
+        "yet. auto (default): llamacpp on the CPU for a LoRA recipe over a packaged model or a checkpoint "
+        "of one, else transformers (harness/rl/rollout_engine.py)",
+    )
+    p.add_argument(
+        "--rollout-threads",
+        type=positive_int,
+        default=None,
+        help="llama.cpp threads for the rollouts (default: OMP_NUM_THREADS, else 1)",
+    )
     add_remote_args(p)
 
 
@@ -88,6 +105,7 @@ def run_training(method, recipe, args: argparse.Namespace) -> int:
     from harness.eval.setup import RunSetup
     from harness.llm.base import make_backend
     from harness.results.lifecycle import running
+    from harness.rl.rollout_engine import default_rollout_backend
     from harness.rl.trainer import Trainer, rollout_protocol, saved_checkpoint
 
     out = output_dir(args.out or Path("runs") / f"{method.name}-{recipe.name}")
@@ -96,6 +114,16 @@ def run_training(method, recipe, args: argparse.Namespace) -> int:
     setup = RunSetup.from_choices(run_choices(args))  # the protocol; --retriever-url asked now
     proto = setup.protocol
     device = resolve_device(args.device)  # a GPU asked for but absent fails here, before any row
+    rollout_backend = args.rollout_backend
+    if rollout_backend == "auto":
+        rollout_backend = default_rollout_backend(recipe, args.model, device)
+    if rollout_backend == "vllm":
+        from harness.errors import ConfigError
+
+        raise ConfigError(
+            "--rollout-backend vllm is not wired into the trainer yet (its weight-update path needs the "
+            "vllm tox env to test); use llamacpp or transformers"
+        )
     store = setup.store
     if args.resume:
         resume_from(store, out, recipe)
@@ -129,6 +157,8 @@ def run_training(method, recipe, args: argparse.Namespace) -> int:
             data_dir=setup.data_dir,
             log=lambda s: print(s, file=sys.stderr),
             device=str(device),
+            rollout_backend=rollout_backend,
+            rollout_threads=args.rollout_threads,
         )
         result = trainer.train()
     print(f"checkpoint: {result.checkpoint}\nrun: {run_id} (metrics in {args.db}, table train_steps)")

@@ -58,12 +58,16 @@ import http.client
 import json
 import os
 import random
+import signal
 import socket
+import subprocess
+import sys
 import threading
 import time
 import urllib.parse
 from collections.abc import Sequence
 from concurrent.futures import CancelledError, ThreadPoolExecutor
+from pathlib import Path
 from typing import Any
 
 from harness.errors import ConfigError, HarnessError
@@ -85,7 +89,15 @@ def llamacpp_penalty_window(n_ctx: int) -> dict[str, int]:
 class LlamaCppBackend(TokenBackend):
     name = "llamacpp"
 
-    def __init__(self, spec: BackendSpec):
+    def __init__(
+        self, spec: BackendSpec, *, lora: Sequence[Path] = (), logprobs: bool = False, child: bool = False
+    ):
+        """``lora``: GGUF LoRA adapters applied to every request (:meth:`set_adapters` swaps them);
+        ``logprobs``: fill ``Completion.logprobs`` with the engine's log-probability of each kept
+        generated token (llama.cpp's ``n_probs`` before sampling: the softmax of the raw logits,
+        i.e. temperature 1, whatever the request's temperature); ``child``: run the server in a
+        child process (:mod:`harness.llm.llamacpp_child`), which a restart or :meth:`close`
+        kills by its PID; for a process that also runs torch and restarts the engine."""
         if spec.kind != "llamacpp":
             raise ConfigError(f"LlamaCppBackend got a {spec.kind!r} spec")
         self.spec = spec
@@ -95,23 +107,19 @@ class LlamaCppBackend(TokenBackend):
         self.gguf = resolve_gguf(spec.model)
         self.threads = llama_threads(spec.threads)
         self.parallel = spec.batch_limit
+        self.lora = tuple(Path(x) for x in lora)
+        self.logprobs = logprobs
+        self.child = child
+        self._proc: subprocess.Popen[bytes] | None = None
+        self.logprobs_unaligned = 0  # completions whose kept ids are not a prefix of the generated ones
         # libgomp reads its wait policy once, when xllamacpp loads it (see harness.llm.server)
         if self.threads > 1:
             os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
         import xllamacpp
 
         self._xllamacpp_version = xllamacpp.__version__
-        params = server_params(
-            self.gguf, threads=self.threads, n_ctx=spec.n_ctx, parallel=self.parallel, draft=spec.draft
-        )
-        self._flash_attn_type = int(params.flash_attn_type)  # what the server runs, for describe()
-        try:
-            self._server: Any = xllamacpp.Server(params)
-        except RuntimeError as e:
-            raise HarnessError(f"{self.gguf}: llama.cpp could not load this GGUF ({e})") from e
-        self.url = self._server.listening_address
-        parts = urllib.parse.urlsplit(self.url)
-        self._host, self._port = parts.hostname or "127.0.0.1", parts.port
+        self._server: Any = None
+        self._start()
         self._pool = ThreadPoolExecutor(max_workers=self.parallel, thread_name_prefix="llamacpp")
         self._lock = threading.Lock()
         self.unaligned = 0
@@ -122,6 +130,91 @@ class LlamaCppBackend(TokenBackend):
         self._template = props.get("chat_template") or ""
         self._bos_ids = self._call("POST", "/tokenize", {"content": "", "add_special": True})["tokens"]
         self._bos = self.detokenize(self._bos_ids) if self._bos_ids else ""
+
+    def _start(self) -> None:
+        if self.child:
+            self._start_child()
+            return
+        import xllamacpp
+
+        spec = self.spec
+        params = server_params(
+            self.gguf,
+            threads=self.threads,
+            n_ctx=spec.n_ctx,
+            parallel=self.parallel,
+            draft=spec.draft,
+            lora=self.lora,
+        )
+        self._flash_attn_type = int(params.flash_attn_type)  # what the server runs, for describe()
+        try:
+            self._server = xllamacpp.Server(params)
+        except RuntimeError as e:
+            what = f" with LoRA adapters {', '.join(map(str, self.lora))}" if self.lora else ""
+            raise HarnessError(f"{self.gguf}: llama.cpp could not load this GGUF{what} ({e})") from e
+        self.url = self._server.listening_address
+        parts = urllib.parse.urlsplit(self.url)
+        self._host, self._port = parts.hostname or "127.0.0.1", parts.port
+
+    def _start_child(self) -> None:
+        spec = self.spec
+        cfg = {
+            "gguf": str(self.gguf),
+            "threads": self.threads,
+            "n_ctx": spec.n_ctx,
+            "parallel": self.parallel,
+            "draft": spec.draft,
+            "lora": [str(x) for x in self.lora],
+        }
+        env = dict(os.environ)
+        self._proc = subprocess.Popen(
+            [sys.executable, "-m", "harness.llm.llamacpp_child", json.dumps(cfg)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            env=env,
+        )
+        assert self._proc.stdout is not None
+        line = self._proc.stdout.readline().decode()
+        try:
+            got = json.loads(line)
+        except json.JSONDecodeError:
+            got = {"error": f"the child exited ({self._proc.poll()}) without an address"}
+        if "url" not in got:
+            self._stop_child()
+            what = f" with LoRA adapters {', '.join(map(str, self.lora))}" if self.lora else ""
+            raise HarnessError(f"{self.gguf}: llama.cpp could not load this GGUF{what} ({got.get('error')})")
+        self._flash_attn_type = 0  # server_params turns flash attention off
+        self.url = got["url"]
+        parts = urllib.parse.urlsplit(self.url)
+        self._host, self._port = parts.hostname or "127.0.0.1", parts.port
+
+    def _stop_child(self) -> None:
+        proc, self._proc = self._proc, None
+        if proc is None:
+            return
+        if proc.stdin is not None:
+            with contextlib.suppress(OSError):
+                proc.stdin.close()  # the child exits on end-of-file
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            os.kill(proc.pid, signal.SIGKILL)
+            proc.wait()
+        if proc.stdout is not None:
+            proc.stdout.close()
+
+    def set_adapters(self, lora: Sequence[Path]) -> None:
+        """Serve with the LoRA adapters ``lora`` from now on (empty: the base model): llama.cpp loads
+        adapters when its server starts, so the in-process server restarts over the same
+        memory-mapped GGUF (about 0.25 s for SmolLM2-135M; the prompt cache starts empty). Call
+        it between generations, never during one."""
+        with self._inflight_lock:
+            if self._inflight:
+                raise HarnessError("LlamaCppBackend.set_adapters: generations are still in flight")
+        self._server = None  # stops the old server and frees its contexts (not the mapped model)
+        self._stop_child()
+        self.lora = tuple(Path(x) for x in lora)
+        self._start()
 
     # -- the in-process server -----------------------------------------------------------------
     def _call(self, method: str, path: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -192,6 +285,7 @@ class LlamaCppBackend(TokenBackend):
             "flash_attn_type": self._flash_attn_type,  # llama.cpp's: 0 off, -1 auto, 1 on
             "draft": self.spec.draft,
             "xllamacpp": self._xllamacpp_version,
+            **({"lora": [str(x) for x in self.lora]} if self.lora else {}),
         }
 
     # -- generation ----------------------------------------------------------------------------
@@ -232,8 +326,21 @@ class LlamaCppBackend(TokenBackend):
                     latency_s=latency,
                 )
             c.prefill_tokens = int(timings["prompt_n"]) if "prompt_n" in timings else None
+            if self.logprobs:
+                c.logprobs = self._kept_logprobs(r, c)
             out.append(c)
         return out
+
+    def _kept_logprobs(self, r: dict[str, Any], c: Completion) -> list[float] | None:
+        """The engine's log-prob of each of ``c.token_ids`` (a prefix of the generated ids), or
+        None (counted) when the kept ids are not that prefix (a stop string cut inside a token)."""
+        gen = [int(t) for t in r["tokens"]]
+        probs = r.get("completion_probabilities") or []
+        kept = list(c.token_ids or [])
+        if len(probs) != len(gen) or gen[: len(kept)] != kept:
+            self.logprobs_unaligned += 1
+            return None
+        return [float(p["logprob"]) for p in probs[: len(kept)]]
 
     def _request(
         self, ids: list[int], seed: int, stops: list[str], max_new_tokens: int, sampling: SamplingParams
@@ -257,6 +364,8 @@ class LlamaCppBackend(TokenBackend):
             "return_tokens": True,
             "stream": False,
         }
+        if self.logprobs:  # the sampled token's log-prob under the raw logits (pre-sampling)
+            body.update({"n_probs": 1, "post_sampling_probs": False})
         if sampling.repetition_penalty != 1.0:
             body.update(llamacpp_penalty_window(self.spec.n_ctx))
         t0 = time.perf_counter()
@@ -282,3 +391,4 @@ class LlamaCppBackend(TokenBackend):
             pool.shutdown(wait=True)
         # dropping the last reference stops llama.cpp's loop and HTTP threads and frees the model
         self._server = None
+        self._stop_child()

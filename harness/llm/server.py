@@ -32,6 +32,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal
 
@@ -83,6 +84,7 @@ def server_params(
     draft: Literal["none", "ngram"] = "none",
     http_threads: int | None = None,
     api_key: str | None = None,
+    lora: Sequence[Path] = (),
 ) -> Any:
     """``xllamacpp.CommonParams`` for a server over ``gguf``.
 
@@ -91,7 +93,8 @@ def server_params(
     binds a free port. ``verbosity`` 1 logs errors only, 3 one line per request. ``draft="ngram"``:
     llama.cpp's draftless speculative decoding (``--spec-type ngram-simple``), see
     :data:`NGRAM_DRAFT`. ``http_threads`` (default: llama.cpp's) and ``api_key`` (a key every
-    request must send) are for the server behind ``serve-model``'s front."""
+    request must send) are for the server behind ``serve-model``'s front. ``lora``: GGUF LoRA
+    adapters (:mod:`harness.llm.gguf_lora`), each applied at scale 1 to every request."""
     import xllamacpp
 
     p = xllamacpp.CommonParams()
@@ -129,6 +132,8 @@ def server_params(
         p.n_threads_http = http_threads
     if api_key is not None:
         p.api_keys = [api_key]
+    if lora:
+        p.lora_adapters = [xllamacpp.CommonAdapterLoraInfo(str(x), 1.0) for x in lora]
     return p
 
 

@@ -276,6 +276,7 @@ def run_sft(
     from harness.llm.base import BackendSpec
     from harness.llm.transformers_backend import TransformersBackend
     from harness.results.lifecycle import running
+    from harness.rl.split import stage_questions
     from harness.rl.trainer import load_policy, rollout_protocol, save_final, training_examples
 
     cfg = recipe.sft
@@ -286,10 +287,12 @@ def run_sft(
     rp = rollout_protocol(setup.protocol, recipe)  # the budgets RL rollouts use: same observations
     out.mkdir(parents=True, exist_ok=True)
 
-    examples = training_examples(recipe, setup.data_dir)
-    random.Random(recipe.seed).shuffle(examples)
-    if cfg.n_questions is not None:
-        examples = examples[: cfg.n_questions]
+    # the first sft.n_questions of the seeded shuffle; the RL stage of the recipe takes the rest
+    examples = list(
+        stage_questions(
+            training_examples(recipe, setup.data_dir), seed=recipe.seed, sft_n=cfg.n_questions
+        ).sft
+    )
     torch.manual_seed(recipe.seed)
     dev = resolve_device(device)
     policy, _, tok = load_policy(model, recipe, with_reference=False, device=dev)
@@ -330,5 +333,15 @@ def run_sft(
             log=log,
             on_step=lambda step, m: store.add_train_steps(run_id, step, m),
         )
-        final = save_final(policy, tok, out, recipe, method.name, model, stage="sft", log=log)
+        final = save_final(
+            policy,
+            tok,
+            out,
+            recipe,
+            method.name,
+            model,
+            stage="sft",
+            log=log,
+            questions=[e.id for e in examples],
+        )
     return final, run_id

@@ -119,6 +119,7 @@ class _UpdateBatch:
     responses: list[list[int]]
     gids: torch.Tensor
     mask: torch.Tensor
+    engine: torch.Tensor | None = None  # (B, T) the rollout engine's log-probs (NaN: none), or None
 
     @classmethod
     def of(cls, groups: list[Group], *, device: Any, drop_truncated: bool) -> _UpdateBatch:
@@ -130,6 +131,7 @@ class _UpdateBatch:
                 [i for i, g in enumerate(groups) for _ in g.trajectories], dtype=torch.long, device=device
             ),
             mask=loss_masks(trajs, device=device, drop_truncated=drop_truncated),
+            engine=engine_logprobs(trajs, device=device),
         )
 
     def pairs(self, rows: list[int]) -> tuple[list[list[int]], list[list[int]]]:
@@ -164,6 +166,8 @@ class Trainer:
         run_id: str = "",
         data_dir: Path | None = None,
         device: str = "auto",
+        rollout_backend: str = "transformers",
+        rollout_threads: int | None = None,
     ):
         from harness.device import resolve_device
 
@@ -183,6 +187,16 @@ class Trainer:
         self.run_id = run_id
         self.data_dir = data_dir
         self.device = resolve_device(device)
+        if rollout_backend not in ("transformers", "llamacpp"):
+            raise ConfigError(
+                f"rollout backend {rollout_backend!r} is not wired into the trainer yet; "
+                "use transformers or llamacpp (harness train --rollout-backend)"
+            )
+        self.rollout_backend = rollout_backend
+        self.rollout_threads = rollout_threads
+        self._rollout_lp: torch.Tensor | None = None  # see _update
+        self._drawn: list[str] = []  # the questions rolled out, in first-drawn order
+        self._drawn_set: set[str] = set()
 
     # -- set-up ------------------------------------------------------------------------------
     def _load_policy(self) -> tuple[Any, Any, Any]:
@@ -197,9 +211,8 @@ class Trainer:
         return policy, ref, tok
 
     def _examples_list(self) -> list[QAExample]:
-        if self._examples is not None:
-            return self._examples
-        return training_examples(self.recipe, self.data_dir)
+        exs = self._examples if self._examples is not None else training_examples(self.recipe, self.data_dir)
+        return rl_examples(self.recipe, exs, self.model_name)
 
     # -- rollouts ----------------------------------------------------------------------------
     def _rollout_groups(self, ctx: RunContext, examples: list[QAExample], step: int, rnd: int) -> list[Group]:
@@ -244,15 +257,35 @@ class Trainer:
         torch.manual_seed(self.recipe.seed)
         policy, ref, tok = self._load_policy()
         pad_id = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
-        backend = TransformersBackend.from_model(
-            policy,
-            tok,
-            BackendSpec(
-                kind="transformers",
-                model=self.model_name,
-                max_batch_size=max(self.recipe.micro_batch_size, 8),
-            ),
-        )
+        engine = None
+        if self.rollout_backend == "llamacpp":
+            from harness.rl.rollout_engine import LlamaCppRollout
+
+            engine = LlamaCppRollout(
+                self.model_name,
+                self.recipe,
+                self.out_dir,
+                threads=self.rollout_threads,
+                parallel=min(self.algo.group_size, 8),
+            )
+            backend: Any = engine.backend
+        else:
+            backend = TransformersBackend.from_model(
+                policy,
+                tok,
+                BackendSpec(
+                    kind="transformers",
+                    model=self.model_name,
+                    max_batch_size=max(self.recipe.micro_batch_size, 8),
+                ),
+            )
+        try:
+            return self._train(policy, ref, tok, pad_id, backend, engine)
+        finally:
+            if engine is not None:
+                engine.close()
+
+    def _train(self, policy, ref, tok, pad_id: int, backend: Any, engine: Any) -> TrainResult:
         ctx = RunContext(backend=backend, protocol=self.protocol, retriever=self.retriever, training=True)
         params = [p for p in policy.parameters() if p.requires_grad]
         a = self.algo
@@ -295,6 +328,8 @@ class Trainer:
         result = TrainResult(checkpoint=self.out_dir / "final", run_id=self.run_id)
         for step in range(start_step, self.recipe.steps):
             t0 = time.perf_counter()
+            # the current policy reaches the engine (llamacpp: its LoRA as a GGUF adapter)
+            t_sync = engine.sync(policy) if engine is not None else 0.0
             ds = a.dynamic_sampling
             rounds, dropped_frac, capped = 1, 0.0, False
             generated: list[Group] = []  # every group rolled out this step, kept or not
@@ -302,6 +337,7 @@ class Trainer:
             def roll(r: int, step: int = step, sink: list[Group] = generated) -> list[Group]:
                 out = self._rollout_groups(ctx, next_examples(a.train_batch_size), step, r)
                 sink.extend(out)
+                self._record_questions(step, r, [g.example.id for g in out])
                 return out
 
             if ds.enabled:
@@ -338,6 +374,7 @@ class Trainer:
                 {
                     "seconds": time.perf_counter() - t0,
                     "seconds_rollout": t_roll,
+                    "seconds_sync": t_sync,
                     "lr": sched.get_last_lr()[0],
                     "ds_rounds": float(rounds),
                     "ds_dropped_frac": dropped_frac,
@@ -409,6 +446,11 @@ class Trainer:
         a = self.algo
         b = _UpdateBatch.of(groups, device=self.device, drop_truncated=a.overlong.filter_truncated)
         old_logp, ref_logp = self._fixed_logprobs(policy, ref, b, pad_id)
+        # the learner's log-probs under the rollout policy, to compare with the engine's: the fixed
+        # old log-probs when there are any, else filled by the single update's micro-batches
+        self._rollout_lp = None
+        if b.engine is not None and a.temperature == 1.0 and old_logp is None:
+            self._rollout_lp = torch.zeros_like(b.mask)
         old_values = returns = None
         if critic is not None:
             from harness.rl.ppo import sequence_values
@@ -483,6 +525,9 @@ class Trainer:
         # the clipped loss's ratio range over the step; token counts add up; the rest are means
         reduce = {"ratio_min": min, "ratio_max": max, "policy_tokens": sum}
         out = {k: (reduce.get(k, lambda x: sum(x) / len(x))(v) if v else 0.0) for k, v in stats.items()}
+        learner = old_logp if old_logp is not None else (self._rollout_lp if update_actor else None)
+        if b.engine is not None and a.temperature == 1.0 and learner is not None:
+            out.update(engine_mismatch(learner, b.engine, b.mask))
         if critic is not None:
             out["actor_updated"] = float(update_actor)
             out["critic/lr"] = critic.sched.get_last_lr()[0]
@@ -547,6 +592,8 @@ class Trainer:
         )
         logp = b.pad(logp)
         old = old_logp[rows] if old_logp is not None else logp.detach()
+        if self._rollout_lp is not None:
+            self._rollout_lp[rows] = logp.detach()
         loss, st = POLICY_LOSSES.get(a.policy_loss)(logp, old, adv[rows], m, a, units)
         if a.kl_placement == "loss":
             assert ref_logp is not None
@@ -671,8 +718,26 @@ class Trainer:
         tmp.rename(final)
         self.log(f"checkpoint: {final} (step {step})")
 
+    def _record_questions(self, step: int, rnd: int, ids: list[str]) -> None:
+        """Append the questions one rollout round drew to ``out_dir/rl_questions.jsonl`` (step and
+        round numbered from 0; a resumed run appends the steps it repeats again)."""
+        self.out_dir.mkdir(parents=True, exist_ok=True)
+        with (self.out_dir / "rl_questions.jsonl").open("a") as f:
+            f.write(json.dumps({"step": step, "round": rnd, "ids": ids}) + "\n")
+        self._drawn.extend(i for i in ids if i not in self._drawn_set)
+        self._drawn_set.update(ids)
+
     def _save_final(self, policy, tok) -> None:
-        save_final(policy, tok, self.out_dir, self.recipe, self.method.name, self.model_name, log=self.log)
+        save_final(
+            policy,
+            tok,
+            self.out_dir,
+            self.recipe,
+            self.method.name,
+            self.model_name,
+            log=self.log,
+            questions=list(self._drawn),
+        )
 
 
 PROGRESS_FILE = "progress.json"  # in a checkpoint: its step, the recipe's steps, the run that saved it
@@ -768,6 +833,44 @@ def loss_masks(trajs: list[Trajectory], *, device: Any, drop_truncated: bool = F
     return torch.tensor(rows, dtype=torch.float32, device=device)
 
 
+def engine_logprobs(trajs: list[Trajectory], *, device: Any) -> torch.Tensor | None:
+    """(B, T) the rollout engine's log-prob of each response token (NaN where it reported none,
+    and on padding), or None when no trajectory carries any."""
+    if all(t.engine_logprobs is None for t in trajs):
+        return None
+    t_len = max(max(len(t.response_ids or []) for t in trajs), 1)
+    rows = []
+    for t in trajs:
+        lp = (
+            list(t.engine_logprobs)
+            if t.engine_logprobs is not None
+            else [math.nan] * len(t.response_ids or [])
+        )
+        rows.append(lp + [math.nan] * (t_len - len(lp)))
+    return torch.tensor(rows, dtype=torch.float32, device=device)
+
+
+def engine_mismatch(learner: torch.Tensor, engine: torch.Tensor, mask: torch.Tensor) -> dict[str, float]:
+    """How far the rollout engine's log-probs are from the learner's on the sampled model tokens
+    (mask 1, engine value known): ``engine/logp_abs_diff`` the mean |logp_engine - logp_learner|,
+    and the spread of the per-token importance ratio ``pi_learner / pi_engine`` (``engine/ratio_std``,
+    ``engine/ratio_min``, ``engine/ratio_max``; a truncated importance correction would cap it),
+    over ``engine/tokens`` tokens."""
+    keep = (mask > 0) & ~torch.isnan(engine)
+    n = int(keep.sum())
+    if n == 0:
+        return {"engine/tokens": 0.0}
+    d = (learner.float() - engine)[keep]
+    ratio = torch.exp(d)
+    return {
+        "engine/tokens": float(n),
+        "engine/logp_abs_diff": float(d.abs().mean()),
+        "engine/ratio_std": float(ratio.std(unbiased=False)),
+        "engine/ratio_min": float(ratio.min()),
+        "engine/ratio_max": float(ratio.max()),
+    }
+
+
 def training_examples(recipe: Recipe, data_dir: Path | None = None) -> list[QAExample]:
     """The recipe's training questions: the ``train`` part of its split (when it names one) of its
     bench, then its selection; a held-out question of the split is never among them."""
@@ -793,6 +896,29 @@ def training_examples(recipe: Recipe, data_dir: Path | None = None) -> list[QAEx
     return out
 
 
+def rl_examples(recipe: Recipe, examples: list[QAExample], model: str) -> list[QAExample]:
+    """The RL stage's questions out of the training questions ``examples``: with an ``sft`` block
+    in the recipe, those its warm-up does not take (:func:`harness.rl.split.stage_questions`:
+    one seeded shuffle, SFT the first ``sft.n_questions``, RL the rest); and never a question the
+    starting checkpoint says it was trained on (``questions`` of its ``harness_train.json``, which
+    ``harness sft`` writes), whatever recipe made it."""
+    from harness.rl.split import stage_questions
+
+    out = list(examples)
+    if recipe.sft is not None:
+        out = list(stage_questions(out, seed=recipe.seed, sft_n=recipe.sft.n_questions).rl)
+    record = Path(model) / "harness_train.json"
+    if record.is_file():
+        trained = set(json.loads(record.read_text()).get("questions") or ())
+        out = [e for e in out if e.id not in trained]
+    if not out:
+        raise ConfigError(
+            f"recipe {recipe.name!r}: no training question is left for RL after the warm-up's "
+            f"({'sft.n_questions' if recipe.sft is not None else record}); lower sft.n_questions"
+        )
+    return out
+
+
 def save_final(
     policy: Any,
     tok: Any,
@@ -803,9 +929,12 @@ def save_final(
     *,
     stage: str = "rl",
     log: Callable[[str], None] = print,
+    questions: list[str] | None = None,
 ) -> Path:
     """Write ``out_dir/final``: a plain Hugging Face directory (LoRA merged) that ``harness run
-    --model`` evaluates, with the recipe and what produced it; atomic (written beside, renamed)."""
+    --model`` evaluates, with the recipe and what produced it (``questions``: the ids of the
+    training questions the stage used, recorded in ``harness_train.json``); atomic (written
+    beside, renamed)."""
     final = out_dir / "final"
     tmp = out_dir / "final.tmp"
     shutil.rmtree(tmp, ignore_errors=True)
@@ -821,6 +950,7 @@ def save_final(
                 "recipe": recipe.name,
                 "stage": stage,
                 "steps": recipe.steps,
+                **({"questions": questions} if questions is not None else {}),
             }
         )
     )

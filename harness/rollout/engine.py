@@ -25,6 +25,7 @@ model-generated tokens and 0 on every observation / correction token.
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
@@ -118,6 +119,8 @@ class RolloutState:
     prompt_ids: list[int] | None = None
     response_ids: list[int] = field(default_factory=list)
     loss_mask: list[int] = field(default_factory=list)
+    # the engine's log-prob of each response token when the backend reports them (NaN elsewhere)
+    engine_logprobs: list[float] = field(default_factory=list)
 
     @property
     def context(self) -> str:
@@ -164,6 +167,7 @@ def append_env(ctx: RunContext, s: RolloutState, text: str) -> int:
         ids = ctx.backend.tokenize(text)
         s.response_ids.extend(ids)
         s.loss_mask.extend([0] * len(ids))
+        s.engine_logprobs.extend([math.nan] * len(ids))
         return len(ids)
     return ctx.backend.count_tokens(text)
 
@@ -326,6 +330,8 @@ def append_generated(ctx: RunContext, s: RolloutState, c: Completion) -> None:
         ids = list(c.token_ids or [])
         s.response_ids.extend(ids)
         s.loss_mask.extend([1] * len(ids))
+        lp = c.logprobs if c.logprobs is not None and len(c.logprobs) == len(ids) else None
+        s.engine_logprobs.extend(lp if lp is not None else [math.nan] * len(ids))
     s.last_finish = c.finish_reason
 
 
@@ -350,5 +356,10 @@ def finish_trajectory(s: RolloutState, ex: Extraction, **meta: object) -> Trajec
         prompt_ids=s.prompt_ids,
         response_ids=s.response_ids if s.prompt_ids is not None else None,
         loss_mask=s.loss_mask if s.prompt_ids is not None else None,
+        engine_logprobs=(
+            s.engine_logprobs
+            if s.prompt_ids is not None and any(not math.isnan(x) for x in s.engine_logprobs)
+            else None
+        ),
         meta={"prompt": s.prompt, **meta},
     )

@@ -1,0 +1,172 @@
+"""A PEFT LoRA adapter of a Llama-family policy written as a llama.cpp GGUF LoRA adapter, so the
+llama.cpp engine (:class:`~harness.llm.llamacpp_backend.LlamaCppBackend` with ``lora=``) rolls out
+the learner's current policy without merging or re-quantising the base model.
+
+The format is what llama.cpp's ``convert_lora_to_gguf.py`` writes and ``llama-adapter.cpp``
+reads (ggml-org/llama.cpp, both at the revision the ``xllamacpp`` wheel builds):
+
+* metadata ``general.architecture`` (the base model's, ``llama``), ``general.type = adapter``,
+  ``adapter.type = lora`` and ``adapter.lora.alpha``; llama.cpp scales each product by
+  ``alpha / rank`` (rank read off ``lora_b``), which is PEFT's ``lora_alpha / r``;
+* per adapted matrix two tensors named after the base tensor, ``blk.{i}.attn_q.weight.lora_a``
+  (PEFT ``lora_A.weight``, numpy shape ``(r, in)``) and ``...lora_b`` (``lora_B.weight``,
+  ``(out, r)``), float32;
+* q and k: llama.cpp stores the base model's ``attn_q`` / ``attn_k`` with the rows of each head
+  permuted (``convert_hf_to_gguf.py`` ``LlamaModel.permute``: its RoPE pairs adjacent dimensions,
+  Hugging Face's pairs the two halves), so the adapter's output side, ``lora_b``, gets the same
+  permutation (``n_head`` heads for q, ``n_kv_head`` for k). Without it the adapter adds its
+  update to the wrong rows; ``tests/llm/test_gguf_lora.py`` checks that the engine's log-probs
+  then move away from the learner's.
+
+Only plain LoRA (no DoRA, no rsLoRA scaling, no bias) on the linear layers below is written; any
+other trainable tensor is refused with a message.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+from harness.errors import ConfigError
+
+# Hugging Face module name (Llama family) -> llama.cpp tensor name (gguf.TENSOR_NAMES)
+HF_TO_GGUF = {
+    "self_attn.q_proj": "attn_q",
+    "self_attn.k_proj": "attn_k",
+    "self_attn.v_proj": "attn_v",
+    "self_attn.o_proj": "attn_output",
+    "mlp.gate_proj": "ffn_gate",
+    "mlp.up_proj": "ffn_up",
+    "mlp.down_proj": "ffn_down",
+}
+_NAME = re.compile(
+    r"(?:^|\.)layers\.(\d+)\.(self_attn\.[qkvo]_proj|mlp\.(?:gate|up|down)_proj)\.lora_([AB])\."
+)
+
+
+def permute_rows(w: Any, n_head: int) -> Any:
+    """llama.cpp's q/k row order of ``w`` (out, ...) with ``n_head`` heads: within each head the
+    two halves of the head dimension are interleaved (``convert_hf_to_gguf.py``
+    ``LlamaModel.permute``)."""
+    out = w.shape[0]
+    if out % (2 * n_head):
+        raise ConfigError(f"cannot permute {tuple(w.shape)} rows into {n_head} heads of even size")
+    return w.reshape(n_head, 2, out // n_head // 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
+
+
+def lora_tensors(policy: Any, *, permute: bool = True) -> tuple[dict[str, Any], float, int]:
+    """The adapter of a PEFT ``policy`` as llama.cpp tensors: ({gguf name: float32 numpy array},
+    alpha, rank). ``permute=False`` skips the q/k permutation (only to show it matters)."""
+    import torch
+
+    peft_cfg = getattr(policy, "peft_config", {}).get("default")
+    if peft_cfg is None:
+        raise ConfigError("the policy has no LoRA adapter (peft_config['default']) to write as GGUF")
+    if getattr(peft_cfg, "use_dora", False) or getattr(peft_cfg, "use_rslora", False):
+        raise ConfigError(
+            "only plain LoRA can be written for llama.cpp (the recipe's lora uses DoRA / rsLoRA)"
+        )
+    cfg = policy.get_base_model().config
+    n_head, n_kv = (
+        cfg.num_attention_heads,
+        getattr(cfg, "num_key_value_heads", None) or cfg.num_attention_heads,
+    )
+    out: dict[str, Any] = {}
+    for name, p in policy.named_parameters():
+        if not p.requires_grad:
+            continue
+        m = _NAME.search(name)
+        if m is None:
+            raise ConfigError(
+                f"trainable tensor {name!r} has no llama.cpp LoRA counterpart (Llama-family linears only)"
+            )
+        layer, module, ab = int(m.group(1)), m.group(2), m.group(3)
+        w = p.detach().to(device="cpu", dtype=torch.float32)
+        if ab == "B" and permute and module in ("self_attn.q_proj", "self_attn.k_proj"):
+            w = permute_rows(w, n_head if module == "self_attn.q_proj" else n_kv)
+        out[f"blk.{layer}.{HF_TO_GGUF[module]}.weight.lora_{ab.lower()}"] = w.contiguous().numpy()
+    if not out:
+        raise ConfigError("the policy has no trainable LoRA tensor to write")
+    return out, float(peft_cfg.lora_alpha), int(peft_cfg.r)
+
+
+def write_lora_gguf(policy: Any, path: Path, *, arch: str = "llama", permute: bool = True) -> Path:
+    """Write ``policy``'s LoRA adapter to ``path`` as a llama.cpp GGUF adapter; returns ``path``."""
+    tensors, alpha, _rank = lora_tensors(policy, permute=permute)
+    return write_tensors_gguf(tensors, alpha, path, arch=arch)
+
+
+def delta_lora_tensors(
+    base: Any, merged: Any, *, permute: bool = True, rel_tol: float = 1e-3
+) -> tuple[dict[str, Any], int]:
+    """The difference ``merged - base`` of two Llama-family Hugging Face models, as one llama.cpp
+    LoRA adapter at scale 1: ({gguf name: float32 array}, rank). A checkpoint whose LoRA was merged
+    (``harness sft`` writes one) differs from its base by a low-rank update on the adapted linears
+    only; each difference is factored exactly by its SVD (singular values below 1e-5 of the largest
+    are float rounding) and every factor is zero-padded to the largest rank, so ``alpha = rank``
+    gives scale 1. Refused with a message: a difference outside those linears, or one that the
+    factors do not reproduce to ``rel_tol`` (Frobenius) ."""
+    import torch
+
+    b_sd, m_sd = base.state_dict(), merged.state_dict()
+    if set(b_sd) != set(m_sd):
+        raise ConfigError(
+            "the checkpoint and its base model do not have the same tensors; not one architecture"
+        )
+    cfg = base.config
+    n_head, n_kv = (
+        cfg.num_attention_heads,
+        getattr(cfg, "num_key_value_heads", None) or cfg.num_attention_heads,
+    )
+    factors: dict[tuple[int, str], tuple[Any, Any]] = {}
+    pat = re.compile(r"(?:^|\.)layers\.(\d+)\.(self_attn\.[qkvo]_proj|mlp\.(?:gate|up|down)_proj)\.weight$")
+    for name, w in m_sd.items():
+        d = w.detach().double() - b_sd[name].detach().double()
+        if not bool(d.abs().max() > 0):
+            continue
+        m = pat.search(name)
+        if m is None:
+            raise ConfigError(f"tensor {name!r} differs from the base model and is not a LoRA-adapted linear")
+        u, s, vh = torch.linalg.svd(d, full_matrices=False)
+        r = int((s > s[0] * 1e-5).sum())
+        b_f, a_f = u[:, :r] * s[:r], vh[:r]
+        err = float((b_f @ a_f - d).norm() / d.norm())
+        if err > rel_tol:
+            raise ConfigError(f"tensor {name!r}: the difference is not low-rank (rank {r} leaves {err:.2g})")
+        factors[(int(m.group(1)), m.group(2))] = (a_f, b_f)
+    if not factors:
+        raise ConfigError("the checkpoint equals its base model: no adapter to write")
+    rank = max(a.shape[0] for a, _ in factors.values())
+    out: dict[str, Any] = {}
+    for (layer, module), (a_f, b_f) in factors.items():
+        pad = rank - a_f.shape[0]
+        a_f = torch.nn.functional.pad(a_f, (0, 0, 0, pad))
+        b_f = torch.nn.functional.pad(b_f, (0, pad))
+        if permute and module in ("self_attn.q_proj", "self_attn.k_proj"):
+            b_f = permute_rows(b_f, n_head if module == "self_attn.q_proj" else n_kv)
+        stem = f"blk.{layer}.{HF_TO_GGUF[module]}.weight"
+        out[f"{stem}.lora_a"] = a_f.float().contiguous().numpy()
+        out[f"{stem}.lora_b"] = b_f.float().contiguous().numpy()
+    return out, rank
+
+
+def write_tensors_gguf(tensors: dict[str, Any], alpha: float, path: Path, *, arch: str = "llama") -> Path:
+    """Write llama.cpp LoRA ``tensors`` with ``alpha`` to ``path`` (written beside and renamed, so a
+    reader never sees half a file); returns ``path``."""
+    import gguf
+
+    path = Path(path)
+    tmp = path.with_name(path.name + ".tmp")
+    w = gguf.GGUFWriter(str(tmp), arch=arch)
+    w.add_type(gguf.GGUFType.ADAPTER)
+    w.add_string(gguf.Keys.Adapter.TYPE, "lora")
+    w.add_float32(gguf.Keys.Adapter.LORA_ALPHA, float(alpha))
+    for name in sorted(tensors):
+        w.add_tensor(name, tensors[name])
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    tmp.replace(path)
+    return path

@@ -1,0 +1,124 @@
+"""Where the trainer's rollouts are generated (``harness train --rollout-backend``).
+
+* ``transformers``: the learner's own model in the learner's process (the default off the CPU
+  path below, and the only one for a full-parameter policy on CPU);
+* ``llamacpp``: llama.cpp (``xllamacpp``) over the base model's GGUF, with the learner's current
+  LoRA adapter written as a llama.cpp GGUF adapter (:mod:`harness.llm.gguf_lora`) before every
+  step's rollouts and the in-process server restarted with it, as verl / OpenRLHF roll out on an
+  inference engine and sync weights each step. A starting checkpoint whose warm-up LoRA was merged
+  (``harness sft``'s ``final``) is served as base GGUF + its difference to the base, factored into
+  a second adapter once (:func:`harness.llm.gguf_lora.delta_lora_tensors`). The engine reports
+  the log-prob of each sampled token; the learner recomputes its own and trains on those (verl's
+  ``actor.compute_log_prob``), and logs the mismatch (``engine/*``, see the trainer).
+  Why adapters and not merged weights re-exported to GGUF: the adapter of the learning recipe
+  (rank 32 on 7 linears of 10 layers) is 13 MB and written in about 0.03 s, the engine (a child process,
+  :mod:`harness.llm.llamacpp_child`) restarts over the same GGUF in about 1 s; a merged re-export would write all 135M
+  parameters each step and re-quantise them (or serve them unquantised, a different engine).
+* ``vllm``: not wired yet (its weight-update path, ``LLM.collective_rpc`` /
+  ``load_weights``, needs the vllm tox env to test); refused with a message.
+
+``default_rollout_backend`` picks ``llamacpp`` on the CPU for a LoRA recipe whose model is a
+packaged GGUF preset or a checkpoint of one, else ``transformers``.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any, Literal
+
+from harness.errors import ConfigError
+from harness.rl.recipe import Recipe
+
+RolloutBackend = Literal["transformers", "llamacpp", "vllm"]
+ROLLOUT_BACKENDS: tuple[str, ...] = ("transformers", "llamacpp", "vllm")
+
+
+def engine_base(model: str) -> tuple[str, Path | None]:
+    """(the GGUF preset llama.cpp serves, the merged checkpoint to express as an adapter on it or
+    None) for the learner's ``model``: a packaged preset itself, or a ``harness sft`` / ``harness
+    train`` checkpoint (``harness_train.json``) whose ``base_model`` is one."""
+    from harness.llm.model_files import PRESETS, canonical_name
+
+    if canonical_name(model) in PRESETS:
+        return model, None
+    record = Path(model) / "harness_train.json"
+    if record.is_file():
+        base = json.loads(record.read_text()).get("base_model", "")
+        if canonical_name(base) in PRESETS:
+            return base, Path(model)
+        raise ConfigError(
+            f"{record}: base_model {base!r} is not a packaged GGUF preset, so llama.cpp has no base "
+            "to serve it on; use --rollout-backend transformers"
+        )
+    raise ConfigError(
+        f"--rollout-backend llamacpp: model {model!r} is neither a packaged GGUF preset nor a checkpoint "
+        "of one (harness_train.json); use --rollout-backend transformers"
+    )
+
+
+def default_rollout_backend(recipe: Recipe, model: str, device: Any) -> RolloutBackend:
+    """``llamacpp`` on the CPU for a LoRA recipe over a packaged model (or a checkpoint of one),
+    else ``transformers``."""
+    if getattr(device, "type", str(device)) != "cpu" or recipe.lora is None:
+        return "transformers"
+    try:
+        engine_base(model)
+    except ConfigError:
+        return "transformers"
+    return "llamacpp"
+
+
+class LlamaCppRollout:
+    """The llama.cpp rollout engine of a LoRA policy: ``backend`` for ``method.solve``, ``sync``
+    before each step's rollouts."""
+
+    def __init__(self, model: str, recipe: Recipe, work_dir: Path, *, threads: int | None, parallel: int):
+        from harness.llm.base import BackendSpec
+        from harness.llm.llamacpp_backend import LlamaCppBackend
+
+        if recipe.lora is None:
+            raise ConfigError(
+                f"recipe {recipe.name!r}: --rollout-backend llamacpp needs a LoRA recipe (the adapter is what "
+                "reaches the engine each step); use --rollout-backend transformers for full fine-tuning"
+            )
+        base, start = engine_base(model)
+        self.dir = Path(work_dir) / "rollout-adapters"
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.start: tuple[Path, ...] = ()
+        if start is not None:
+            self.start = (self._start_adapter(base, start),)
+        self.backend = LlamaCppBackend(
+            BackendSpec(kind="llamacpp", model=base, threads=threads, max_batch_size=parallel, n_ctx=2048),
+            lora=self.start,
+            logprobs=True,
+            child=True,  # restarted every step in a process that runs torch (harness.llm.llamacpp_child)
+        )
+        self.sync_seconds: float = 0.0
+
+    def _start_adapter(self, base: str, checkpoint: Path) -> Path:
+        import torch
+        from transformers import AutoModelForCausalLM
+
+        from harness.llm.gguf_lora import delta_lora_tensors, write_tensors_gguf
+        from harness.llm.model_files import resolve_model
+
+        kw = {"dtype": torch.float32}
+        b = AutoModelForCausalLM.from_pretrained(str(resolve_model(base)), **kw)
+        m = AutoModelForCausalLM.from_pretrained(str(checkpoint), **kw)
+        tensors, rank = delta_lora_tensors(b, m)
+        return write_tensors_gguf(tensors, float(rank), self.dir / "start.gguf")
+
+    def sync(self, policy: Any) -> float:
+        """Write ``policy``'s current adapter and restart the engine with it; returns the seconds."""
+        from harness.llm.gguf_lora import write_lora_gguf
+
+        t0 = time.perf_counter()
+        current = write_lora_gguf(policy, self.dir / "current.gguf")
+        self.backend.set_adapters([*self.start, current])
+        self.sync_seconds = time.perf_counter() - t0
+        return self.sync_seconds
+
+    def close(self) -> None:
+        self.backend.close()

@@ -1,0 +1,106 @@
+"""Time one RL step of the learning recipe with rollouts on llama.cpp and on transformers, side by
+side in one sitting (issue 43's speed acceptance: at most 1/5 of the recorded 420-1,359 s).
+
+    python scripts/rl_step_bench.py                                   # base SmolLM2 + a fresh LoRA
+    python scripts/rl_step_bench.py --model runs/search_r1-cpu-sft-rl-sft/final   # from the SFT checkpoint
+    python scripts/rl_step_bench.py --backends llamacpp --out /tmp/bench.json
+
+Each backend runs ``harness train --method search_r1 --recipe cpu-sft-grpo --steps 1`` (the
+recorded run's recipe: 4 questions x groups of 8, DAPO dynamic sampling over up to 2 rounds, 2
+optimizer updates, 48 tokens a turn, one search) in its own process, one after the other, with
+one thread for torch and one for llama.cpp, and the same seed, so both draw the same questions
+(the first 4 of the RL order). The step's ``seconds`` (rollouts + learner update; ``seconds_rollout``
+and ``seconds_sync`` beside it) come from the run's ``train_steps``. What differs between the two:
+the tokens sampled (two engines' numerics), hence the rewards, hence how many dynamic-sampling
+rounds each needed; the table reports the rounds and response lengths so that a reader can see it.
+The machine is whatever runs it: on a shared one, say so beside the numbers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+KEYS = (
+    "seconds",
+    "seconds_rollout",
+    "seconds_sync",
+    "ds_rounds",
+    "sampled/response_len_mean",
+    "sampled/searches_mean",
+    "engine/logp_abs_diff",
+    "engine/ratio_std",
+)
+
+
+def run_one(backend: str, model: str, recipe: str, work: Path, threads: int) -> dict[str, float]:
+    import duckdb
+
+    db = work / f"{backend}.duckdb"
+    env = dict(os.environ, OMP_NUM_THREADS=str(threads))
+    cmd = [
+        sys.executable,
+        "-m",
+        "harness",
+        "train",
+        "--method",
+        "search_r1",
+        "--recipe",
+        recipe,
+        "--model",
+        model,
+        "--steps",
+        "1",
+        "--rollout-backend",
+        backend,
+        "--rollout-threads",
+        str(threads),
+        "--out",
+        str(work / backend),
+        "--db",
+        str(db),
+    ]
+    subprocess.run(cmd, check=True, env=env)
+    with duckdb.connect(str(db), read_only=True) as c:
+        rows = c.execute("select metric, value from train_steps where step = 0").fetchall()
+    got = dict(rows)
+    return {k: float(got[k]) for k in KEYS if k in got}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--model", default="default", help="the starting policy (default: the packaged SmolLM2)")
+    ap.add_argument("--recipe", default="cpu-sft-grpo", help="search_r1 recipe (default: the recorded run's)")
+    ap.add_argument(
+        "--backends", nargs="+", default=["llamacpp", "transformers"], help="rollout backends to time"
+    )
+    ap.add_argument("--threads", type=int, default=1, help="threads for torch and for llama.cpp (default 1)")
+    ap.add_argument("--out", type=Path, default=None, help="also write the numbers as JSON here")
+    args = ap.parse_args(argv)
+    results: dict[str, dict[str, float]] = {}
+    with tempfile.TemporaryDirectory(prefix="rl-step-bench-") as tmp:
+        for b in args.backends:
+            results[b] = run_one(b, args.model, args.recipe, Path(tmp), args.threads)
+            print(f"{b}: {json.dumps(results[b])}", file=sys.stderr)
+    print("| rollout backend | " + " | ".join(KEYS) + " |")
+    print("|---" * (len(KEYS) + 1) + "|")
+    for b, m in results.items():
+        print(f"| {b} | " + " | ".join(f"{m[k]:.3f}" if k in m else "-" for k in KEYS) + " |")
+    if args.out is not None:
+        args.out.write_text(
+            json.dumps(
+                {"model": args.model, "recipe": args.recipe, "threads": args.threads, "steps": results},
+                indent=1,
+            )
+            + "\n"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
