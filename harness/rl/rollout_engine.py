@@ -58,16 +58,29 @@ def engine_base(model: str) -> tuple[str, Path | None]:
     )
 
 
-def default_rollout_backend(recipe: Recipe, model: str, device: Any) -> RolloutBackend:
-    """``llamacpp`` on the CPU for a LoRA recipe over a packaged model (or a checkpoint of one),
-    else ``transformers``."""
+def llamacpp_applies(recipe: Recipe, model: str, device: Any) -> bool:
+    """Whether ``--rollout-backend llamacpp`` can serve this run: on the CPU, a LoRA recipe over a
+    packaged GGUF model (or a checkpoint of one)."""
     if getattr(device, "type", str(device)) != "cpu" or recipe.lora is None:
-        return "transformers"
+        return False
     try:
         engine_base(model)
     except ConfigError:
-        return "transformers"
-    return "llamacpp"
+        return False
+    return True
+
+
+# What ``--rollout-backend auto`` picks where llama.cpp applies. Measured side by side on 2 cores
+# (results/rl-step-bench-2026-11-27.json: one step of search_r1 cpu-sft-grpo, one thread each),
+# the llama.cpp rollouts took 285-294 s against transformers' 206-239 s, so transformers stays
+# the default until the llama.cpp path is measured faster; ``--rollout-backend llamacpp`` opts in.
+CPU_LORA_DEFAULT: RolloutBackend = "transformers"
+
+
+def default_rollout_backend(recipe: Recipe, model: str, device: Any) -> RolloutBackend:
+    """:data:`CPU_LORA_DEFAULT` where llama.cpp applies (:func:`llamacpp_applies`), else
+    ``transformers``."""
+    return CPU_LORA_DEFAULT if llamacpp_applies(recipe, model, device) else "transformers"
 
 
 class LlamaCppRollout:

@@ -26,7 +26,7 @@ from harness.rl.recipe import LoraConfig, Recipe
 from harness.rl.sequences import sequence_logprobs
 from harness.types import SamplingParams
 
-pytestmark = pytest.mark.llamacpp
+pytestmark = [pytest.mark.llamacpp, pytest.mark.integration]  # the engine runs in a child process
 
 BASE_GAP = 0.04  # llama.cpp vs transformers on the base model alone, these prompts (measured 0.0395)
 QUESTIONS = [
