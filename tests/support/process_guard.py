@@ -19,6 +19,9 @@ from typing import Any
 import pytest
 
 _started: list[str] | None = None  # what the current unmarked test started; None: not recording
+# markers whose tests `tox -e unit` never selects (their own tox envs run them: slow, pyserini,
+# bench, vllm, verl): the guard is for the unit lane, so these may start processes unmarked
+OTHER_LANES = ("integration", "slow", "pyserini", "bench", "vllm", "verl")
 _STARTED = pytest.StashKey[list[str] | None]()
 
 
@@ -120,7 +123,7 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
     global _started
-    _started = None if item.get_closest_marker("integration") else []
+    _started = None if any(item.get_closest_marker(m) for m in OTHER_LANES) else []
     item.stash[_STARTED] = _started
     try:
         return (yield)
