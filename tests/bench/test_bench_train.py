@@ -49,7 +49,7 @@ def test_bench_grpo_step_vs_trl(benchmark, tiny_dir, tmp_path):
     trl = benchmark.pedantic(
         lambda: gc.trl_grpo(tiny_dir, CPU, "float32", tmp_path, SIZES)["step_s"], rounds=1, iterations=1
     )
-    o, t = gc.mean_later(ours), gc.mean_later(trl)  # the first step of each warms caches
+    o, t = gc.median_later(ours), gc.median_later(trl)  # the first step of each warms caches
     benchmark.extra_info.update({"ours_s": o, "trl_s": t, "ratio_ours_over_trl": o / t})
     print(
         f"\nGRPO step (G={SIZES['group']}, {SIZES['prompts']} prompts, {SIZES['new_tokens']} tokens): "
