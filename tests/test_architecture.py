@@ -24,8 +24,9 @@
 (b) **The layers, and no import cycle.** ``harness/`` is built in layers (:data:`LAYERS`, bottom to
     top; ``docs/architecture.md`` says what each holds and why the order is this one), checked the
     way import-linter's *layers* contract checks them: a module may import a module of its own
-    layer or of a layer below, never one above. Every import statement counts: module level,
-    inside functions and methods, and under ``if TYPE_CHECKING:`` (a type-only import is still an
+    layer or of a layer below, never one above, and independent siblings of a layer
+    (:data:`INDEPENDENT`: ``llm`` and ``retrieval``) not each other. Every import statement
+    counts: module level, inside functions and methods, and under ``if TYPE_CHECKING:`` (a type-only import is still an
     arrow a reader follows, and a function-level one only defers the import to call time).
     ``leaderboards/`` is the top layer. The failure lists every edge that breaks the order as
     ``file:line imports module (layer X above layer Y)``. Over every module of ``harness``,
@@ -374,6 +375,9 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("top leaderboards", ()),  # the leaderboards package
 )
 LAYERED_PACKAGES = ("harness", "leaderboards")
+# Siblings of one layer that import each other in neither direction (import-linter's ``|``): the
+# model side and the retrieval side share only what is below them (the HTTP kit in serving.py).
+INDEPENDENT: tuple[frozenset[str], ...] = (frozenset({"llm", "retrieval"}),)
 
 
 def layer_of(module: str) -> int | None:
@@ -403,7 +407,16 @@ def layer_violations(graph: dict[str, dict[str, int]], where=None) -> list[str]:
             lt = layer_of(target)
             if lt is not None and lt > lm:
                 out.append(f"{where(mod)}:{line} imports {target} ({LAYERS[lt][0]} above {LAYERS[lm][0]})")
+            pair = {_head(mod), _head(target)}
+            if lt == lm and len(pair) == 2 and any(pair <= group for group in INDEPENDENT):
+                out.append(
+                    f"{where(mod)}:{line} imports {target} ({' and '.join(sorted(pair))} are independent)"
+                )
     return out
+
+
+def _head(module: str) -> str:
+    return module.split(".")[1] if module.startswith("harness.") else module
 
 
 def _layered_files() -> list[Path]:
@@ -454,9 +467,16 @@ def test_the_layer_check_finds_upward_imports_at_every_level(tmp_path):
     )
     (pkg / "protocol.py").write_text("import harness.eval.runner\n")
     (pkg / "novel.py").write_text("")
+    (pkg / "llm").mkdir()
+    (pkg / "llm" / "front.py").write_text(
+        "from harness.retrieval.server import limits\nfrom harness import types\n"
+    )
+    (pkg / "retrieval").mkdir()
+    (pkg / "retrieval" / "server.py").write_text("")
     graph = every_edge_graph(sorted(pkg.rglob("*.py")), root=tmp_path)
     assert layer_violations(graph, where=lambda m: m) == [
         "harness.errors:2 imports harness.eval.runner (L7a evaluation above L0 foundations)",
+        "harness.llm.front:1 imports harness.retrieval.server (llm and retrieval are independent)",
         "harness.novel: harness.novel is in no layer; add it to LAYERS and docs/architecture.md",
         "harness.protocol:1 imports harness.eval.runner (L7a evaluation above L3 protocol value)",
         "harness.types:3 imports harness.protocol (L3 protocol value above L0 foundations)",
