@@ -16,11 +16,18 @@ generates until it stops (no stop string; max ``protocol.decoding.max_new_tokens
 
 from __future__ import annotations
 
-from harness.eval.protocol import Protocol
-from harness.method import Method, MethodSpec, RunContext, format_question
-from harness.rollout.extract import Extraction, extract_tagged
-from harness.rollout.single import answer_once
-from harness.types import QAExample, Trajectory
+from harness.api import (
+    Extraction,
+    Method,
+    MethodSpec,
+    Protocol,
+    QAExample,
+    RunContext,
+    Trajectory,
+    answer_once,
+    extract_tagged,
+    format_question,
+)
 
 # Search-R1 scripts/data_process/nq.py make_prefix(template_type="base"), verbatim.
 PROMPT = (

@@ -8,11 +8,16 @@ template; the answer is the first line of the reply. FlashRAG's benchmark scores
 
 from __future__ import annotations
 
-from harness.eval.protocol import Protocol
-from harness.method import Method, MethodSpec, RunContext
-from harness.rollout.extract import extract_first_line
-from harness.rollout.single import answer_once
-from harness.types import QAExample, Trajectory
+from harness.api import (
+    Method,
+    MethodSpec,
+    Protocol,
+    QAExample,
+    RunContext,
+    Trajectory,
+    answer_once,
+    extract_first_line,
+)
 
 SYSTEM = "Answer the question based on your own knowledge. Only give me the answer and do not output any other words."
 # FlashRAG's user prompt has no "Answer:" line: examples/methods/run_exp.py zero_shot() uses

@@ -33,12 +33,17 @@ from baselines.direct import Direct, direct_prompt
 from baselines.ircot import ANSWER_MARKER, EXAMPLE, INSTRUCTION, USER, IRCoT, _Chain, render_references
 from baselines.naive_rag import MAX_NEW_TOKENS as RAG_MAX_NEW_TOKENS
 from baselines.naive_rag import NaiveRAG, add_retrieve_turns, rag_prompt, retrieve
-from harness.eval.protocol import Protocol
-from harness.llm.base import Backend
-from harness.method import MethodSpec, RunContext
-from harness.rollout.extract import Extraction
-from harness.rollout.single import answer_once
-from harness.types import Completion, QAExample, Trajectory
+from harness.api import (
+    Backend,
+    Completion,
+    Extraction,
+    MethodSpec,
+    Protocol,
+    QAExample,
+    RunContext,
+    Trajectory,
+    answer_once,
+)
 
 PROTOCOL = "flashrag"  # the protocol these variants are scored under (baselines/protocol.py)
 

@@ -61,13 +61,21 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from harness.eval.protocol import Protocol
-from harness.method import Method, MethodSpec, RunContext
-from harness.rollout.extract import extract_after
-from harness.types import Completion, Hit, QAExample, Trajectory, Turn
+from harness.api import (
+    Completion,
+    Hit,
+    Method,
+    MethodSpec,
+    Protocol,
+    QAExample,
+    RunContext,
+    Trajectory,
+    Turn,
+    extract_after,
+)
 
 if TYPE_CHECKING:
-    from harness.retrieval.base import Retriever
+    from harness.api import Retriever
 
 # FlashRAG IRCOTPipeline.IRCOT_INSTRUCTION, verbatim.
 INSTRUCTION = (

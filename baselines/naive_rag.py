@@ -15,12 +15,19 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 
-from harness.eval.protocol import Protocol
-from harness.method import Method, MethodSpec, RunContext
-from harness.rollout.extract import extract_first_line
-from harness.rollout.render import RENDERERS
-from harness.rollout.single import answer_once
-from harness.types import Hit, QAExample, Trajectory, Turn
+from harness.api import (
+    RENDERERS,
+    Hit,
+    Method,
+    MethodSpec,
+    Protocol,
+    QAExample,
+    RunContext,
+    Trajectory,
+    Turn,
+    answer_once,
+    extract_first_line,
+)
 
 SYSTEM = (
     "Answer the question based on the given document. Only give me the answer and do not output any other "

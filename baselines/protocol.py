@@ -14,9 +14,7 @@ Each is bound to its variants (``Method.own_protocols``): other methods are not 
 
 from __future__ import annotations
 
-from harness.data.benches import Selection
-from harness.eval.protocol import CorpusRef, Decoding, Protocol, mini
-from harness.retrieval.spec import E5_BASE_V2, DenseSpec
+from harness.api import E5_BASE_V2, CorpusRef, Decoding, DenseSpec, Protocol, Selection, mini
 
 # -- Search-o1 (run_search_o1.py at 6ced48f) --------------------------------------------------------
 SEARCH_O1_TOP_K = 10  # lines 199-205: top_k = 10 for the QA sets
@@ -79,7 +77,7 @@ def flashrag() -> Protocol:
     of December 2018) with e5-base-v2 Flat, top-5, greedy, 32 new tokens, the first 1000 questions
     of each set; the 2048-token input cut is the variants' (:mod:`baselines.flashrag`). The corpus
     hash comes from the user's wiki-18 file at run time (``--corpus``). Metrics: the standard set
-    (``harness.eval.protocol.STANDARD_METRICS``)."""
+    (``harness.protocol.STANDARD_METRICS``)."""
     return Protocol(
         name="flashrag",
         description="FlashRAG benchmark: wiki-18, e5-base-v2 Flat, top-5, greedy, 32 tokens, first 1000 per set",

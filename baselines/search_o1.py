@@ -66,15 +66,28 @@ import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 
-from harness.errors import ConfigError
-from harness.eval.protocol import Protocol
-from harness.method import Method, MethodSpec, RunContext
-from harness.rollout.dialect import TagDialect
-from harness.rollout.engine import Observation, RolloutState, TagRolloutConfig, run_tag_rollouts
-from harness.rollout.extract import extract_boxed
-from harness.rollout.hooks import Budget, Refusal, TurnPolicy
-from harness.rollout.render import RENDERERS
-from harness.types import Hit, QAExample, SamplingParams, Trajectory, Turn
+from harness.api import (
+    RENDERERS,
+    Budget,
+    ConfigError,
+    Hit,
+    Method,
+    MethodSpec,
+    Observation,
+    Protocol,
+    QAExample,
+    Refusal,
+    RolloutState,
+    RunContext,
+    SamplingParams,
+    TagDialect,
+    TagRolloutConfig,
+    Trajectory,
+    Turn,
+    TurnPolicy,
+    extract_boxed,
+    run_tag_rollouts,
+)
 
 BEGIN_SEARCH_QUERY = "<|begin_search_query|>"
 END_SEARCH_QUERY = "<|end_search_query|>"

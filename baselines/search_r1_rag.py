@@ -17,12 +17,19 @@ reply without an answer is scored as "Beijing" there. Here it has no answer (sta
 from __future__ import annotations
 
 from baselines.naive_rag import add_retrieve_turns, retrieve
-from harness.eval.protocol import Protocol
-from harness.method import Method, MethodSpec, RunContext, format_question
-from harness.rollout.extract import Extraction, extract_tagged
-from harness.rollout.render import RENDERERS
-from harness.rollout.single import answer_once
-from harness.types import QAExample, Trajectory
+from harness.api import (
+    RENDERERS,
+    Extraction,
+    Method,
+    MethodSpec,
+    Protocol,
+    QAExample,
+    RunContext,
+    Trajectory,
+    answer_once,
+    extract_tagged,
+    format_question,
+)
 
 # nq_rag.py make_prefix, template "base", verbatim (the backslash-continued f-string joined).
 PROMPT = (

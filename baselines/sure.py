@@ -51,9 +51,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from harness.eval.protocol import Protocol
-from harness.method import Method, MethodSpec, RunContext
-from harness.types import Completion, Hit, QAExample, Trajectory, Turn
+from harness.api import Completion, Hit, Method, MethodSpec, Protocol, QAExample, RunContext, Trajectory, Turn
 
 # FlashRAG SuRePipeline.load_prompts, verbatim but for the restored spaces (see above).
 CANDIDATES_PROMPT = (

@@ -16,13 +16,11 @@ from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 from pydantic import BaseModel, ConfigDict
 
-from harness.types import QAExample, SamplingParams, Trajectory
+from harness.rollout.base import RolloutConfig, RunContext
+from harness.types import QAExample, Trajectory
 
 if TYPE_CHECKING:
-    from harness.eval.protocol import Protocol
-    from harness.llm.base import Backend
-    from harness.retrieval.base import Retriever
-    from harness.rollout.base import RolloutConfig
+    from harness.protocol import Protocol
 
 
 _F = TypeVar("_F", bound=Callable[..., Any])
@@ -45,38 +43,6 @@ class MethodSpec(BaseModel):
     def spec_hash(self) -> str:
         data = json.dumps(self.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(data.encode()).hexdigest()[:12]
-
-
-@dataclass
-class RunContext:
-    """What a method may use while solving a batch."""
-
-    backend: Backend
-    protocol: Protocol
-    retriever: Retriever | None = None
-    sampling: SamplingParams = field(default_factory=SamplingParams)
-    training: bool = False  # return prompt/response token ids and loss masks
-    # progress inside a batch: called with how many of the batch's questions just finished, as the
-    # rollout engine ends them (the runner counts the rest when solve returns)
-    on_finished: Callable[[int], None] | None = None
-
-    def report_finished(self, done: int, reported: int) -> int:
-        """Report ``done - reported`` newly finished questions (when there are any); returns how
-        many are reported now."""
-        if self.on_finished is not None and done > reported:
-            self.on_finished(done - reported)
-        return max(done, reported)
-
-    @property
-    def max_new_tokens(self) -> int:
-        return self.protocol.decoding.max_new_tokens
-
-    def require_retriever(self, method: str) -> Retriever:
-        if self.retriever is None:
-            from harness.errors import ConfigError
-
-            raise ConfigError(f"method {method!r} needs a retriever, but none was configured")
-        return self.retriever
 
 
 class Method(ABC):
@@ -257,11 +223,15 @@ class TrainableMethod(Method):
 
     def recipes(self) -> dict[str, Any]:
         """Named training recipes (``harness.rl.recipe.Recipe``); at least ``"paper"`` and
-        ``"cpu-smoke"``. Read from the ``recipes.yaml`` beside the method's module
-        (:func:`harness.rl.recipe_files.method_recipes`)."""
-        from harness.rl.recipe_files import method_recipes
+        ``"cpu-smoke"``. :class:`harness.api.TrainableMethod`, the class a plugin subclasses, reads
+        them from the ``recipes.yaml`` beside the method's module; the engine's contract only asks
+        for them (the reader is above this layer, see ``docs/architecture.md``)."""
+        from harness.errors import ConfigError
 
-        return method_recipes(self)
+        raise ConfigError(
+            f"method {self.name!r} has no recipes: subclass harness.api.TrainableMethod (recipes.yaml "
+            "beside the module) or override recipes()"
+        )
 
     def advantage_adjust(self, rewards: list[RewardBreakdown], group: Any, *, name: str) -> Any:
         """Optional hook ``(B,) sequence advantages -> (B,)`` applied before broadcasting to tokens
@@ -299,19 +269,14 @@ class TrainableMethod(Method):
         return cfg.run(prompts, examples, ctx)
 
     def reported(self) -> list[Any]:
-        """The paper's published numbers (``harness.results.store.ReportedRow``), every table row: read from
-        the ``reported.yaml`` beside the method's module (:func:`harness.results.reported.load_reported`),
-        none when there is no such file."""
+        """The paper's published numbers (``harness.results.store.ReportedRow``), every table row;
+        :class:`harness.api.TrainableMethod` reads them from the ``reported.yaml`` beside the
+        method's module (none when there is no such file)."""
         f = self.reported_file()
         return f.rows() if f is not None else []
 
     def reported_file(self) -> Any:
-        """The parsed ``reported.yaml`` beside the method's module
-        (:class:`harness.results.reported.ReportedFile`: rows and their recorded settings), or None."""
-        import inspect
-        from pathlib import Path
-
-        from harness.results.reported import read_reported
-
-        path = Path(inspect.getfile(type(self))).with_name("reported.yaml")
-        return read_reported(path) if path.is_file() else None
+        """The parsed ``reported.yaml`` of the method (:class:`harness.results.reported.ReportedFile`:
+        rows and their recorded settings), or None: this contract has none;
+        :class:`harness.api.TrainableMethod` reads the file beside the method's module."""
+        return None

@@ -51,7 +51,7 @@ class Plugin:
     ``methods``: method name -> its :class:`~harness.method.Method` class. ``variants``: a method
     name (also in ``methods``) -> the method it varies; a variant is listed and runnable by name
     but not part of ``--method all``. ``protocols``: protocol name -> a factory returning the
-    :class:`~harness.eval.protocol.Protocol` of that name. ``benches``: bench name -> a
+    :class:`~harness.protocol.Protocol` of that name. ``benches``: bench name -> a
     :class:`~harness.data.benches.Bench`. ``judge_prompts``: prompt id -> a
     :class:`~harness.judge.prompts.JudgePrompt`. ``renderers``: renderer name -> a document renderer.
     ``aliases``: the other spellings of the paper's name in code (``"searchr1"``, ``"TiresRAG"``),

@@ -289,8 +289,8 @@ def ours_grpo(
     sizes: dict[str, int],
     profile: StepProfile | None = None,
 ) -> dict:
-    from harness.eval.protocol import CorpusRef, Protocol
     from harness.method import MethodSpec, RewardBreakdown, TrainableMethod, reward_fn
+    from harness.protocol import CorpusRef, Protocol
     from harness.rl.config import preset
     from harness.rl.recipe import Recipe
     from harness.rl.trainer import Trainer

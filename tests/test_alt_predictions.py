@@ -12,11 +12,13 @@ import pytest
 
 from harness.data.benches import Selection
 from harness.errors import ConfigError
-from harness.eval.protocol import Protocol, preset
+from harness.eval.protocol import preset
 from harness.eval.runner import RunConfig, Runner, score_trajectory
 from harness.eval.scoring import RunScoring, alt_metric_name, score_alternatives
-from harness.method import Method, MethodSpec, RunContext
+from harness.method import Method, MethodSpec
+from harness.protocol import Protocol
 from harness.results import queries, regress
+from harness.rollout.base import RunContext
 from harness.types import QAExample, Trajectory
 from leaderboards import views
 

@@ -21,13 +21,23 @@
     score with) and its judge prompt (``r1_searcher``) are data, a metric and a judge of the field
     that several papers share, like SQuAD's ``normalize_answer``.
 
-(b) **No import cycle, and the engine does not import the plugins.** Over every module of
-    ``harness``, ``methods`` and ``baselines``, the imports executed when a module is imported
-    (module level, including ``if``/``try`` blocks and class bodies; not inside functions, not under
-    ``if TYPE_CHECKING:``) form no cycle; and no module of ``harness`` imports ``methods`` or
-    ``baselines`` at module level (``harness.plugins`` finds them by name at run time).
-    A package's ``__init__`` running before its submodule is Python's doing, not an import
-    statement, and is not an edge.
+(b) **The layers, and no import cycle.** ``harness/`` is built in layers (:data:`LAYERS`, bottom to
+    top; ``docs/architecture.md`` says what each holds and why the order is this one), checked the
+    way import-linter's *layers* contract checks them: a module may import a module of its own
+    layer or of a layer below, never one above, and independent siblings of a layer
+    (:data:`INDEPENDENT`: ``llm`` and ``retrieval``) not each other. Every import statement
+    counts: module level, inside functions and methods, and under ``if TYPE_CHECKING:`` (a type-only import is still an
+    arrow a reader follows, and a function-level one only defers the import to call time).
+    ``leaderboards/`` is the top layer. The failure lists every edge that breaks the order as
+    ``file:line imports module (layer X above layer Y)``. Over every module of ``harness``,
+    ``methods`` and ``baselines`` those same edges form no cycle; and ``harness`` never imports
+    ``methods`` or ``baselines`` (``harness.plugins`` finds them by name at run time). A package's
+    ``__init__`` running before its submodule is Python's doing, not an import statement, and is
+    not an edge.
+
+(b') **The plugin API.** A module under ``methods/`` or ``baselines/`` imports from the engine
+    only ``harness.api`` (an explicit ``__all__``), and a manifest (a plugin's ``__init__.py``)
+    also ``harness.plugins``; every import statement counts, as in (b).
 
 (c) **A paper folder does not import another paper's folder** (at any level): what papers share
     lives in ``harness/`` under a generic name, or is looked up by its registered name
@@ -320,30 +330,224 @@ def _where(mod: str) -> str:
     return str(path.relative_to(ROOT)) if path.exists() else f"{mod.replace('.', '/')}/__init__.py"
 
 
-def test_no_import_cycle_at_module_level():
-    graph = _graph()
-    found = cycles(graph)
-    lines = []
-    for comp in found:
-        members = set(comp)
-        lines.append(
-            "cycle: "
-            + "; ".join(
-                f"{_where(a)}:{ln} imports {b}" for a in comp for b, ln in graph[a].items() if b in members
-            )
-        )
-    assert not found, "\n".join(lines)
+def _every_import(body: list[ast.stmt]) -> Iterator[ast.Import | ast.ImportFrom]:
+    """Every import statement: module level, in functions and methods, under TYPE_CHECKING."""
+    for node in ast.walk(ast.Module(body=body, type_ignores=[])):
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            yield node
 
 
-def test_no_import_cycle_in_harness_even_through_function_level_imports():
-    """An import inside a function defers a cycle to call time; the engine has none at all."""
-    graph = import_graph([f for f in _files() if f.is_relative_to(ROOT / "harness")], in_functions=True)
+def every_edge_graph(files: Iterable[Path], root: Path = ROOT) -> dict[str, dict[str, int]]:
+    """module -> {imported module of ours: line of its first import}, every import statement
+    counted (:func:`_every_import`)."""
+    files = list(files)
+    known = {_module_name(f, root) for f in files}
+    graph: dict[str, dict[str, int]] = {}
+    for f in files:
+        mod = _module_name(f, root)
+        edges: dict[str, int] = {}
+        for node in _every_import(ast.parse(f.read_text(encoding="utf-8")).body):
+            for t in _targets(node, mod, f.name == "__init__.py", known):
+                if t != mod:
+                    edges[t] = min(edges.get(t, node.lineno), node.lineno)
+        graph[mod] = edges
+    return graph
+
+
+# The layers of the engine, bottom to top: each entry names the top-level modules and packages
+# under harness/ in it ("" is harness/__init__.py). A module may import its own layer and the
+# layers below. Why this order: docs/architecture.md ("Layers"). A new top-level module or package
+# of harness/ goes into one of them (and into that table).
+LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("L0 foundations", ("", "errors", "secrets", "types", "choices", "registry", "device", "serving")),
+    ("L1 data and metrics", ("metrics", "data", "plugins")),
+    ("L2 models and retrieval", ("llm", "retrieval")),
+    ("L3 protocol value", ("protocol",)),
+    ("L4 methods and rollout", ("rollout", "method", "methods_registry")),
+    ("L5 results", ("results",)),
+    ("L6 judge", ("judge",)),
+    ("L7a evaluation", ("eval",)),
+    ("L7b training", ("rl",)),
+    ("L7c verl export", ("verl",)),
+    ("L7d regression gate", ("gate",)),
+    ("L8 plugin API", ("api",)),
+    ("L9 commands", ("cli", "__main__")),
+    ("top leaderboards", ()),  # the leaderboards package
+)
+LAYERED_PACKAGES = ("harness", "leaderboards")
+# Siblings of one layer that import each other in neither direction (import-linter's ``|``): the
+# model side and the retrieval side share only what is below them (the HTTP kit in serving.py).
+INDEPENDENT: tuple[frozenset[str], ...] = (frozenset({"llm", "retrieval"}),)
+
+
+def layer_of(module: str) -> int | None:
+    """The index in :data:`LAYERS` of a module of harness or leaderboards; None for one no layer
+    names (a new top-level module: the test asks for it to be placed)."""
+    root, _, rest = module.partition(".")
+    if root == "leaderboards":
+        return len(LAYERS) - 1
+    head = rest.partition(".")[0]
+    for i, (_, members) in enumerate(LAYERS):
+        if head in members:
+            return i
+    return None
+
+
+def layer_violations(graph: dict[str, dict[str, int]], where=None) -> list[str]:
+    """Every edge of ``graph`` from a module to one in a higher layer, as ``file:line imports
+    module (layer X above layer Y)``, and every module of the graph in no layer."""
+    where = where or _where
+    out = []
+    for mod, edges in sorted(graph.items()):
+        lm = layer_of(mod)
+        if lm is None:
+            out.append(f"{where(mod)}: {mod} is in no layer; add it to LAYERS and docs/architecture.md")
+            continue
+        for target, line in sorted(edges.items(), key=lambda e: e[1]):
+            lt = layer_of(target)
+            if lt is not None and lt > lm:
+                out.append(f"{where(mod)}:{line} imports {target} ({LAYERS[lt][0]} above {LAYERS[lm][0]})")
+            pair = {_head(mod), _head(target)}
+            if lt == lm and len(pair) == 2 and any(pair <= group for group in INDEPENDENT):
+                out.append(
+                    f"{where(mod)}:{line} imports {target} ({' and '.join(sorted(pair))} are independent)"
+                )
+    return out
+
+
+def _head(module: str) -> str:
+    return module.split(".")[1] if module.startswith("harness.") else module
+
+
+def _layered_files() -> list[Path]:
+    return [f for p in LAYERED_PACKAGES for f in _py_files(p)]
+
+
+def test_every_import_follows_the_layers():
+    """No edge runs back up, type-only and function-level imports included."""
+    bad = layer_violations(every_edge_graph(_layered_files()))
+    assert not bad, f"{len(bad)} import(s) against the layer order (docs/architecture.md):\n" + "\n".join(bad)
+
+
+def test_every_layer_member_exists():
+    """A name in LAYERS that no longer exists is a stale entry."""
+    stale = [
+        name
+        for _, members in LAYERS
+        for name in members
+        if name and not (ROOT / "harness" / f"{name}.py").exists() and not (ROOT / "harness" / name).is_dir()
+    ]
+    assert not stale, f"LAYERS names modules harness/ does not have: {stale}"
+
+
+def test_no_import_cycle_counting_every_import():
+    """No cycle over harness, methods and baselines, with every import statement an edge
+    (function-level and type-only included)."""
+    graph = every_edge_graph(_files())
     found = cycles(graph)
     assert not found, "\n".join(
         "cycle: "
         + "; ".join(f"{_where(a)}:{ln} imports {b}" for a in c for b, ln in graph[a].items() if b in c)
         for c in found
     )
+
+
+def test_the_layer_check_finds_upward_imports_at_every_level(tmp_path):
+    """A planted upward import is found whether it is at module level, in a function or under
+    TYPE_CHECKING; a downward or same-layer one is not."""
+    pkg = tmp_path / "harness"
+    (pkg / "eval").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "eval" / "__init__.py").write_text("")
+    (pkg / "eval" / "runner.py").write_text("from harness.types import QAExample\n")
+    (pkg / "secrets.py").write_text("from harness import errors\n")
+    (pkg / "errors.py").write_text("def f():\n    from harness.eval import runner\n")
+    (pkg / "types.py").write_text(
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from harness.protocol import P\n"
+    )
+    (pkg / "protocol.py").write_text("import harness.eval.runner\n")
+    (pkg / "novel.py").write_text("")
+    (pkg / "llm").mkdir()
+    (pkg / "llm" / "front.py").write_text(
+        "from harness.retrieval.server import limits\nfrom harness import types\n"
+    )
+    (pkg / "retrieval").mkdir()
+    (pkg / "retrieval" / "server.py").write_text("")
+    graph = every_edge_graph(sorted(pkg.rglob("*.py")), root=tmp_path)
+    assert layer_violations(graph, where=lambda m: m) == [
+        "harness.errors:2 imports harness.eval.runner (L7a evaluation above L0 foundations)",
+        "harness.llm.front:1 imports harness.retrieval.server (llm and retrieval are independent)",
+        "harness.novel: harness.novel is in no layer; add it to LAYERS and docs/architecture.md",
+        "harness.protocol:1 imports harness.eval.runner (L7a evaluation above L3 protocol value)",
+        "harness.types:3 imports harness.protocol (L3 protocol value above L0 foundations)",
+    ]
+    assert cycles(graph) == [["harness.eval.runner", "harness.protocol", "harness.types"]]
+
+
+# -- (b') the plugin API ----------------------------------------------------------------------------
+API_MODULE = "harness.api"
+MANIFEST_MODULES = ("harness.plugins",)
+
+
+def api_violations(root: Path = ROOT) -> list[str]:
+    """``path:line imports module`` for every import of an engine module other than
+    ``harness.api`` (and ``harness.plugins`` in a manifest) under ``methods/`` and ``baselines/``."""
+    bad = []
+    for package in PLUGIN_PACKAGES:
+        for f in sorted((root / package).rglob("*.py")):
+            allowed = {API_MODULE, *(MANIFEST_MODULES if f.name == "__init__.py" else ())}
+            for node in _every_import(ast.parse(f.read_text(encoding="utf-8")).body):
+                if isinstance(node, ast.Import):
+                    names = [a.name for a in node.names]
+                elif node.level:
+                    continue
+                elif node.module == "harness":
+                    names = [f"harness.{a.name}" for a in node.names]
+                else:
+                    names = [node.module or ""]
+                bad += [
+                    f"{f.relative_to(root)}:{node.lineno} imports {n}"
+                    for n in names
+                    if n.partition(".")[0] == "harness" and n not in allowed
+                ]
+    return bad
+
+
+def test_plugins_import_the_engine_only_through_harness_api():
+    bad = api_violations()
+    assert not bad, (
+        "methods/ and baselines/ import the engine through harness.api (add the name to its __all__):\n"
+        + "\n".join(bad)
+    )
+
+
+def test_the_api_names_what_it_exports():
+    import harness.api as api
+
+    assert len(api.__all__) == len(set(api.__all__))
+    missing = [n for n in api.__all__ if not hasattr(api, n)]
+    assert not missing, f"harness.api.__all__ names what the module does not have: {missing}"
+
+
+def test_the_api_check_catches_each_way_of_reaching_past_it(tmp_path):
+    paper = tmp_path / "methods" / "paper"
+    paper.mkdir(parents=True)
+    (tmp_path / "baselines").mkdir()
+    (paper / "__init__.py").write_text("from harness.plugins import Plugin\nfrom harness.api import Method\n")
+    (paper / "method.py").write_text(
+        "from typing import TYPE_CHECKING\nfrom harness.api import Protocol\nfrom . import helpers\n"
+        "from harness.plugins import Plugin\nimport harness.types\n"
+        "if TYPE_CHECKING:\n    from harness.eval.runner import Runner\n"
+        "def f():\n    from harness import method\n"
+    )
+    (tmp_path / "baselines" / "b.py").write_text("from harness.rollout.engine import run_tag_rollouts\n")
+    assert api_violations(tmp_path) == [
+        "methods/paper/method.py:4 imports harness.plugins",
+        "methods/paper/method.py:5 imports harness.types",
+        "methods/paper/method.py:7 imports harness.eval.runner",
+        "methods/paper/method.py:9 imports harness.method",
+        "baselines/b.py:1 imports harness.rollout.engine",
+    ]
 
 
 def test_harness_does_not_import_methods_or_baselines_at_module_level():

@@ -180,7 +180,8 @@ def test_every_method_declares_who_it_is():
 
 def test_default_solve_needs_a_rollout_loop():
     """TrainableMethod.solve runs rollout_config's loop; a method without one must write solve."""
-    from harness.method import MethodSpec, RunContext
+    from harness.method import MethodSpec
+    from harness.rollout.base import RunContext
 
     class NoLoop(TrainableMethod):
         name = "no_loop"

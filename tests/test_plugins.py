@@ -13,11 +13,12 @@ import pytest
 
 from harness.data.benches import BENCHES, Bench, get_bench
 from harness.errors import ConfigError
-from harness.eval.protocol import PROTOCOLS, Protocol, preset
+from harness.eval.protocol import PROTOCOLS, preset
 from harness.judge.prompts import JUDGE_PROMPTS, JudgePrompt, get_prompt
 from harness.method import Method
 from harness.methods_registry import METHODS, VARIANTS
 from harness.plugins import Manifest, Plugin, discover, manifests, register
+from harness.protocol import Protocol
 from harness.registry import Registry
 from harness.rollout.render import RENDERERS
 

@@ -1,6 +1,6 @@
 """Every protocol field acts: changing it changes the protocol id AND what a run does.
 
-For each field of :class:`harness.eval.protocol.Protocol` (iterated from ``Protocol.model_fields``, so a
+For each field of :class:`harness.protocol.Protocol` (iterated from ``Protocol.model_fields``, so a
 new field without a case below fails :func:`test_every_field_has_a_case`) a scripted-backend run of
 ``search_r1`` over a tiny corpus is compared under the base protocol and under a copy with only that
 field changed: the questions loaded, each sample's turns (retrieved ids, scores, observation text),
@@ -18,22 +18,12 @@ import pytest
 
 from harness.data.benches import Selection
 from harness.errors import ConfigError
-from harness.eval.protocol import (
-    PROTOCOL_FORMAT,
-    PROTOCOLS,
-    CorpusRef,
-    Decoding,
-    JudgeRef,
-    Protocol,
-    RemoteRetrieval,
-    check_judge,
-    preset,
-    resolve_corpus,
-)
+from harness.eval.protocol import PROTOCOLS, check_judge, preset, resolve_corpus
 from harness.eval.runner import RunConfig, Runner
 from harness.eval.scoring import RunScoring
 from harness.judge.prompts import get_prompt
 from harness.methods_registry import get_method
+from harness.protocol import PROTOCOL_FORMAT, CorpusRef, Decoding, JudgeRef, Protocol, RemoteRetrieval
 from harness.results import queries
 from harness.retrieval.paths import CACHE_ENV
 from harness.retrieval.spec import Bm25sSpec

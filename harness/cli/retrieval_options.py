@@ -44,7 +44,7 @@ def parse_ks(text: str) -> list[int]:
 
 
 def add_remote_args(p: argparse.ArgumentParser) -> None:
-    """``--retriever-url`` and ``--retriever-declare`` (see harness.retrieval.remote; the run set-up,
+    """``--retriever-url`` and ``--retriever-declare`` (see harness.eval.remote; the run set-up,
     :func:`harness.eval.setup.build_protocol`, reads them)."""
     p.add_argument(
         "--retriever-url",

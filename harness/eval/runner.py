@@ -33,12 +33,13 @@ from functools import cache
 from pathlib import Path
 
 from harness.errors import ConfigError
-from harness.eval.protocol import Protocol
 from harness.eval.setup import RunSetup
 from harness.llm.model_files import is_preset
-from harness.method import Method, RunContext
+from harness.method import Method
+from harness.protocol import Protocol
 from harness.results import lifecycle, queries
 from harness.results.store import ERROR_STATUS, ScoredSample, Store
+from harness.rollout.base import RunContext
 from harness.types import QAExample, Trajectory
 
 

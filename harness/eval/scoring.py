@@ -45,11 +45,12 @@ from harness.metrics.registry import (
     get_metric,
     resolve_metrics,
     score_answer,
+    stored_metric_name,
 )
 from harness.types import is_unmapped_id
 
 if TYPE_CHECKING:
-    from harness.eval.protocol import Protocol
+    from harness.protocol import Protocol
     from harness.types import Trajectory
 
 PREDICTION_KEYS = ("prediction", "pred", "output.pred")
@@ -555,12 +556,6 @@ def score_alternatives(
 # recall@k the first search's ranking (how good the retriever is on the question), evidence recall
 # every id retrieved anywhere in the trajectory (what the method gathered).
 _TRAJECTORY_RETRIEVAL = {"retrieval_recall@k": "first", "evidence_recall": "all"}
-
-
-def stored_metric_name(name: str, top_k: int) -> str:
-    """The name a protocol metric is stored under: a family ``base@k`` bound to the protocol's top-k
-    (``retrieval_recall@k`` -> ``retrieval_recall@3``), any other name as it is."""
-    return f"{name[:-2]}@{top_k}" if name.endswith("@k") else name
 
 
 @dataclass(frozen=True)

@@ -27,11 +27,12 @@ from typing import TYPE_CHECKING, Any
 import harness.eval.protocol
 from harness.data.benches import Selection
 from harness.errors import ConfigError
-from harness.eval.protocol import Protocol, resolve_corpus
+from harness.eval.protocol import resolve_corpus
+from harness.eval.remote import protocol_retriever
+from harness.protocol import Protocol
 from harness.results.lifecycle import create_run, create_train_run, new_run_id
 from harness.results.store import Store
 from harness.retrieval.cache import CachedRetriever, ResultCache
-from harness.retrieval.remote import protocol_retriever
 
 if TYPE_CHECKING:
     from harness.method import Method, MethodSpec
@@ -82,13 +83,13 @@ def remote_protocol_at(
     proto: Protocol, url: str | None, *, declared: str | None = None, corpus: Path | None = None
 ) -> Protocol:
     """``proto`` with remote retrieval when ``url`` is given (else ``proto``); prints one line on
-    stderr saying what the protocol records about the server (see :mod:`harness.retrieval.remote`)."""
+    stderr saying what the protocol records about the server (see :mod:`harness.eval.remote`)."""
     if url is None:
         if declared is not None:
             raise ConfigError("--retriever-declare needs --retriever-url")
         return proto
+    from harness.eval.remote import describe_remote, parse_declared, remote_protocol
     from harness.retrieval.client import RetrievalClient
-    from harness.retrieval.remote import describe_remote, parse_declared, remote_protocol
 
     if not url.startswith(("http://", "https://")):
         raise ConfigError(f"--retriever-url must be an http(s) URL, got {url!r}")

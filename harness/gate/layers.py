@@ -199,8 +199,8 @@ def replay_items(recorded: Recorded, retriever_for: RetrieverFor) -> tuple[dict,
     from harness.data.benches import load_bench
     from harness.eval.protocol import preset
     from harness.eval.scoring import RunScoring
-    from harness.method import RunContext
     from harness.methods_registry import get_method
+    from harness.rollout.base import RunContext
 
     from .replay import ReplayBackend
 

@@ -213,6 +213,12 @@ def get_prompt(name: str) -> JudgePrompt:
     return prompt.with_logit_scoring()
 
 
+def prompt_hash(name: str) -> str:
+    """The hash of the registered prompt ``name`` (:func:`get_prompt`), what a judge metric's name
+    carries (``judge@<model>:<hash>``)."""
+    return get_prompt(name).prompt_hash
+
+
 def describe_prompts() -> list[tuple[str, str, str, str, str]]:
     """Rows ``(id, version, hash, target, source)``."""
     out = []

@@ -15,10 +15,10 @@ into an int32 and answers completions logprobs in the chat shape. What the front
   previous response, else 408 and the connection is closed; beyond ``max_connections`` open
   connections the one that has waited longest for its request is closed (408), and only when
   every open connection is being answered is a new one refused (503). This is the uvicorn protocol
-  of the retrieval server (:func:`harness.retrieval.server.read_timeout_protocol`), reused: with
+  both servers share (:func:`harness.serving.read_timeout_protocol`): with
   uvicorn's ``limit_concurrency`` instead, 300 slow clients reconnecting after their 408 held every
   connection and ``/health`` and chat were 503 for as long as they kept coming (issue 45).
-* **Body limit** (:class:`Guard`, by hand: Starlette reads a body without a bound and answers
+* **Body limit** (:class:`harness.serving.BodyLimit`, shared with the retrieval server, by hand: Starlette reads a body without a bound and answers
   nothing before it has it all): a declared ``Content-Length`` over ``max_body_bytes`` is
   answered 413 at once, before a byte of the body is read; a body without one (chunked) is counted
   as it arrives and answered 413 as soon as it passes the limit. Either way the rest of the body
@@ -60,9 +60,9 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
-from harness.retrieval.server import read_timeout_protocol, replay_body  # the HTTP limits both servers share
+from harness.serving import BodyLimit, HttpLimits, header, refuse, uvicorn_config
 
 __all__ = ["FrontConfig", "FrontLimits", "check_request", "completion_logprobs", "create_app", "serve"]
 
@@ -78,15 +78,11 @@ TOKEN_FIELDS = ("max_tokens", "max_completion_tokens", "n_predict")
 MAX_TOKEN_BYTES = 256
 
 
-class FrontLimits(BaseModel):
-    """What a client may cost the front (``harness serve-model --help``)."""
+class FrontLimits(HttpLimits):
+    """What a client may cost the front (``harness serve-model --help``); the fields are
+    :class:`harness.serving.HttpLimits`' (a 4,096-token prompt is ~16 KB of body)."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    max_body_bytes: int = Field(4 * 2**20, ge=1)  # 413 above (a 4,096-token prompt is ~16 KB)
     read_timeout_s: float = Field(10.0, gt=0)  # 408 and close when a request takes longer to arrive
-    keep_alive_s: int = Field(5, ge=1)  # an idle keep-alive connection is closed after this
-    max_connections: int = Field(256, ge=1)  # beyond: the longest-waiting connection is closed (408)
 
 
 @dataclass(frozen=True)
@@ -205,97 +201,30 @@ def completion_logprobs(lp: Any, start: int = 0) -> tuple[Any, int]:
     return shaped, pos
 
 
-def _header(scope: dict[str, Any], name: bytes) -> bytes | None:
-    for k, v in scope.get("headers") or []:
-        if k == name:
-            return v
-    return None
-
-
 class Guard:
-    """ASGI middleware: the API key and the body limit, both decided before the body is read
-    (see the module docstring)."""
+    """ASGI middleware: the API key, decided before the body is read (see the module docstring);
+    the body limit is the shared :class:`harness.serving.BodyLimit`, inside it."""
 
-    def __init__(self, app: Any, *, api_key: str | None, max_body_bytes: int):
+    def __init__(self, app: Any, *, api_key: str | None):
         self.app = app
         self.api_key = api_key.encode() if api_key else None
-        self.max_body_bytes = max_body_bytes
 
     def _key_ok(self, scope: dict[str, Any]) -> bool:
         assert self.api_key is not None
-        given = _header(scope, b"x-api-key")
-        auth = _header(scope, b"authorization")
+        given = header(scope, b"x-api-key")
+        auth = header(scope, b"authorization")
         if auth is not None and auth[:7].lower() == b"bearer ":
             given = auth[7:].strip()
         return given is not None and hmac.compare_digest(given, self.api_key)
 
-    async def _refuse(self, scope, receive, send, status: int, message: str, extra=()) -> None:
-        """Answer at once, then read and drop what is left of the body (unless the client waits
-        for ``100 Continue``, which it is then never sent), then close."""
-        body = error_body(status, message)
-        headers = [
-            (b"content-type", b"application/json"),
-            (b"content-length", str(len(body)).encode()),
-            (b"connection", b"close"),
-            *extra,
-        ]
-        await send({"type": "http.response.start", "status": status, "headers": headers})
-        await send({"type": "http.response.body", "body": body, "more_body": True})
-        if (_header(scope, b"expect") or b"").lower() != b"100-continue":
-            while True:
-                message_in = await receive()
-                if message_in["type"] == "http.disconnect" or not message_in.get("more_body", False):
-                    break
-        await send({"type": "http.response.body", "body": b"", "more_body": False})
-
     async def __call__(self, scope, receive, send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        if self.api_key is not None and not self._key_ok(scope):
-            await self._refuse(
-                scope,
-                receive,
-                send,
-                401,
-                "missing or wrong API key: send 'Authorization: Bearer <key>' (the server's --api-key)",
-                [(b"www-authenticate", b"Bearer")],
+        if scope["type"] == "http" and self.api_key is not None and not self._key_ok(scope):
+            message = "missing or wrong API key: send 'Authorization: Bearer <key>' (the server's --api-key)"
+            await refuse(
+                scope, receive, send, 401, error_body(401, message), ((b"www-authenticate", b"Bearer"),)
             )
             return
-        limit = self.max_body_bytes
-        declared = _header(scope, b"content-length")
-        if declared is not None and declared.isdigit() and int(declared) > limit:
-            await self._refuse(
-                scope,
-                receive,
-                send,
-                413,
-                f"request body of {int(declared)} bytes is over the server's limit of {limit} bytes "
-                "(serve-model --max-body-bytes)",
-            )
-            return
-        chunks: list[bytes] = []
-        size = 0
-        while True:
-            message_in = await receive()
-            if message_in["type"] == "http.disconnect":
-                return
-            chunk = message_in.get("body", b"")
-            size += len(chunk)
-            if size > limit:
-                chunks.clear()
-                await self._refuse(
-                    scope,
-                    receive,
-                    send,
-                    413,
-                    f"request body over the server's limit of {limit} bytes (serve-model --max-body-bytes)",
-                )
-                return
-            chunks.append(chunk)
-            if not message_in.get("more_body", False):
-                break
-        await self.app(scope, replay_body(b"".join(chunks), receive), send)
+        await self.app(scope, receive, send)
 
 
 def create_app(cfg: FrontConfig) -> Any:
@@ -464,24 +393,10 @@ def create_app(cfg: FrontConfig) -> Any:
         ]
     routes.append(Route("/{rest:path}", not_found, methods=["GET", "POST", "PUT", "DELETE", "PATCH", "HEAD"]))
     app = Starlette(routes=routes, lifespan=lifespan)
-    return Guard(app, api_key=cfg.api_key, max_body_bytes=cfg.limits.max_body_bytes)
-
-
-def uvicorn_config(app: Any, limits: FrontLimits, *, host: str, port: int, log_level: str = "warning") -> Any:
-    """h11 with the request read timeout, keep-alive and connection limits from ``limits``."""
-    import uvicorn
-
-    return uvicorn.Config(
-        app,
-        host=host,
-        port=port,
-        http=read_timeout_protocol(limits.read_timeout_s, limits.max_connections),
-        loop="asyncio",
-        timeout_keep_alive=limits.keep_alive_s,
-        log_level=log_level,
-        access_log=False,
-        lifespan="on",
+    limited = BodyLimit(
+        app, cfg.limits.max_body_bytes, flag="serve-model --max-body-bytes", error_body=error_body
     )
+    return Guard(limited, api_key=cfg.api_key)
 
 
 def serve(cfg: FrontConfig, *, host: str, port: int, ready: Any = None) -> None:
@@ -500,4 +415,6 @@ def serve(cfg: FrontConfig, *, host: str, port: int, ready: Any = None) -> None:
             if ready is not None and self.started:
                 ready()
 
-    _Server(uvicorn_config(create_app(cfg), cfg.limits, host=host, port=port)).run()
+    _Server(
+        uvicorn_config(create_app(cfg), cfg.limits, host=host, port=port, loop="asyncio", lifespan="on")
+    ).run()

@@ -7,7 +7,7 @@ Metrics whose name ends in ``@k`` are families: ``get_metric("retrieval_recall@5
 
 A metric registered with ``in_default_protocols=False`` (a paper's own variant, e.g. R-Search's
 "Acc") is left out of ``metric_versions()``. ``harness run`` scores exactly a protocol's
-``metrics``; the harness' protocols carry ``harness.eval.protocol.STANDARD_METRICS`` (named there, so
+``metrics``; the harness' protocols carry ``harness.protocol.STANDARD_METRICS`` (named there, so
 registering a metric changes no protocol id), and a paper's protocol adds its own variants.
 """
 
@@ -236,3 +236,9 @@ def score_answer(pred: str, golds: Sequence[str], names: Sequence[str] = DEFAULT
     """Every requested answer metric for one prediction; each string is normalised once."""
     pair = answer.AnswerPair(pred, golds)
     return {name: fn(pair) for name, fn in _answer_pair_fns(tuple(names))}
+
+
+def stored_metric_name(name: str, top_k: int) -> str:
+    """The name a protocol metric is stored under: a family ``base@k`` bound to the protocol's top-k
+    (``retrieval_recall@k`` -> ``retrieval_recall@3``), any other name as it is."""
+    return f"{name[:-2]}@{top_k}" if name.endswith("@k") else name

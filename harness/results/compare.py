@@ -108,7 +108,7 @@ def _side_of_method(store: Store, spec: str, protocol_id: str, metric: str, mode
 
 
 def _default_metric(store: Store, protocol_id: str) -> str:
-    from harness.eval.scoring import stored_metric_name
+    from harness.metrics.registry import stored_metric_name
 
     raw = queries.protocol_json(store, protocol_id)
     proto = json.loads(raw) if raw else {}

@@ -38,8 +38,8 @@ from harness.results.store import RunRecord, Store, this_owner
 from harness.secrets import redact
 
 if TYPE_CHECKING:
-    from harness.eval.protocol import Protocol
     from harness.method import Method
+    from harness.protocol import Protocol
 
 # packages whose versions every run row records
 VERSIONED_PACKAGES = (

@@ -54,6 +54,7 @@ file, its line, the table and the row.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -307,11 +308,12 @@ def _column(
     return dataset, metrics.get(metric, metric)
 
 
-def read_reported(path: str | Path) -> ReportedFile:
-    """Parse and check one ``reported.yaml``; every problem is a one-line :class:`DataError`."""
+def read_reported(path: str | Path, *, prompt_hash: Callable[[str], str]) -> ReportedFile:
+    """Parse and check one ``reported.yaml``; every problem is a one-line :class:`DataError`.
+    ``prompt_hash``: a registered judge prompt's id -> its hash (``harness.judge.prompts.prompt_hash``,
+    passed in by the caller: the judge is a layer above the results), raising a
+    :class:`HarnessError` for an unknown prompt."""
     import yaml
-
-    from harness.judge.prompts import get_prompt
 
     path = Path(path)
     try:
@@ -335,11 +337,11 @@ def read_reported(path: str | Path) -> ReportedFile:
     metrics = {}
     for alias, j in spec.judges.items():
         try:
-            prompt = get_prompt(j.prompt)
+            hashed = prompt_hash(j.prompt)
         except HarnessError as e:
             raise DataError(path, f"judges.{alias}: {e}", line=_line_of(text, ("judges", alias))) from e
         # the name harness.judge.core.Judge.metric_name gives the same judge's scores
-        metrics[alias] = f"judge@{j.model}:{prompt.prompt_hash}"
+        metrics[alias] = f"judge@{j.model}:{hashed}"
 
     tables = []
     for ti, t in enumerate(spec.tables):
@@ -401,6 +403,6 @@ def _merge(base: dict[str, object], over: dict[str, object]) -> dict[str, object
     return out
 
 
-def load_reported(path: str | Path) -> list[ReportedRow]:
+def load_reported(path: str | Path, *, prompt_hash: Callable[[str], str]) -> list[ReportedRow]:
     """Every published number in one ``reported.yaml``, in file order (tables, rows, columns)."""
-    return read_reported(path).rows()
+    return read_reported(path, prompt_hash=prompt_hash).rows()

@@ -135,7 +135,7 @@ def default_retriever(**kwargs) -> Retriever:
 def make_protocol_retriever(
     protocol, corpus_path: str | Path | None = None, *, mode: LoadMode = "auto", progress: bool = True
 ) -> Retriever:
-    """The retriever a :class:`harness.eval.protocol.Protocol` pins, over ``corpus_path`` (default: the
+    """The retriever a :class:`harness.protocol.Protocol` pins, over ``corpus_path`` (default: the
     packaged closed corpus). The corpus file must have the protocol's content hash and size when
     the protocol pins them, otherwise :class:`ConfigError` (scores would not be comparable)."""
     corpus = protocol_corpus(protocol, corpus_path, progress=progress)

@@ -55,7 +55,6 @@ from __future__ import annotations
 import json
 import socket
 import threading
-import time
 from collections import deque
 from typing import Any
 
@@ -63,6 +62,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, Strict
 
 from harness.errors import ConfigError, HarnessError
 from harness.retrieval.base import Retriever, is_blank_query
+from harness.serving import BodyLimit, HttpLimits, uvicorn_config
 from harness.types import Hit
 
 
@@ -115,87 +115,17 @@ def _format_errors(errors: list[Any]) -> str:
     return "invalid request: " + "; ".join(parts)
 
 
-class ServerLimits(BaseModel):
+class ServerLimits(HttpLimits):
     """What one request may ask of the server. The defaults fit Search-R1-style training, which
     sends every active rollout's query in one request (512 prompts x 5 samples = 2,560 queries,
-    top-3) with room to spare, and keep one reply under ~40 MB of JSON."""
+    top-3) with room to spare, and keep one reply under ~40 MB of JSON. The connection limits
+    (body bytes, read timeout, keep-alive, connections) are :class:`harness.serving.HttpLimits`'."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    max_body_bytes: int = Field(4 * 2**20, ge=1)  # 413 above
     max_queries: int = Field(4096, ge=1)  # 422 above (per request)
     max_query_chars: int = Field(4096, ge=1)  # 422 above (per query)
     max_topk: int = Field(1000, ge=1)  # 422 above
     max_hits: int = Field(20_000, ge=1)  # 422 when len(queries) x topk is above
     max_reply_bytes: int = Field(32 * 2**20, ge=1)  # 413 when the reply is (or is estimated) larger
-    read_timeout_s: float = Field(30.0, gt=0)  # 408 and close when a request takes longer to arrive
-    keep_alive_s: int = Field(5, ge=1)  # an idle keep-alive connection is closed after this
-    max_connections: int = Field(256, ge=1)  # beyond: the longest-waiting connection is closed (408)
-
-
-def _reason(status: int, message: str) -> tuple[int, list[tuple[bytes, bytes]], bytes]:
-    body = json.dumps({"detail": message}).encode()
-    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
-    return status, headers, body
-
-
-class BodyLimit:
-    """ASGI middleware: read the whole body first, refusing more than ``max_bytes`` with 413.
-
-    An oversized body is read to its end and dropped (constant memory) so the client, which sends
-    its whole body before it reads the answer, gets the 413 instead of a reset connection; how
-    long that may take is bounded by the read timeout."""
-
-    def __init__(self, app, max_bytes: int):
-        self.app = app
-        self.max_bytes = max_bytes
-
-    async def __call__(self, scope, receive, send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        declared = dict(scope.get("headers") or []).get(b"content-length")
-        too_big = declared is not None and declared.isdigit() and int(declared) > self.max_bytes
-        chunks: list[bytes] = []
-        size = 0
-        while True:
-            message = await receive()
-            if message["type"] == "http.disconnect":
-                return
-            chunk = message.get("body", b"")
-            size += len(chunk)
-            too_big = too_big or size > self.max_bytes
-            if not too_big:
-                chunks.append(chunk)
-            else:
-                chunks.clear()
-            if not message.get("more_body", False):
-                break
-        if too_big:
-            status, headers, body = _reason(
-                413,
-                f"request body of {declared.decode() if declared else size} bytes is over the server's "
-                f"limit of {self.max_bytes} bytes (max_body_bytes); send fewer or shorter queries",
-            )
-            await send({"type": "http.response.start", "status": status, "headers": headers})
-            await send({"type": "http.response.body", "body": body})
-            return
-        await self.app(scope, replay_body(b"".join(chunks), receive), send)
-
-
-def replay_body(data: bytes, receive: Any) -> Any:
-    """An ASGI ``receive`` that hands the app ``data``, a body already read whole by a middleware,
-    as one message, then passes on to the connection's own ``receive`` (disconnects)."""
-    replayed = False
-
-    async def replay():
-        nonlocal replayed
-        if not replayed:
-            replayed = True
-            return {"type": "http.request", "body": data, "more_body": False}
-        return await receive()
-
-    return replay
 
 
 class FifoSemaphore:
@@ -336,7 +266,12 @@ def create_app(
     passage_bytes = passage_bytes_estimate(retriever)
 
     app = FastAPI(title="rar-harness retrieval server", version="1")
-    app.add_middleware(BodyLimit, max_bytes=limits.max_body_bytes)
+    app.add_middleware(
+        BodyLimit,
+        max_bytes=limits.max_body_bytes,
+        flag="max_body_bytes",
+        advice="send fewer or shorter queries",
+    )
     app.state.passage_bytes = passage_bytes
     app.state.search_threads = search_threads
 
@@ -541,123 +476,6 @@ def describe(retriever: Retriever, *, default_topk: int, limits: ServerLimits) -
         "max_topk": limits.max_topk,
         "limits": limits.model_dump(mode="json"),
     }
-
-
-def read_timeout_protocol(read_timeout_s: float, max_connections: int | None = None):
-    """uvicorn's h11 protocol with a request read timeout and a bound on open connections.
-
-    A timer starts when a connection opens and again after every response; it stops when a whole
-    request (headers and body) has arrived. When it fires the client gets a 408 with a JSON reason
-    and the connection is closed. uvicorn's own ``timeout_keep_alive`` does not cover this: it
-    only runs between requests and is cancelled by the first byte received.
-
-    With ``max_connections``, a connection opened beyond it makes room by closing (408) the open
-    connection that has waited longest for its request (a slow client, or an idle keep-alive one);
-    only when every open connection is being answered is the new one refused with 503. uvicorn's
-    ``limit_concurrency`` refuses every new request instead, so slow clients holding the cap
-    starved everyone else until the read timeout.
-    """
-    import h11
-    from uvicorn.protocols.http.h11_impl import H11Protocol
-
-    class ReadTimeoutH11Protocol(H11Protocol):
-        _read_timer = None
-        _waiting_since: float | None = None  # when the timer was armed: waiting for a request
-
-        def connection_made(self, transport) -> None:  # type: ignore[override]
-            super().connection_made(transport)
-            self._arm_read_timer()
-            if max_connections is not None and len(self.connections) > max_connections:
-                self._make_room()
-
-        def _make_room(self) -> None:
-            waiting = [
-                c
-                for c in self.connections
-                if c is not self
-                and getattr(c, "_waiting_since", None) is not None
-                and not c.transport.is_closing()
-            ]
-            if waiting:
-                oldest = min(waiting, key=lambda c: c._waiting_since)
-                oldest._close_with(
-                    408,
-                    "Request Timeout",
-                    f"connection closed: the server is at its limit of {max_connections} open connections "
-                    "(max_connections) and this one had waited longest for a request",
-                )
-            else:
-                self._close_with(
-                    503,
-                    "Service Unavailable",
-                    f"every one of the server's {max_connections} connections (max_connections) is being "
-                    "answered; retry shortly",
-                )
-
-        def connection_lost(self, exc: Exception | None) -> None:
-            self._cancel_read_timer()
-            super().connection_lost(exc)
-
-        def handle_events(self) -> None:
-            super().handle_events()
-            if self.conn.their_state not in (h11.IDLE, h11.SEND_BODY):  # the request is in (or the end)
-                self._cancel_read_timer()
-
-        def on_response_complete(self) -> None:
-            if not self.transport.is_closing():
-                self._arm_read_timer()  # before super(): it may handle a pipelined request at once
-            super().on_response_complete()
-
-        def _arm_read_timer(self) -> None:
-            self._cancel_read_timer()
-            self._read_timer = self.loop.call_later(read_timeout_s, self._read_timed_out)
-            self._waiting_since = time.monotonic()
-
-        def _cancel_read_timer(self) -> None:
-            self._waiting_since = None
-            if self._read_timer is not None:
-                self._read_timer.cancel()
-                self._read_timer = None
-
-        def _read_timed_out(self) -> None:
-            self._read_timer = None
-            self._close_with(
-                408, "Request Timeout", f"request not received within {read_timeout_s:g} s (read_timeout_s)"
-            )
-
-        def _close_with(self, status: int, phrase: str, message: str) -> None:
-            """Answer ``status`` with a one-line JSON reason (unless a response is under way) and close."""
-            self._cancel_read_timer()
-            if self.transport.is_closing():
-                return
-            cycle = self.cycle
-            if cycle is None or cycle.response_complete or not cycle.response_started:
-                _, headers, body = _reason(status, message)
-                head = b"".join(k + b": " + v + b"\r\n" for k, v in headers)
-                self.transport.write(
-                    f"HTTP/1.1 {status} {phrase}\r\n".encode() + head + b"connection: close\r\n\r\n" + body
-                )
-            self.transport.close()
-
-    return ReadTimeoutH11Protocol
-
-
-def uvicorn_config(
-    app, limits: ServerLimits, *, host: str = "127.0.0.1", port: int = 0, log_level: str = "warning"
-):
-    """The uvicorn config the server runs with: h11 with the read timeout, keep-alive and
-    connection limits from ``limits``, no access log."""
-    import uvicorn
-
-    return uvicorn.Config(
-        app,
-        host=host,
-        port=port,
-        http=read_timeout_protocol(limits.read_timeout_s, limits.max_connections),
-        timeout_keep_alive=limits.keep_alive_s,
-        log_level=log_level,
-        access_log=False,
-    )
 
 
 def bind(host: str, port: int) -> socket.socket:

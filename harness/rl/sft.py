@@ -36,12 +36,13 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from harness.errors import ConfigError
-from harness.eval.protocol import Protocol
 from harness.llm.base import Backend, GenerateArgs, TokenBackend
-from harness.method import RunContext, TrainableMethod
+from harness.method import TrainableMethod
 from harness.metrics.normalize import normalize_answer
+from harness.protocol import Protocol
 from harness.rl.losses import agg_loss, agg_units
 from harness.rl.recipe import SftConfig
+from harness.rollout.base import RunContext
 from harness.types import Completion, QAExample, Trajectory
 
 if TYPE_CHECKING:

@@ -1,4 +1,5 @@
-"""The rollout contract: a method's rollout config runs a batch and says how its text is read.
+"""The rollout contract: what a method may use while solving a batch (:class:`RunContext`), and a
+method's rollout config, which runs a batch and says how its text is read.
 
 ``TrainableMethod.rollout_config(protocol)`` returns one of these (or None for a method that
 answers in one completion). The trainer-independent layers (the verl export and its agent loop)
@@ -11,14 +12,50 @@ split a decoded response into the model's text and environment text, and
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from harness.errors import ConfigError
+from harness.types import SamplingParams
+
 if TYPE_CHECKING:
-    from harness.method import RunContext
+    from harness.llm.base import Backend
+    from harness.protocol import Protocol
+    from harness.retrieval.base import Retriever
     from harness.rollout.dialect import TagDialect
     from harness.rollout.extract import Extraction
     from harness.types import QAExample, Trajectory
+
+
+@dataclass
+class RunContext:
+    """What a method may use while solving a batch."""
+
+    backend: Backend
+    protocol: Protocol
+    retriever: Retriever | None = None
+    sampling: SamplingParams = field(default_factory=SamplingParams)
+    training: bool = False  # return prompt/response token ids and loss masks
+    # progress inside a batch: called with how many of the batch's questions just finished, as the
+    # rollout engine ends them (the runner counts the rest when solve returns)
+    on_finished: Callable[[int], None] | None = None
+
+    def report_finished(self, done: int, reported: int) -> int:
+        """Report ``done - reported`` newly finished questions (when there are any); returns how
+        many are reported now."""
+        if self.on_finished is not None and done > reported:
+            self.on_finished(done - reported)
+        return max(done, reported)
+
+    @property
+    def max_new_tokens(self) -> int:
+        return self.protocol.decoding.max_new_tokens
+
+    def require_retriever(self, method: str) -> Retriever:
+        if self.retriever is None:
+            raise ConfigError(f"method {method!r} needs a retriever, but none was configured")
+        return self.retriever
 
 
 class RolloutConfig(ABC):
@@ -29,6 +66,8 @@ class RolloutConfig(ABC):
     # the tags the model searches and answers with, and the wrapper of observations
     # (a dataclass field of every implementation)
     dialect: TagDialect
+    # the token budget of each generation (a dataclass field of every implementation)
+    max_new_tokens: int
 
     @abstractmethod
     def run(self, prompts: Sequence[str], examples: Sequence[QAExample], ctx: RunContext) -> list[Trajectory]:

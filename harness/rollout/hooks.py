@@ -23,9 +23,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, NamedTuple
 
 if TYPE_CHECKING:
-    from harness.method import RunContext
+    from harness.rollout.base import RolloutConfig, RunContext
     from harness.rollout.dialect import TagDialect
-    from harness.rollout.engine import RolloutState, TagRolloutConfig
+    from harness.rollout.state import RolloutState
 
 
 class Refusal(NamedTuple):
@@ -83,7 +83,7 @@ class TurnPolicy:
         nothing, the model goes on); None ends the trajectory there (ended by ``no_action``)."""
         return dialect.invalid_message
 
-    def after_observation(self, ctx: RunContext, cfg: TagRolloutConfig, states: list[RolloutState]) -> None:
+    def after_observation(self, ctx: RunContext, cfg: RolloutConfig, states: list[RolloutState]) -> None:
         """Runs right after the observations of a round's retrievals are appended to ``states``
         (the states that searched this round, in batch order); may generate and record turns."""
         return None

@@ -13,8 +13,8 @@ from harness.registry import Registry
 from harness.types import Hit
 
 if TYPE_CHECKING:
-    from harness.method import RunContext
-    from harness.rollout.engine import Observation, ObservationFn
+    from harness.rollout.base import RunContext
+    from harness.rollout.state import Observation, ObservationFn
 
 Renderer = Callable[[Sequence[Hit]], str]
 # The harness' own renderers are registered below; a paper's own are registered from its folder

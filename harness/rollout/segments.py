@@ -16,11 +16,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from harness.method import RunContext
-from harness.rollout.base import RolloutConfig
+from harness.rollout.base import RolloutConfig, RunContext
 from harness.rollout.dialect import TagDialect
 from harness.rollout.engine import (
-    RolloutState,
     add_observation,
     append_generated,
     finish_trajectory,
@@ -29,6 +27,7 @@ from harness.rollout.engine import (
     retrieve_step,
 )
 from harness.rollout.extract import Extraction
+from harness.rollout.state import RolloutState
 from harness.types import Completion, Hit, QAExample, Trajectory
 
 QueryOf = Callable[[Completion], "str | None"]

@@ -8,7 +8,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 
-from harness.method import RunContext
+from harness.rollout.base import RunContext
 from harness.rollout.extract import Extraction
 from harness.types import QAExample, Trajectory, Turn
 

@@ -45,13 +45,14 @@ from typing import TYPE_CHECKING, Any
 
 from harness.errors import ConfigError, ServerError
 from harness.llm.base import GenerateArgs, TokenBackend, eos_ids, hf_encode
-from harness.method import RunContext, TrainableMethod
+from harness.method import TrainableMethod
+from harness.rollout.base import RunContext
 from harness.types import Completion, QAExample, Trajectory
 from harness.verl.contract import AGENT_NAME, rollout_of, trainable
 from harness.verl.rows import row_example
 
 if TYPE_CHECKING:
-    from harness.eval.protocol import Protocol
+    from harness.protocol import Protocol
     from harness.rl.recipe import Recipe
     from harness.rollout.base import RolloutConfig
 

@@ -12,7 +12,7 @@ from harness.errors import ConfigError
 from harness.method import TrainableMethod
 
 if TYPE_CHECKING:
-    from harness.eval.protocol import Protocol
+    from harness.protocol import Protocol
     from harness.rollout.base import RolloutConfig
 
 # the verl agent loop that runs a method's own multi-turn rollout (agent_loop.py), as the rows'

@@ -24,13 +24,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from harness.method import RewardContext, RunContext, TrainableMethod
+from harness.method import RewardContext, TrainableMethod
+from harness.rollout.base import RunContext
 from harness.types import Completion, QAExample, SamplingParams, Trajectory, Turn
 from harness.verl.contract import rollout_of, trainable
 from harness.verl.rows import example_from_verl
 
 if TYPE_CHECKING:
-    from harness.eval.protocol import Protocol
+    from harness.protocol import Protocol
     from harness.rollout.base import RolloutConfig
     from harness.rollout.dialect import TagDialect
 

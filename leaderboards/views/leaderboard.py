@@ -392,7 +392,7 @@ def ordered_metrics(store, protocol_id: str, *, include_partial: bool = False) -
     the protocol's primary metric first
     (the one the app opens on and ``harness export`` uses by default), then
     :func:`leaderboards.schema.order_metrics`."""
-    from harness.eval.scoring import stored_metric_name
+    from harness.metrics.registry import stored_metric_name
     from leaderboards.schema import order_metrics
 
     raw = queries.protocol_json(store, protocol_id)

@@ -5,8 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from harness.judge.parsers import ParsedReply, Parser, labelled
-from harness.judge.prompts import YES_NO_LABELS, Fields, Fill, JudgePrompt
+from harness.api import YES_NO_LABELS, Fields, Fill, JudgePrompt, ParsedReply, Parser, labelled
 
 
 def _parse_arena(body: str) -> ParsedReply:

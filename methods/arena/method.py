@@ -47,14 +47,25 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
 from typing import Protocol as TypingProtocol
 
-from harness.data.context import ContextParagraph, example_context, has_context
-from harness.errors import ConfigError
-from harness.eval.protocol import Protocol
-from harness.method import MethodSpec, RewardBreakdown, RewardContext, RunContext, TrainableMethod, reward_fn
-from harness.metrics.normalize import normalize_answer_r1searcher
-from harness.rollout.extract import Extraction
-from harness.rollout.single import answer_once
-from harness.types import QAExample, SamplingParams, Trajectory
+from harness.api import (
+    ConfigError,
+    ContextParagraph,
+    Extraction,
+    MethodSpec,
+    Protocol,
+    QAExample,
+    RewardBreakdown,
+    RewardContext,
+    RunContext,
+    SamplingParams,
+    TrainableMethod,
+    Trajectory,
+    answer_once,
+    example_context,
+    has_context,
+    normalize_answer_r1searcher,
+    reward_fn,
+)
 from methods.arena.protocol import DEFAULT_N_REFERENCES, PROTOCOL_NAME
 from methods.arena.protocol import eval_protocol as eval_protocol  # re-exported
 
@@ -345,8 +356,7 @@ class ClosedCorpusContexts:
                     f"ARENA's reference substitute draws distractors from the packaged closed corpus, but protocol "
                     f"{protocol.name!r} uses corpus {protocol.corpus.id!r}; use --protocol {PROTOCOL_NAME}"
                 )
-            from harness.retrieval.cache import CachedRetriever, ResultCache
-            from harness.retrieval.factory import make_protocol_retriever
+            from harness.api import CachedRetriever, ResultCache, make_protocol_retriever
 
             self._retriever = CachedRetriever(make_protocol_retriever(protocol, None), ResultCache.default())
         return self._retriever
@@ -536,7 +546,7 @@ class Arena(TrainableMethod):
     ) -> list[float]:
         """GPT-4o-judge accuracy (Table 6 variant): the Table 8 prompt on the extracted answer; an
         empty answer scores 0 without a call (gpt_eval.py); a failed request scores 0 and is counted."""
-        from harness.judge.reward import RewardJudge
+        from harness.api import RewardJudge
         from methods.arena.judge import ARENA as ARENA_JUDGE
 
         judge = RewardJudge(ARENA_JUDGE, judge_reply_score, JUDGE_MAX_TOKENS, JUDGE_SAMPLING)

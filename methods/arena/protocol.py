@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from harness.eval.protocol import Decoding, Protocol, mini
+from harness.api import Decoding, Protocol, mini
 
 DEFAULT_N_REFERENCES = 10  # ours: datasets other than HotpotQA, 2Wiki, MuSiQue (method.N_REFERENCES)
 EVAL_MAX_NEW_TOKENS = 1024  # Code: src/vllm_inference.py max_completion_length

@@ -33,29 +33,31 @@ import time
 from dataclasses import asdict, dataclass
 from typing import Any, ClassVar, Literal
 
-from harness.eval.protocol import Protocol
-from harness.method import (
+from harness.api import (
+    RENDERERS,
     MethodSpec,
+    Protocol,
+    QAExample,
     RewardBreakdown,
     RewardContext,
-    RunContext,
-    TrainableMethod,
-    format_question,
-    reward_fn,
-)
-from harness.metrics.answer import exact_match
-from harness.metrics.normalize import normalize_answer
-from harness.rollout.dialect import TagDialect
-from harness.rollout.engine import (
+    RolloutConfig,
     RolloutState,
+    RunContext,
+    TagDialect,
     TagRolloutConfig,
+    TrainableMethod,
+    Trajectory,
+    TurnBudget,
+    TurnPolicy,
     append_generated,
+    exact_match,
+    extract_tagged,
+    format_question,
     generate_turn,
+    normalize_answer,
+    reward_fn,
+    stripped_observations,
 )
-from harness.rollout.extract import extract_tagged
-from harness.rollout.hooks import TurnBudget, TurnPolicy
-from harness.rollout.render import RENDERERS, stripped_observations
-from harness.types import QAExample, Trajectory
 from methods.eval_rar.protocol import eval_protocol as eval_protocol  # re-exported
 
 # Paper Appendix A.1 "Prompt Template for Trajectory Generation", verbatim, the whole string as one
@@ -161,7 +163,7 @@ class EvaluateAfterObservation(TurnPolicy):
 
     stop: str
 
-    def after_observation(self, ctx: RunContext, cfg: TagRolloutConfig, states: list[RolloutState]) -> None:
+    def after_observation(self, ctx: RunContext, cfg: RolloutConfig, states: list[RolloutState]) -> None:
         t0 = time.perf_counter()
         comps = generate_turn(
             ctx, states, stop=[self.stop, *cfg.dialect.stops], max_new_tokens=cfg.max_new_tokens

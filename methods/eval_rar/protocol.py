@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from harness.eval.protocol import Decoding, Protocol, mini
+from harness.api import Decoding, Protocol, mini
 
 TOP_K = 3  # paper §5.1: top-3 documents
 MAX_STEPS = 5  # N: not given; AutoRefine@8363788 cmd/train.sh max_turns=5

@@ -29,23 +29,30 @@ from __future__ import annotations
 import re
 from dataclasses import asdict, dataclass, replace
 
-from harness.errors import ConfigError
-from harness.eval.protocol import Protocol
-from harness.method import (
+from harness.api import (
+    DEFAULT_INVALID_MESSAGE,
+    RENDERERS,
+    ConfigError,
     MethodSpec,
+    Protocol,
+    QAExample,
     RewardBreakdown,
     RewardContext,
+    RolloutConfig,
+    RolloutState,
     RunContext,
+    SamplingParams,
+    TagDialect,
+    TagRolloutConfig,
     TrainableMethod,
+    Trajectory,
+    TurnPolicy,
+    f1_squad,
     format_question,
     reward_fn,
+    run_tag_rollouts,
+    stripped_observations,
 )
-from harness.metrics.answer import f1_squad
-from harness.rollout.dialect import DEFAULT_INVALID_MESSAGE, TagDialect
-from harness.rollout.engine import RolloutState, TagRolloutConfig, run_tag_rollouts
-from harness.rollout.hooks import TurnPolicy
-from harness.rollout.render import RENDERERS, stripped_observations
-from harness.types import QAExample, SamplingParams, Trajectory
 from methods.r_search.protocol import EVAL_PROTOCOL_NAME, RELEASED_PROTOCOL_NAME
 from methods.r_search.protocol import eval_protocol as eval_protocol  # re-exported
 from methods.r_search.protocol import released_protocol as released_protocol  # re-exported
@@ -235,7 +242,7 @@ class ReleasedWrapper(EndOnInvalid):
     rewrites that turn's text in the context (evaluation only: there are no token ids to keep).
     The recorded ``generate`` turn keeps the sampled text."""
 
-    def after_observation(self, ctx: RunContext, cfg: TagRolloutConfig, states: list[RolloutState]) -> None:
+    def after_observation(self, ctx: RunContext, cfg: RolloutConfig, states: list[RolloutState]) -> None:
         if ctx.training:
             raise ConfigError(
                 f"{RELEASED_PROTOCOL_NAME!r} is an evaluation protocol; R-Search trains with its recipe"

@@ -5,7 +5,7 @@ Tags: [P] the paper, [C] the released code at QingFei1/R-Search@ecba08d, [D] der
 
 from __future__ import annotations
 
-from harness.eval.protocol import Decoding, Protocol, mini
+from harness.api import Decoding, Protocol, mini
 
 EVAL_TOP_K = 5  # [P] top-5 for every method at evaluation (training: top-3, recipes.yaml)
 EVAL_MAX_NEW_TOKENS = 1024  # [C] per generation
@@ -58,7 +58,7 @@ def released_protocol() -> Protocol:
     observation wrapper ``\\n\\n{turn.strip()}<observation>{docs}</observation>\\n\\n`` (main.py:139),
     a search guard of 50 [D]; scores the default metrics plus R-Search's "Acc"
     (``acc_substring_lower``). Differences that remain: ``methods/r_search/README.md``."""
-    from harness.metrics.registry import metric_versions
+    from harness.api import metric_versions
 
     base = mini()
     return base.with_(

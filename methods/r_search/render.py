@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from harness.rollout.render import first_line_and_rest
-from harness.types import Hit
+from harness.api import Hit, first_line_and_rest
 
 
 def render_r_search(hits: Sequence[Hit]) -> str:

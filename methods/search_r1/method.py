@@ -20,19 +20,21 @@ import re
 from collections.abc import Sequence
 from dataclasses import asdict
 
-from harness.eval.protocol import Protocol
-from harness.method import (
+from harness.api import (
+    RENDERERS,
     MethodSpec,
+    Protocol,
+    QAExample,
     RewardBreakdown,
     RewardContext,
+    TagRolloutConfig,
     TrainableMethod,
+    Trajectory,
+    extract_tagged,
     format_question,
     reward_fn,
+    stripped_observations,
 )
-from harness.rollout.engine import TagRolloutConfig
-from harness.rollout.extract import extract_tagged
-from harness.rollout.render import RENDERERS, stripped_observations
-from harness.types import QAExample, Trajectory
 from methods.search_r1.render import SEARCH_R1_DIALECT
 
 # The "base" template of nq_search.py, used for base and instruct models alike; verbatim,
@@ -62,7 +64,7 @@ def em_reward(trajectory: Trajectory) -> float:
     (``qa_em.compute_score_em``; we read the response only, so the prompt's example answer can
     never count, which is what the original's "at least two matches" rule was working around).
     No answer -> 0."""
-    from harness.metrics.answer import exact_match
+    from harness.api import exact_match
 
     pred = extract_tagged(trajectory.model_text, "<answer>", "</answer>").prediction
     if not pred:
@@ -119,7 +121,7 @@ def valid_format(response: str) -> bool:
 
 def retrieval_correct(response: str, answers: Sequence[str]) -> bool:
     """Some gold answer occurs (normalised substring) in some ``<information>`` block."""
-    from harness.metrics.normalize import normalize_answer
+    from harness.api import normalize_answer
 
     blocks = [
         normalize_answer(b) for b in re.findall(r"<information>(.*?)</information>", response, re.DOTALL)
@@ -158,7 +160,7 @@ def format_reward(trajectory: Trajectory) -> tuple[float, dict[str, float]]:
     </answer>" and its example "<answer> Beijing </answer>", so a trajectory without an answer is
     scored on "Beijing": 0.1 (invalid format, wrong answer), 0.8 when a gold answer is "Beijing".
     We give it 0; upstream's rule is the reward ``em_format_upstream`` (:func:`format_reward_upstream`)."""
-    from harness.metrics.answer import exact_match
+    from harness.api import exact_match
 
     valid = valid_format(trajectory.response)
     ex = extract_tagged(trajectory.model_text, "<answer>", "</answer>")
@@ -178,7 +180,7 @@ def format_reward_upstream(trajectory: Trajectory) -> tuple[float, dict[str, flo
     the prompt's user text followed by the response, read only when there are at least two. The
     prompt supplies two, so a trajectory without an answer of its own is scored on the example's
     "Beijing" (0.1 with an invalid format). ``answered`` is 1 for every trajectory, as upstream."""
-    from harness.metrics.answer import exact_match
+    from harness.api import exact_match
 
     valid = valid_format(trajectory.response)
     text = PROMPT.format(question=format_question(trajectory.question)) + trajectory.response
@@ -239,7 +241,7 @@ class SearchR1(TrainableMethod):
         """Ours, not the paper's: token F1 of the last ``<answer>`` (partial credit, so a group whose
         rollouts are all EM-wrong still has a spread when some overlap the gold); ``em`` is logged
         beside it. No answer -> 0."""
-        from harness.metrics.answer import f1
+        from harness.api import f1
 
         pred = extract_tagged(trajectory.model_text, "<answer>", "</answer>").prediction
         score = f1(pred, trajectory.answers) if pred else 0.0

@@ -5,9 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from harness.rollout.dialect import DEFAULT_INVALID_MESSAGE, TagDialect
-from harness.rollout.render import first_line_and_rest
-from harness.types import Hit
+from harness.api import DEFAULT_INVALID_MESSAGE, Hit, TagDialect, first_line_and_rest
 
 # Search-R1's tags and correction message are the harness defaults (TagDialect's field defaults).
 SEARCH_R1_INVALID_MESSAGE = DEFAULT_INVALID_MESSAGE

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from harness.data.benches import Bench, train_entry
+from harness.api import Bench, train_entry
 
 # Not packaged (only dev/test questions are): pass --data-dir with the train files.
 TRAIN = Bench(

@@ -7,8 +7,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from harness.judge.parsers import TRUE_OR_YES, UNIT_FLOAT, Labels, ParsedReply, Parser
-from harness.judge.prompts import Fields, Fill, JudgePrompt
+from harness.api import TRUE_OR_YES, UNIT_FLOAT, Fields, Fill, JudgePrompt, Labels, ParsedReply, Parser
 
 _SUFFICIENT = re.compile(r'\{\s*"sufficient context to the given answer"\s*:\s*([01])\s*\}')
 

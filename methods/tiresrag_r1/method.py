@@ -62,15 +62,29 @@ from typing import Literal
 
 import torch
 
-from harness.errors import ConfigError
-from harness.eval.protocol import Protocol
-from harness.method import MethodSpec, RewardBreakdown, RewardContext, RunContext, TrainableMethod, reward_fn
-from harness.metrics.normalize import normalize_answer_r1searcher
-from harness.rl.advantages import SeqAdjust
-from harness.rollout.dialect import TagDialect
-from harness.rollout.extract import extract_tagged
-from harness.rollout.segments import SegmentLoopConfig, run_segment_rollouts, stopped_at
-from harness.types import Completion, ExtractionStatus, Hit, QAExample, SamplingParams, Trajectory
+from harness.api import (
+    Completion,
+    ConfigError,
+    ExtractionStatus,
+    Hit,
+    MethodSpec,
+    Protocol,
+    QAExample,
+    RewardBreakdown,
+    RewardContext,
+    RunContext,
+    SamplingParams,
+    SegmentLoopConfig,
+    SeqAdjust,
+    TagDialect,
+    TrainableMethod,
+    Trajectory,
+    extract_tagged,
+    normalize_answer_r1searcher,
+    reward_fn,
+    run_segment_rollouts,
+    stopped_at,
+)
 from methods.tiresrag_r1.protocol import (
     RELEASED_EMPTY_QUERY,
     EvalMode,
@@ -394,7 +408,7 @@ def parse_sufficiency(reply: str, mode: Literal["recommended", "code"]) -> Judge
 def parse_thinking(reply: str, mode: Literal["recommended", "code"]) -> JudgeScore:
     """R^T from a judge reply (paper Eq. 3): ``<think>…</think>`` removed, stripped, ``float``; failure
     -> 0, unparsed. ``recommended`` clips to [0, 1] (ours); ``code`` does not."""
-    from harness.judge.parsers import strip_think
+    from harness.api import strip_think
 
     try:
         x = float(strip_think(reply).strip())
@@ -570,7 +584,7 @@ class TiresRAG(TrainableMethod):
     def _judge(
         self, trajectories: list[Trajectory], v: Variant, ctx: RewardContext
     ) -> tuple[list[JudgeScore], list[JudgeScore]]:
-        from harness.judge.reward import RewardJudge
+        from harness.api import RewardJudge
         from methods.tiresrag_r1.judge import TIRESRAG_R1_SUFFICIENCY, TIRESRAG_R1_THINKING
 
         responses = [t.response for t in trajectories]

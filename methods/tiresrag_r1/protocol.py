@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from harness.eval.protocol import Decoding, Protocol, mini
+from harness.api import Decoding, Protocol, mini
 
 TOP_K = 5  # Paper §5 / Code (train): top-5 (the released eval hard-codes 7; ours: 5)
 MAX_SEGMENT_TOKENS = 512  # Code: 512 new tokens per segment

@@ -5,9 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from harness.judge.parsers import YES_NO
-from harness.judge.prompts import YES_NO_LABELS, Fields, Fill, JudgePrompt
-from harness.metrics.normalize import normalize_answer
+from harness.api import YES_NO, YES_NO_LABELS, Fields, Fill, JudgePrompt, normalize_answer
 
 
 def _when_to_search(question: str, golds: Sequence[str], text: str) -> Fields:

@@ -39,13 +39,26 @@ from typing import Protocol as TypingProtocol
 
 import numpy as np
 
-from harness.errors import ConfigError
-from harness.eval.protocol import Protocol
-from harness.method import MethodSpec, RewardBreakdown, RewardContext, RunContext, TrainableMethod, reward_fn
-from harness.rollout.dialect import TagDialect
-from harness.rollout.extract import extract_tagged
-from harness.rollout.segments import SegmentLoopConfig, run_segment_rollouts, stopped_at
-from harness.types import Completion, Hit, QAExample, SamplingParams, Trajectory
+from harness.api import (
+    Completion,
+    ConfigError,
+    Hit,
+    MethodSpec,
+    Protocol,
+    QAExample,
+    RewardBreakdown,
+    RewardContext,
+    RunContext,
+    SamplingParams,
+    SegmentLoopConfig,
+    TagDialect,
+    TrainableMethod,
+    Trajectory,
+    extract_tagged,
+    reward_fn,
+    run_segment_rollouts,
+    stopped_at,
+)
 from methods.when_to_search.protocol import eval_protocol as eval_protocol  # re-exported
 
 # -- protocol (paper §3.2) ------------------------------------------------------------------------------
@@ -274,8 +287,7 @@ class MiniLMEmbedder:
     ``harness.retrieval.encoder.load_encoder`` (offline, never a download)."""
 
     def encode(self, texts: list[str]) -> np.ndarray:
-        from harness.retrieval.encoder import load_encoder
-        from harness.retrieval.spec import MINILM
+        from harness.api import MINILM, load_encoder
 
         return load_encoder(MINILM).encode_queries(texts)
 
@@ -501,7 +513,7 @@ class WhenToSearch(TrainableMethod):
     ) -> tuple[list[bool], list[bool], list[bool]]:
         """The YES/NO judge (paper App. B.4) on each prediction; no answer -> wrong without a call. A reply
         whose first word is neither YES nor NO counts as NO (the paper's rule) and is counted."""
-        from harness.judge.reward import RewardJudge
+        from harness.api import RewardJudge
         from methods.when_to_search.judge import WHEN_TO_SEARCH
 
         def verdict(reply: str) -> bool | None:

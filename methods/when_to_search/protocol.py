@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from harness.eval.protocol import Decoding, Protocol, mini
+from harness.api import Decoding, Protocol, mini
 
 TOP_K = 5  # paper §4.2
 MAX_TURNS = 5  # paper Table 5: max_turns (read as at most 5 executed searches [recommended])

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from harness.eval.protocol import CorpusRef, Protocol
-from harness.method import RunContext
+from harness.protocol import CorpusRef, Protocol
+from harness.rollout.base import RunContext
 from harness.types import QAExample
 from tests.support.scripted import RecordingRetriever, ScriptedBackend
 

@@ -27,7 +27,7 @@ from baselines.search_o1 import (
     released_rid_sampling,
 )
 from harness.errors import ConfigError
-from harness.method import RunContext
+from harness.rollout.base import RunContext
 from harness.rollout.extract import extract_boxed
 from tests.baselines.helpers import context, example, protocol
 from tests.support.scripted import RecordingRetriever, ScriptedBackend

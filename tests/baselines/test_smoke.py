@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.method import RunContext
 from harness.methods_registry import get_method
+from harness.rollout.base import RunContext
 from harness.types import Completion, SamplingParams
 from tests.baselines.helpers import example, protocol
 from tests.retrieval.helpers import TINY, write_jsonl

@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from harness.method import RunContext
+from harness.rollout.base import RunContext
 from methods.search_r1.method import SearchR1
 
 N = 16

@@ -21,7 +21,7 @@ import pytest
 
 from harness.llm import BackendSpec
 from harness.llm.transformers_backend import TransformersBackend
-from harness.method import RunContext
+from harness.rollout.base import RunContext
 from methods.search_r1.method import SearchR1
 from tests.support.searching import SearchesThenAnswers
 

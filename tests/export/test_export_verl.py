@@ -16,9 +16,10 @@ import pytest
 import yaml
 
 from harness.errors import ConfigError
-from harness.eval.protocol import Protocol, preset
+from harness.eval.protocol import preset
 from harness.method import split_prefill
 from harness.methods_registry import METHODS, get_method
+from harness.protocol import Protocol
 from harness.types import Evidence, QAExample, Trajectory
 from harness.verl.job import write_verl_job
 from harness.verl.reward import response_parts, trajectory_from_text, verl_compute_score

@@ -28,9 +28,9 @@ from harness.errors import ConfigError
 from harness.eval.protocol import mini
 from harness.llm.base import hf_encode
 from harness.llm.decoding import StopScanner, finish_sequence
-from harness.method import RunContext
 from harness.methods_registry import get_method
 from harness.rl.trainer import rollout_protocol
+from harness.rollout.base import RunContext
 from harness.types import Completion, QAExample
 from harness.verl.agent_loop import LoopJob, ServerBackend, rollout_async
 from harness.verl.contract import AGENT_CLASS, AGENT_NAME

@@ -33,9 +33,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.eval.protocol import Protocol, preset
+from harness.eval.protocol import preset
 from harness.eval.runner import score_trajectory
 from harness.judge.core import Judgement
+from harness.protocol import Protocol
 from harness.results.cost import sync_prices
 from harness.results.store import ReportedRow, RunRecord, ScoredSample, Store
 from harness.types import Trajectory, Turn

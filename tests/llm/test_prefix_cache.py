@@ -10,10 +10,10 @@ from __future__ import annotations
 import pytest
 
 from harness.errors import ConfigError
-from harness.eval.protocol import CorpusRef, Protocol
 from harness.llm import BackendSpec
 from harness.llm.transformers_backend import TransformersBackend
-from harness.method import RunContext
+from harness.protocol import CorpusRef, Protocol
+from harness.rollout.base import RunContext
 from harness.types import QAExample
 from methods.search_r1.method import SearchR1
 from tests.support.scripted import RecordingRetriever

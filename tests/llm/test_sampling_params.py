@@ -12,8 +12,9 @@ import pydantic
 import pytest
 
 from harness.errors import ConfigError
-from harness.eval.protocol import Decoding, preset
+from harness.eval.protocol import preset
 from harness.llm import BackendSpec, make_backend
+from harness.protocol import Decoding
 from harness.types import SamplingParams
 
 PROMPTS = [

@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from harness.eval.protocol import CorpusRef, Protocol
-from harness.method import RewardContext, RunContext
+from harness.method import RewardContext
+from harness.protocol import CorpusRef, Protocol
+from harness.rollout.base import RunContext
 from harness.types import Completion, QAExample, SamplingParams, Trajectory, Turn
 from tests.support.scripted import RecordingRetriever, ScriptedBackend
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.judge.prompts import get_prompt
+from harness.judge.prompts import get_prompt, prompt_hash
 from harness.methods_registry import METHODS as REGISTRY
 from harness.methods_registry import get_method
 from harness.results.reported import read_reported
@@ -154,7 +154,8 @@ def test_reported_rows_load_into_the_store(tmp_path):
 
 def _judge_metric(module, alias: str) -> str:
     """The metric name a judge column of the paper's ``reported.yaml`` stands for."""
-    return read_reported(Path(module.__file__).with_name("reported.yaml")).metrics[alias]
+    path = Path(module.__file__).with_name("reported.yaml")
+    return read_reported(path, prompt_hash=prompt_hash).metrics[alias]
 
 
 def _cells(paper, table):
@@ -327,7 +328,7 @@ def test_yaml_rows_scale_round_and_join_notes(tmp_path):
     from harness.results.store import ReportedRow
 
     judge = f"judge@m1:{get_prompt('default').prompt_hash}"
-    rows = load_reported(_write(tmp_path, GOOD))
+    rows = load_reported(_write(tmp_path, GOOD), prompt_hash=prompt_hash)
     src = "Toy (2025), Table 7"
     assert rows == [
         ReportedRow("toy", "toy", "Qwen2.5-3B", "hotpotqa", "em", 0.42, src, "Table 7: PPO",
@@ -373,7 +374,7 @@ def test_malformed_yaml_is_refused_in_one_line_naming_the_file(tmp_path, old, ne
     assert GOOD.count(old) == 1
     path = _write(tmp_path, GOOD.replace(old, new))
     with pytest.raises(DataError) as e:
-        load_reported(path)
+        load_reported(path, prompt_hash=prompt_hash)
     msg = str(e.value)
     assert msg.startswith(f"{path}:") and expect in msg and "\n" not in msg, msg
 
@@ -383,7 +384,7 @@ def test_a_missing_file_is_named(tmp_path):
     from harness.results.reported import load_reported
 
     with pytest.raises(DataError, match=r"nope\.yaml: cannot read the reported-numbers file"):
-        load_reported(tmp_path / "nope.yaml")
+        load_reported(tmp_path / "nope.yaml", prompt_hash=prompt_hash)
 
 
 @pytest.mark.parametrize("paper", sorted(EXPECTED))
@@ -395,7 +396,7 @@ def test_reported_is_the_yaml_beside_the_method(paper):
     from harness.results.reported import read_reported
 
     path = Path(inspect.getfile(type(METHODS[paper]))).with_name("reported.yaml")
-    parsed = read_reported(path)
+    parsed = read_reported(path, prompt_hash=prompt_hash)
     assert parsed.paper == paper
     assert METHODS[paper].reported() == parsed.rows()
     assert [t.table for t in parsed.tables] == sorted(EXPECTED[paper], key=lambda t: int(t.split()[1]))

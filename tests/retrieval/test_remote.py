@@ -14,10 +14,11 @@ import duckdb
 import pytest
 
 from harness.errors import ConfigError
-from harness.eval.protocol import CorpusRef, Protocol, mini
+from harness.eval.protocol import mini
+from harness.eval.remote import protocol_retriever, remote_protocol
+from harness.protocol import CorpusRef, Protocol
 from harness.retrieval.bm25 import Bm25sRetriever
 from harness.retrieval.client import RetrievalClient
-from harness.retrieval.remote import protocol_retriever, remote_protocol
 from harness.retrieval.spec import Bm25sSpec, DenseSpec
 from tests.retrieval.test_server import Served
 

@@ -14,12 +14,12 @@ import logging
 
 import pytest
 
-from harness.eval.protocol import CorpusRef, Protocol
+from harness.eval.remote import protocol_retriever, remote_protocol
 from harness.eval.scoring import RunScoring
+from harness.protocol import CorpusRef, Protocol
 from harness.retrieval.bm25 import Bm25sRetriever
 from harness.retrieval.client import RetrievalClient
 from harness.retrieval.evaluate import recall_at_ks
-from harness.retrieval.remote import protocol_retriever, remote_protocol
 from harness.types import Evidence, QAExample, Trajectory, Turn, is_unmapped_id, split_contents
 from tests.retrieval.test_server import Served
 

@@ -14,8 +14,9 @@ from harness.errors import ServerError
 from harness.retrieval.base import EmptyQueryError, Retriever
 from harness.retrieval.bm25 import Bm25sRetriever
 from harness.retrieval.client import RetrievalClient
-from harness.retrieval.server import ServerLimits, create_app, uvicorn_config
+from harness.retrieval.server import ServerLimits, create_app
 from harness.retrieval.spec import Bm25sSpec
+from harness.serving import uvicorn_config
 
 pytestmark = pytest.mark.integration
 

@@ -23,13 +23,13 @@ from __future__ import annotations
 import pytest
 import torch
 
-from harness.method import RunContext
 from harness.rl import trainer as trainer_mod
 from harness.rl.config import DynamicSamplingConfig, GroupFilterConfig
 from harness.rl.dapo import GroupRewards
 from harness.rl.recipe import LoraConfig
 from harness.rl.sequences import sequence_logprobs
 from harness.rl.trainer import Trainer, _lr_lambda
+from harness.rollout.base import RunContext
 from harness.types import QAExample, SamplingParams
 from tests.rl import test_trainer as toy
 from tests.support.scripted import ScriptedBackend
@@ -271,9 +271,9 @@ def test_the_recipes_reward_reads_the_last_answer_of_the_models_own_text(name):
     """Rolled out through the method's own engine (a scripted policy), each trajectory's reward
     EM equals the EM of the prediction evaluation extracts; the gold inside the observation or the
     prompt earns nothing."""
-    from harness.eval.protocol import CorpusRef, Protocol
     from harness.method import RewardContext
     from harness.metrics.answer import exact_match
+    from harness.protocol import CorpusRef, Protocol
     from harness.types import Hit
 
     m = _search_r1()

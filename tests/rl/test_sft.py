@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from harness.errors import ConfigError
-from harness.eval.protocol import CorpusRef, Protocol
+from harness.protocol import CorpusRef, Protocol
 from harness.rl.recipe import SftConfig
 from harness.types import Hit, QAExample
 

@@ -9,8 +9,8 @@ import pytest
 import torch
 
 from harness.errors import ConfigError
-from harness.eval.protocol import CorpusRef, Protocol
 from harness.method import RewardBreakdown
+from harness.protocol import CorpusRef, Protocol
 from harness.rl.config import preset
 from harness.rl.recipe import Recipe
 from harness.rl.sequences import sequence_logprobs

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from harness.eval.protocol import CorpusRef, Protocol
-from harness.method import RunContext
+from harness.protocol import CorpusRef, Protocol
+from harness.rollout.base import RunContext
 from harness.rollout.engine import TagRolloutConfig, run_tag_rollouts
 from harness.rollout.extract import extract_boxed, extract_tagged
 from harness.rollout.render import RENDERERS

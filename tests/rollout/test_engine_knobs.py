@@ -8,8 +8,8 @@ import pytest
 
 from baselines.search_o1 import RepeatedQuery, SearchBudget
 from harness.errors import ConfigError
-from harness.eval.protocol import CorpusRef, Protocol
-from harness.method import RunContext
+from harness.protocol import CorpusRef, Protocol
+from harness.rollout.base import RunContext
 from harness.rollout.engine import TagRolloutConfig, run_tag_rollouts
 from harness.rollout.hooks import TurnBudget
 from harness.rollout.render import RENDERERS

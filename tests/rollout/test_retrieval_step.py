@@ -3,8 +3,8 @@ turns (recorded by the engine right after the retrieval, numbered in order)."""
 
 from __future__ import annotations
 
-from harness.eval.protocol import CorpusRef, Protocol
-from harness.method import RunContext
+from harness.protocol import CorpusRef, Protocol
+from harness.rollout.base import RunContext
 from harness.rollout.engine import TagRolloutConfig, run_tag_rollouts
 from harness.rollout.extract import extract_tagged
 from harness.rollout.render import RENDERERS

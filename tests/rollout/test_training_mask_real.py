@@ -4,9 +4,9 @@ to exactly the text the engine recorded."""
 
 from __future__ import annotations
 
-from harness.eval.protocol import CorpusRef, Protocol
 from harness.llm import BackendSpec, make_backend
-from harness.method import RunContext
+from harness.protocol import CorpusRef, Protocol
+from harness.rollout.base import RunContext
 from harness.rollout.engine import TagRolloutConfig, run_tag_rollouts
 from harness.rollout.render import RENDERERS
 from harness.types import Completion, QAExample, SamplingParams

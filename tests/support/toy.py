@@ -3,7 +3,8 @@ through the rollout engine (no search turns), reward defined by the subclass."""
 
 from __future__ import annotations
 
-from harness.method import MethodSpec, RewardBreakdown, RunContext, TrainableMethod, reward_fn
+from harness.method import MethodSpec, RewardBreakdown, TrainableMethod, reward_fn
+from harness.rollout.base import RunContext
 from harness.rollout.engine import TagRolloutConfig, run_tag_rollouts
 from harness.rollout.render import RENDERERS
 from harness.types import QAExample, Trajectory

@@ -325,10 +325,10 @@ def test_verls_agent_loop_worker_runs_the_exported_loop_as_our_engine(
     from verl.utils.dataset.rl_dataset import RLHFDataset, collate_fn
 
     from harness.eval.protocol import mini
-    from harness.method import RunContext
     from harness.methods_registry import get_method
     from harness.rl.recipe import Recipe
     from harness.rl.trainer import rollout_protocol
+    from harness.rollout.base import RunContext
     from harness.verl import agent_loop as loop_module
     from harness.verl.rows import row_example
 
@@ -422,9 +422,9 @@ def test_verls_agent_loop_worker_puts_observations_at_mask_0_as_our_engine(tmp_p
     from verl.workers.rollout.replica import TokenOutput
 
     from harness.eval.protocol import mini
-    from harness.method import RunContext
     from harness.methods_registry import get_method
     from harness.rl.trainer import rollout_protocol
+    from harness.rollout.base import RunContext
     from harness.verl import agent_loop as loop_module
     from harness.verl.job import write_verl_job
     from tests.export.test_export_verl import CASES, examples

@@ -27,7 +27,8 @@ from pathlib import Path
 from pydantic import BaseModel
 
 from harness.errors import ConfigError
-from harness.eval.protocol import CorpusRef, Protocol, RemoteRetrieval, resolve_corpus
+from harness.eval.protocol import resolve_corpus
+from harness.protocol import CorpusRef, Protocol, RemoteRetrieval
 from harness.retrieval.base import Retriever
 from harness.retrieval.client import RemoteSpec, RetrievalClient
 from harness.secrets import redact
