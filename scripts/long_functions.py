@@ -107,6 +107,7 @@ def main(argv: list[str] | None = None) -> int:
     for f in found:
         why = f"  ({REASON} {f.reason})" if f.reason else ""
         print(f"{f.lines:4d}  {f.path}:{f.line}  {f.name}{why}")
+    sys.stdout.flush()
     print(f"{len(found)} function(s) over {args.max} lines", file=sys.stderr)
     return 1 if args.unexplained and found else 0
 
