@@ -96,6 +96,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="per method: continue the newest identical run, or reuse it when it is complete",
     )
     p.add_argument("--batch-size", type=positive_int, default=8, help="questions solved together (default 8)")
+    _add_execution_args(p)
+
+
+def _add_execution_args(p: argparse.ArgumentParser) -> None:
+    """The options after ``--batch-size`` (in this order in ``--help``): how the in-process model
+    runs, the openai backend's retries, the confirmation, the label, the judge, the remote retriever."""
     p.add_argument(
         "--threads",
         type=positive_int,
