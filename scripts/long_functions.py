@@ -36,11 +36,19 @@ class LongFunction:
 
 
 def _reason(source: list[str], node: ast.FunctionDef | ast.AsyncFunctionDef) -> str:
-    """The ``# long:`` comment above the function (above its first decorator) or on its body's
-    first line (after the signature, before or after the docstring's first line)."""
+    """The ``# long:`` comment in the comment block right above the function (above its first
+    decorator), or on the line before or at its body's first statement; the reason runs on over
+    the comment lines that follow it in the block."""
     first = min([node.lineno, *(d.lineno for d in node.decorator_list)])
-    candidates = [first - 2, node.body[0].lineno - 2, node.body[0].lineno - 1]
-    for i in candidates:
+    block: list[str] = []
+    i = first - 2  # the line above, 0-based
+    while i >= 0 and source[i].lstrip().startswith("#"):
+        block.insert(0, source[i].strip())
+        i -= 1
+    for j, line in enumerate(block):
+        if line.startswith(REASON):
+            return " ".join([line[len(REASON) :].strip(), *(x.lstrip("#").strip() for x in block[j + 1 :])])
+    for i in (node.body[0].lineno - 2, node.body[0].lineno - 1):
         if 0 <= i < len(source) and REASON in source[i]:
             return source[i].split(REASON, 1)[1].strip()
     return ""

@@ -336,6 +336,9 @@ class Runner:
             sampling=proto.decoding.sampling(),
         )
 
+    # long: one run's life in order (resume or create its row, build the backend and retriever,
+    # solve, score and store batch by batch under `lifecycle.running`), which must end the row
+    # whatever fails in between
     def _run_method(self, method: Method, examples, on_batch, proto: Protocol) -> MethodRun:
         cfg = self.cfg
         spec = method.spec(proto)

@@ -172,6 +172,9 @@ def append_env(ctx: RunContext, s: RolloutState, text: str) -> int:
     return ctx.backend.count_tokens(text)
 
 
+# long: one loop over rounds: generate for every active row, parse each action and route it
+# (answer, search, refusal, correction), then retrieve for all searching rows in one call; the
+# routing reads the round's budget and policy, and the exact regression layers pin its output
 def run_tag_rollouts(
     prompts: Sequence[str], examples: Sequence[QAExample], ctx: RunContext, cfg: TagRolloutConfig
 ) -> list[Trajectory]:
