@@ -6,7 +6,6 @@ a real llama.cpp server (xllamacpp) over the packaged GGUF."""
 from __future__ import annotations
 
 import os
-import shutil
 from pathlib import Path
 
 import pytest
@@ -18,8 +17,6 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 # every test that starts a process or a server must be marked integration (tox -e unit leaves those out)
 pytest_plugins = ["tests.support.process_guard"]
-
-TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "chat_template.jinja")
 
 
 @pytest.fixture(scope="session")
@@ -37,33 +34,13 @@ def smollm2_dir() -> Path:
 @pytest.fixture(scope="session")
 def tiny_dir(smollm2_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A 3.2M-parameter random Llama (2 layers, hidden 64) with the SmolLM2 tokenizer."""
-    import torch
-    from transformers import AutoModelForCausalLM, GenerationConfig, LlamaConfig
+    from tests.support.tiny_model import save_tiny_llama
 
-    out = tmp_path_factory.mktemp("tiny-llama")
-    cfg = LlamaConfig(
-        vocab_size=49152,
-        hidden_size=64,
-        intermediate_size=128,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        tie_word_embeddings=True,
-        max_position_embeddings=4096,
-        bos_token_id=1,
-        eos_token_id=2,
-        pad_token_id=2,
-        # with the default 0.02 the tied embeddings dominate and greedy decoding repeats the last
-        # token forever; 0.3 gives varied text, so stops, batching and seeds are really exercised
-        initializer_range=0.3,
+    # with the default 0.02 the tied embeddings dominate and greedy decoding repeats the last
+    # token forever; 0.3 gives varied text, so stops, batching and seeds are really exercised
+    return save_tiny_llama(
+        tmp_path_factory.mktemp("tiny-llama"), initializer_range=0.3, tokenizer_from=smollm2_dir
     )
-    torch.manual_seed(0)
-    model = AutoModelForCausalLM.from_config(cfg)
-    model.generation_config = GenerationConfig(bos_token_id=1, eos_token_id=2, pad_token_id=2)
-    model.save_pretrained(out)
-    for name in TOKENIZER_FILES:
-        shutil.copy(smollm2_dir / name, out / name)
-    return out
 
 
 @pytest.fixture(scope="module")

@@ -13,7 +13,7 @@ its own, so a new method is covered the moment it is registered.
 - **rewards resolve**: ``"default"`` is the first reward name; an unknown name is refused.
 - **recipes valid**: ``paper`` and ``cpu-smoke`` exist, and every reward a recipe's stages name
   resolves on the method.
-- **export parity**: ``tests/export/test_export_verl.py`` compares the verl-side reward with ours
+- **export parity**: ``tests/verl/test_export_verl.py`` compares the verl-side reward with ours
   for every reward of every trainable method, from the ``verl_cases`` of its folder's
   ``conformance.json``; here we only check that there is a case for each.
 """
@@ -163,7 +163,7 @@ def test_recipes_are_valid(name):
 
 
 def test_export_parity_covers_every_trainable_method():
-    from tests.export.test_export_verl import CASES
+    from tests.verl.test_export_verl import CASES
 
     missing = sorted(set(TRAINABLE) - set(CASES))
     assert not missing, (

@@ -3,11 +3,19 @@
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 from harness.cli import add_command
 from harness.cli.options import add_corpus_arg, add_db_arg, add_device_arg
 from harness.cli.retrieval_options import setup_logging
 from harness.retrieval.encoder import set_encoder_device
+
+if TYPE_CHECKING:
+    from rich.console import Console
+    from rich.table import Table
+
+    from harness.retrieval.evaluate import Evaluated, RecallAtK
 
 EXAMPLES = """\
   harness eval-retrieval                                      # bm25s on mini-multihop, k = 1,3,5
@@ -51,14 +59,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 def _run(args: argparse.Namespace) -> int:
     set_encoder_device(args.device)
     from rich.console import Console
-    from rich.table import Table
 
     from harness.cli.retrieval_options import parse_ks
     from harness.data.benches import Selection, get_bench, load_bench
     from harness.errors import ConfigError
-    from harness.retrieval.base import spec_json
-    from harness.retrieval.evaluate import recall_at_ks
-    from harness.retrieval.factory import as_corpus, build_retriever, parse_spec
+    from harness.retrieval.evaluate import evaluate_retrievers, retrievers_to_evaluate
+    from harness.retrieval.factory import parse_spec
 
     setup_logging()
     ks = parse_ks(args.k)
@@ -73,93 +79,81 @@ def _run(args: argparse.Namespace) -> int:
     selection = Selection(mode="first", n=args.limit) if args.limit else Selection()
     entries = load_bench(bench, selection)
     out = Console()
-    # (name, spec, corpus spec, make retriever): the corpus recorded with each row is the one searched
-    todo: list = []
-    corpus = None
-    if specs:
-        corpus = as_corpus(args.corpus, progress=True)
-        for name, spec in specs:
-            todo.append(
-                (name, spec, corpus.spec, lambda spec=spec: build_retriever(spec, corpus, progress=True))
-            )
-    if args.retriever_url:
-        from harness.retrieval.client import RetrievalClient
-        from harness.retrieval.spec import CorpusSpec
 
-        # hits are mapped to the corpus's passage ids (Search-R1's own server sends none, or row numbers)
-        client = RetrievalClient(args.retriever_url, corpus=corpus or as_corpus(args.corpus, progress=True))
-        remote_corpus = client.corpus_spec  # an unreachable server fails here, naming the URL
-        name = "remote" if remote_corpus is not None else "remote-unverified"
-        if remote_corpus is None:
-            remote_corpus = CorpusSpec(id="unknown", content_hash="", n_passages=0)
-        out.print(f"[dim]{name}: {client.shown_url} serves {client.spec.model_dump_json()}[/dim]")
-        names.append(name)
-        todo.append((name, client.spec, remote_corpus, lambda: client))
+    def say(line: str) -> None:
+        out.print(f"[dim]{line}[/dim]")
 
-    results = []
-    for name, spec, corpus_spec, make in todo:
-        r = make()
-        try:
-            for entry, examples in entries:
-                rows = recall_at_ks(r, entry.dataset, examples, ks, name=name)
-                results.extend((spec, corpus_spec, row) for row in rows)
-                skipped = rows[0].skipped
-                note = f" ({skipped} without gold passages skipped)" if skipped else ""
-                out.print(
-                    f"[dim]{name}: {entry.dataset} {rows[0].n} questions in {rows[0].seconds:.2f} s{note}[/dim]"
-                )
-        finally:
-            r.close()
-
-    shown = corpus.spec if corpus is not None else todo[0][2]
+    todo, corpus = retrievers_to_evaluate(specs, args.corpus, args.retriever_url, say=say)
+    datasets = [(e.dataset, examples) for e, examples in entries]
+    results = evaluate_retrievers(todo, datasets, ks, say=say)
+    shown = corpus.spec if corpus is not None else todo[0].corpus
     title = (
         f"recall of gold passages @k: bench {bench.name}, corpus {shown.id} ({shown.n_passages:,} passages)"
     )
+    out.print(
+        recall_table([r.row for r in results], [d for d, _ in datasets], [c.name for c in todo], ks, title)
+    )
+    if not args.no_store:
+        _store(args.db, bench.name, results, out)
+    return 0
+
+
+def recall_table(
+    rows: list[RecallAtK], datasets: list[str], names: list[str], ks: list[int], title: str
+) -> Table:
+    """The recall table: a section per dataset (and ``all (micro)`` over several: each dataset
+    weighted by its questions), a line per retriever, a column per k."""
+    from rich.table import Table
+
+    from harness.retrieval.evaluate import micro_recall
+
     table = Table(title=title)
     table.add_column("dataset", no_wrap=True)
     table.add_column("retriever", no_wrap=True)
     table.add_column("n", justify="right", no_wrap=True)
     for k in ks:
         table.add_column(f"@{k}", justify="right", no_wrap=True)
-    datasets = [e.dataset for e, _ in entries]
-    by_key = {(row.dataset, row.retriever, row.k): row for _, _, row in results}
+    by_key = {(row.dataset, row.retriever, row.k): row for row in rows}
     sections = [*datasets, "all (micro)"] if len(datasets) > 1 else datasets
     for si, ds in enumerate(sections):
         for ni, nm in enumerate(names):
             if ds == "all (micro)":
-                rows = {k: [by_key[(d, nm, k)] for d in datasets if by_key[(d, nm, k)].n] for k in ks}
-                n = sum(r.n for r in rows[ks[0]])
-                cells = [f"{sum(r.recall * r.n for r in rows[k]) / n:.3f}" if n else "-" for k in ks]
+                pooled = {k: micro_recall([by_key[(d, nm, k)] for d in datasets]) for k in ks}
+                n = pooled[ks[0]][0]
+                cells = [f"{pooled[k][1]:.3f}" if n else "-" for k in ks]
             else:
                 n = by_key[(ds, nm, ks[0])].n
                 cells = [_cell(by_key[(ds, nm, k)].recall) if n else "-" for k in ks]
             end_section = ni == len(names) - 1 and si < len(sections) - 1
             table.add_row(ds if ni == 0 else "", nm, str(n), *cells, end_section=end_section)
-    out.print(table)
+    return table
 
-    if not args.no_store:
-        from harness.results.store import DEFAULT_DB, RetrievalEvalRow, Store
 
-        db = args.db or DEFAULT_DB
-        store_rows = [
-            RetrievalEvalRow(
-                bench=bench.name,
-                dataset=row.dataset,
-                retriever=row.retriever,
-                retriever_spec=spec_json(spec),
-                corpus_id=corpus_spec.id,
-                corpus_hash=corpus_spec.content_hash,
-                k=row.k,
-                recall=row.recall,
-                n=row.n,
-                seconds=row.seconds,
-            )
-            for spec, corpus_spec, row in results
-            if row.recall == row.recall  # NaN: not computable (unmapped remote hits), never stored
-        ]
-        Store(db).add_retrieval_evals(store_rows)
-        out.print(f"[dim]{len(store_rows)} rows stored in {db} (table retrieval_evals)[/dim]")
-    return 0
+def _store(db: Path | None, bench: str, results: list[Evaluated], out: Console) -> None:
+    """Store the computable rows (a NaN recall, unmapped remote hits, never is) in ``db``'s
+    ``retrieval_evals`` table."""
+    from harness.results.store import DEFAULT_DB, RetrievalEvalRow, Store
+    from harness.retrieval.base import spec_json
+
+    db = db or DEFAULT_DB
+    store_rows = [
+        RetrievalEvalRow(
+            bench=bench,
+            dataset=r.row.dataset,
+            retriever=r.row.retriever,
+            retriever_spec=spec_json(r.spec),
+            corpus_id=r.corpus.id,
+            corpus_hash=r.corpus.content_hash,
+            k=r.row.k,
+            recall=r.row.recall,
+            n=r.row.n,
+            seconds=r.row.seconds,
+        )
+        for r in results
+        if r.row.recall == r.row.recall  # NaN: not computable (unmapped remote hits), never stored
+    ]
+    Store(db).add_retrieval_evals(store_rows)
+    out.print(f"[dim]{len(store_rows)} rows stored in {db} (table retrieval_evals)[/dim]")
 
 
 def _cell(recall: float) -> str:

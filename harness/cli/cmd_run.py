@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from harness.cli import add_command, non_negative_int, positive_float, positive_int
 from harness.cli.judge_options import add_judge_args
@@ -19,6 +21,11 @@ from harness.cli.options import (
 )
 from harness.cli.retrieval_options import add_remote_args
 from harness.eval.plan import CONFIRM_ABOVE
+
+if TYPE_CHECKING:
+    from harness.protocol import Protocol
+    from harness.eval.runner import MethodRun, RunConfig
+    from harness.results.store import Store
 
 EXAMPLES = """\
   harness run --method direct,naive_rag,search_r1 --bench mini-multihop --limit 5
@@ -89,6 +96,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="per method: continue the newest identical run, or reuse it when it is complete",
     )
     p.add_argument("--batch-size", type=positive_int, default=8, help="questions solved together (default 8)")
+    _add_execution_args(p)
+
+
+def _add_execution_args(p: argparse.ArgumentParser) -> None:
+    """The options after ``--batch-size`` (in this order in ``--help``): how the in-process model
+    runs, the openai backend's retries, the confirmation, the label, the judge, the remote retriever."""
     p.add_argument(
         "--threads",
         type=positive_int,
@@ -138,24 +151,20 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def handle(args: argparse.Namespace) -> int:
     from harness.cli.judge_options import judge_spec_from_args, print_report, report_judge_failures
-    from harness.eval.plan import confirm, describe, interactive, method_plans, recorded_costs
     from harness.eval.protocol import check_judge
-    from harness.eval.runner import AVG, RunConfig, Runner, protocol_groups, reference_sources, run_summary
+    from harness.eval.runner import Runner, protocol_groups
     from harness.eval.scoring import RunScoring
     from harness.eval.setup import build_protocol
     from harness.judge.factory import make_judge
     from harness.judge.stored import judge_runs
-    from harness.llm.model_files import auto_backend, check_model
+    from harness.llm.model_files import check_model
     from harness.methods_registry import get_method, resolve_methods
     from harness.results.cost import load_prices, prices_path
-    from harness.results.lifecycle import command_line
-    from harness.results.queries import prefill_summary
-    from harness.secrets import redact
+    from harness.results.summary import run_summary
 
     # `--method direct, naive_rag` arrives as two words: one comma list either way; none: all
     method = ",".join(args.method) if args.method is not None else "all"
     proto = build_protocol(run_choices(args))
-    everything = method.strip() == "all"
     # Methods bound to their own protocol (ARENA's gold-context setting) run under it, as separate
     # runs with their own table; the runner checks each method against its protocol: `all` skips,
     # with the reason, a method that refuses it; an explicit list lets the error stop the command.
@@ -163,8 +172,45 @@ def handle(args: argparse.Namespace) -> int:
     judge_spec = judge_spec_from_args(args)
     for p, _ in groups:  # a protocol that names a judge is scored by it, or not at all
         check_judge(p, *((judge_spec.model, judge_spec.prompt) if judge_spec is not None else (None, None)))
-    cfg = RunConfig(
-        methods=[m.name for _, ms in groups for m in ms],
+    cfg = run_config(
+        args, proto, [m.name for _, ms in groups for m in ms], everything=method.strip() == "all"
+    )
+    runner = Runner(cfg, progress=not args.no_progress)
+    plans = runner.plan_groups(groups)  # every check, before a model loads or a row is written
+    check_model(cfg.backend, args.model)  # an unknown model leaves no results file behind
+    show_plan_and_confirm(args, cfg, plans)
+    runner.store  # noqa: B018 - opens and checks the results file (a damaged one stops here)
+    judge = None
+    if judge_spec is not None:  # built (and its server probed) before the run, not after it
+        judge = make_judge(judge_spec, runner.store, progress=not args.no_progress)
+    runs = []
+    for (p, group), done in zip(groups, runner.execute(plans), strict=True):
+        runs += done
+        if done:  # a reader bound to its own protocol (ARENA) also counts its substitute references
+            own = any(m.own_protocols for m in group)
+            df = run_summary(runner.store, [r.run_id for r in done], RunScoring.of(p).primary, references=own)
+            title = f"{args.bench} · protocol {p.name} ({p.protocol_id}) · {args.model}"
+            print_summary(df, title=title, primary=p.primary_metric)
+    status = 0
+    if judge is not None:
+        report = judge_runs(runner.store, [r.run_id for r in runs], judge)
+        print_report(report, price_table=load_prices(prices_path(runner.store)))
+        status = report_judge_failures(report)
+    return finish(args.db, runner.store, runs, status)
+
+
+def run_config(
+    args: argparse.Namespace, proto: Protocol, methods: list[str], *, everything: bool
+) -> RunConfig:
+    """The :class:`harness.eval.runner.RunConfig` of the command line: ``everything`` (``--method
+    all`` or none) leaves out, counted, the questions a method cannot answer and skips, with the
+    reason, a method that refuses the protocol."""
+    from harness.eval.runner import RunConfig
+    from harness.llm.model_files import auto_backend
+    from harness.results.lifecycle import command_line
+
+    return RunConfig(
+        methods=methods,
         bench=args.bench,
         protocol=proto,
         model=args.model,
@@ -183,51 +229,35 @@ def handle(args: argparse.Namespace) -> int:
         leave_out_unanswerable=everything,
         skip_refused=everything,
     )
-    runner = Runner(cfg, progress=not args.no_progress)
-    plans = runner.plan_groups(groups)  # every check, before a model loads or a row is written
-    check_model(cfg.backend, args.model)  # an unknown model leaves no results file behind
+
+
+def show_plan_and_confirm(args: argparse.Namespace, cfg: RunConfig, plans: Sequence[Sequence[tuple]]) -> None:
+    """Print the plan (with --method, --yes or on a terminal, so that a refusal below stays one
+    line) and ask, or refuse, as :func:`harness.eval.plan.confirm` decides."""
+    from harness.eval.plan import confirm, describe, interactive, method_plans, recorded_costs
+    from harness.secrets import redact
+
     runs_planned = method_plans(plans)
     example = f"--method {runs_planned[0].method} --limit 5"
     if args.method is not None or args.yes or interactive():  # a refusal below is one line
         costs, note = recorded_costs(args.db, args.model, [r.method for r in runs_planned])
         head = f"plan: bench {args.bench}; model {redact(args.model)} ({cfg.backend}); results {args.db}"
-        print("\n".join(describe(runs_planned, costs, note, head=head, asked=proto.name)), file=sys.stderr)
-    confirm(runs_planned, method_given=args.method is not None, yes=args.yes, example=example)
-    runner.store  # noqa: B018 - opens and checks the results file (a damaged one stops here)
-    judge = None
-    if judge_spec is not None:  # built (and its server probed) before the run, not after it
-        judge = make_judge(judge_spec, runner.store, progress=not args.no_progress)
-    runs = []
-    for (p, group), done in zip(groups, runner.execute(plans), strict=True):
-        runs += done
-        if not done:
-            continue
-        ids = [r.run_id for r in done]
-        df = run_summary(runner.store, ids, RunScoring.of(p).primary)
-        if any(m.own_protocols for m in group):
-            df = df.merge(reference_sources(runner.store, ids), on=["method", "dataset"], how="left")
-            avg = df["dataset"] == AVG
-            for col in ("own_refs", "substitute_refs") if avg.any() else ():  # Avg.: the method's sum
-                sums = df[~avg].groupby("method")[col].sum()
-                df[col] = df[col].where(~avg, df["method"].map(sums))
-        print_summary(
-            df,
-            title=f"{args.bench} · protocol {p.name} ({p.protocol_id}) · {args.model}",
-            primary=p.primary_metric,
-        )
-    status = 0
-    if judge is not None:
-        report = judge_runs(runner.store, [r.run_id for r in runs], judge)
-        print_report(report, price_table=load_prices(prices_path(runner.store)))
-        status = report_judge_failures(report)
-    for row in prefill_summary(runner.store, [r.run_id for r in runs]).itertuples(index=False):
-        saved = 1 - row.prefill_tokens / row.prompt_tokens if row.prompt_tokens else 0.0
         print(
-            f"{row.method}: {int(row.prompt_tokens)} prompt tokens, {int(row.prefill_tokens)} prefilled "
-            f"({saved:.0%} saved by prefix reuse)",
+            "\n".join(describe(runs_planned, costs, note, head=head, asked=cfg.protocol.name)),
             file=sys.stderr,
         )
-    print(f"results: {args.db}  runs: {', '.join(r.run_id for r in runs)}", file=sys.stderr)
+    confirm(runs_planned, method_given=args.method is not None, yes=args.yes, example=example)
+
+
+def finish(db: Path, store: Store, runs: Sequence[MethodRun], status: int) -> int:
+    """The lines after the summary tables (prefix reuse, where the results are, the failed samples)
+    and the exit status: 1 when a sample failed, else ``status``."""
+    from harness.results.summary import prefill_lines
+    from harness.secrets import redact
+
+    for line in prefill_lines(store, [r.run_id for r in runs]):
+        print(line, file=sys.stderr)
+    print(f"results: {db}  runs: {', '.join(r.run_id for r in runs)}", file=sys.stderr)
     failed = [r for r in runs if r.n_errors]
     if failed:
         n = sum(r.n_errors for r in failed)
@@ -276,7 +306,7 @@ def backend_options(args: argparse.Namespace) -> dict[str, object]:
 
 
 def print_summary(df, title: str, primary: str = "em") -> None:
-    """The run summary table (:func:`harness.eval.runner.run_summary`): scores in % as the app and the
+    """The run summary table (:func:`harness.results.summary.run_summary`): scores in % as the app and the
     exports print them, the protocol's primary metric first (marked *) with its 95% interval, an
     ``Avg.`` row per method over its datasets, seconds per question once per method."""
     import math
@@ -284,8 +314,8 @@ def print_summary(df, title: str, primary: str = "em") -> None:
     from rich.console import Console
     from rich.table import Table
 
-    from harness.eval.runner import AVG
     from harness.results.cost import format_usd
+    from harness.results.summary import AVG
 
     def pct(x: float) -> str:
         return "" if x is None or math.isnan(x) else f"{100 * x:.1f}"

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 from harness.cli import add_command
 
 if TYPE_CHECKING:
-    from harness.eval.scoring import ScoreReport
+    from harness.eval.predictions import ScoreReport
 
 EXAMPLES = """\
   harness score predictions.jsonl                       # em, f1, cover_em, cover_em_tokens with 95% CIs
@@ -54,7 +54,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from harness.errors import ConfigError
-    from harness.eval.scoring import score_file
+    from harness.eval.predictions import score_file
     from harness.metrics.registry import DEFAULT_METRICS, parse_metric_list
 
     names = DEFAULT_METRICS if args.metrics is None else parse_metric_list(args.metrics)

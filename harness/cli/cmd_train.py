@@ -105,7 +105,6 @@ def run_training(method, recipe, args: argparse.Namespace) -> int:
     from harness.eval.setup import RunSetup
     from harness.llm.base import make_backend
     from harness.results.lifecycle import running
-    from harness.rl.rollout_engine import default_rollout_backend
     from harness.rl.trainer import Trainer, rollout_protocol, saved_checkpoint
 
     out = output_dir(args.out or Path("runs") / f"{method.name}-{recipe.name}")
@@ -114,16 +113,7 @@ def run_training(method, recipe, args: argparse.Namespace) -> int:
     setup = RunSetup.from_choices(run_choices(args))  # the protocol; --retriever-url asked now
     proto = setup.protocol
     device = resolve_device(args.device)  # a GPU asked for but absent fails here, before any row
-    rollout_backend = args.rollout_backend
-    if rollout_backend == "auto":
-        rollout_backend = default_rollout_backend(recipe, args.model, device)
-    if rollout_backend == "vllm":
-        from harness.errors import ConfigError
-
-        raise ConfigError(
-            "--rollout-backend vllm is not wired into the trainer yet (its weight-update path needs the "
-            "vllm tox env to test); use llamacpp or transformers"
-        )
+    rollout_backend = rollout_backend_of(args, recipe, device)
     store = setup.store
     if args.resume:
         resume_from(store, out, recipe)
@@ -163,6 +153,22 @@ def run_training(method, recipe, args: argparse.Namespace) -> int:
         result = trainer.train()
     print(f"checkpoint: {result.checkpoint}\nrun: {run_id} (metrics in {args.db}, table train_steps)")
     return 0
+
+
+def rollout_backend_of(args: argparse.Namespace, recipe, device) -> str:
+    """``--rollout-backend``, ``auto`` resolved (:func:`harness.rl.rollout_engine.default_rollout_backend`);
+    vllm is refused in one line (not wired into the trainer yet)."""
+    from harness.rl.rollout_engine import default_rollout_backend
+
+    rollout_backend = args.rollout_backend
+    if rollout_backend == "auto":
+        rollout_backend = default_rollout_backend(recipe, args.model, device)
+    if rollout_backend == "vllm":
+        raise ConfigError(
+            "--rollout-backend vllm is not wired into the trainer yet (its weight-update path needs the "
+            "vllm tox env to test); use llamacpp or transformers"
+        )
+    return rollout_backend
 
 
 RUN_FILE = "train-run.json"  # under --out: the run that trains into it (its row id)

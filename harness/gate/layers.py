@@ -192,6 +192,8 @@ def synthetic_outputs(dialect: dict[str, Any], question: str, answer: str, turn_
     return [search, answer_text] if turn_first else [answer_text]
 
 
+# long: per (method, protocol) of the plan, its recorded and synthetic passes over the slice fill
+# the four keyed maps the exact layer compares; pieces split out would each take all four
 def replay_items(recorded: Recorded, retriever_for: RetrieverFor) -> tuple[dict, dict, dict, dict]:
     """(prompt hashes, prompt texts, extraction items, their scopes) of every method in
     :func:`replay_plan`; a key's scope is its (method, protocol), the key's ``method@protocol``

@@ -203,6 +203,9 @@ class TransformersBackend(HFTokenizerMixin, TokenBackend):
             pc.add(kept)
         return [c for c in out if c is not None]
 
+    # long: one decode loop; its per-step state (KV cache, attention, positions, the rows still
+    # active, the repetition penalty's ids, the per-row noise) is narrowed together when a row stops,
+    # so pieces of it split out would each take and return all of that state
     def _generate_batch(
         self,
         prompts: list[list[int]],

@@ -556,6 +556,8 @@ class Store:
         return set(zip(df["dataset"], df["sample_id"], strict=True))
 
     # -- samples -----------------------------------------------------------------------------
+    # long: one transaction: the sample, metric and turn rows of a batch built and written together
+    # (with the heartbeat), so a crash never leaves a sample without its metrics or turns
     def add_samples(self, run_id: str, scored: Sequence[ScoredSample], *, heartbeat: bool = False) -> None:
         """Write finished samples with their metrics and turns in one transaction (with
         ``heartbeat``, the run's owner heartbeat is refreshed in the same transaction).

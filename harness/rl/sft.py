@@ -256,6 +256,8 @@ def train_sft(
     return history
 
 
+# long: `harness sft` end to end in order (demonstrations rolled out and written, the run row,
+# training and checkpoint inside `lifecycle.running`, so a failure in training still ends the row)
 def run_sft(
     method: TrainableMethod,
     recipe: Any,

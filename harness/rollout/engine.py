@@ -156,56 +156,10 @@ def run_tag_rollouts(
         searching: list[RolloutState] = []
         queries: list[str] = []
         for s, c in zip(active, completions, strict=True):
-            append_generated(ctx, s, c)
-            action, content = cfg.dialect.parse_action(c.text)
-            status = "ok"
-            if action == "search" and not content:
-                action, status = "invalid", "empty_query"
-            elif action == "invalid":
-                status = "invalid_action" if c.finish_reason != "length" else "truncated"
-            refusal: Refusal | None = None  # a message instead of a search
-            if action == "search" and can_search:
-                refusal = cfg.budget.over_budget(s, cfg.max_turns)
-                if refusal is not None:
-                    status = "search_after_budget"
-                else:
-                    refusal = cfg.policy.refuse(s, content)
-                    if refusal is not None:
-                        status = refusal.status
-            s.add_turn(
-                kind="generate",
-                latency_s=gen_latency,
-                **c.turn_fields(),
-                status=status if action != "search" or can_search else "search_after_budget",
-            )
-            if action == "answer":
-                s.done, s.ended_by = True, "answer"
-            elif refusal is not None:
-                n_env = append_env(ctx, s, refusal.message)
-                s.add_turn(
-                    kind="message",
-                    text=refusal.message,
-                    query=content,
-                    observation_tokens=n_env,
-                    status=refusal.status,
-                )
-            elif action == "search" and can_search:
+            query = take_action(ctx, cfg, s, c, can_search=can_search, latency_s=gen_latency)
+            if query is not None:
                 searching.append(s)
-                queries.append(content)
-            elif not can_search:
-                s.done, s.ended_by = True, "max_turns"
-            elif (correction := cfg.policy.correction(cfg.dialect)) is None:
-                s.done, s.ended_by = True, "no_action"
-            elif correction:
-                # stored as a turn: a reader of the trajectory sees what the model was told (the
-                # policy often copies it), and the store keeps it without reconstructing it
-                n_env = append_env(ctx, s, correction)
-                s.add_turn(
-                    kind="message",
-                    text=correction,
-                    observation_tokens=n_env,
-                    status="correction",
-                )
+                queries.append(query)
 
         if searching:
             retrieve_step(
@@ -220,6 +174,71 @@ def run_tag_rollouts(
             cfg.policy.after_observation(ctx, cfg, searching)
 
     return [finish_trajectory(s, cfg.extract(s.model_text)) for s in states]
+
+
+def take_action(
+    ctx: RunContext,
+    cfg: TagRolloutConfig,
+    s: RolloutState,
+    c: Completion,
+    *,
+    can_search: bool,
+    latency_s: float,
+) -> str | None:
+    """Record the generated turn ``c`` of ``s`` and act on it: an answer ends the row; a search the
+    round allows returns its query (the caller retrieves for every searching row at once), unless
+    the budget or the policy refuses it with a message; past the search rounds the row ends at
+    max_turns; no action gets the policy's correction, or ends the row."""
+    append_generated(ctx, s, c)
+    action, content = cfg.dialect.parse_action(c.text)
+    status = "ok"
+    if action == "search" and not content:
+        action, status = "invalid", "empty_query"
+    elif action == "invalid":
+        status = "invalid_action" if c.finish_reason != "length" else "truncated"
+    refusal: Refusal | None = None  # a message instead of a search
+    if action == "search" and can_search:
+        refusal = cfg.budget.over_budget(s, cfg.max_turns)
+        if refusal is not None:
+            status = "search_after_budget"
+        else:
+            refusal = cfg.policy.refuse(s, content)
+            if refusal is not None:
+                status = refusal.status
+    s.add_turn(
+        kind="generate",
+        latency_s=latency_s,
+        **c.turn_fields(),
+        status=status if action != "search" or can_search else "search_after_budget",
+    )
+    if action == "answer":
+        s.done, s.ended_by = True, "answer"
+    elif refusal is not None:
+        n_env = append_env(ctx, s, refusal.message)
+        s.add_turn(
+            kind="message",
+            text=refusal.message,
+            query=content,
+            observation_tokens=n_env,
+            status=refusal.status,
+        )
+    elif action == "search" and can_search:
+        return content
+    elif not can_search:
+        s.done, s.ended_by = True, "max_turns"
+    elif (correction := cfg.policy.correction(cfg.dialect)) is None:
+        s.done, s.ended_by = True, "no_action"
+    elif correction:
+        # stored as a turn: a reader of the trajectory sees what the model was told (the
+        # policy often copies it), and the store keeps it without reconstructing it
+        n_env = append_env(ctx, s, correction)
+        s.add_turn(
+            kind="message",
+            text=correction,
+            observation_tokens=n_env,
+            status="correction",
+        )
+    return None
 
 
 def retrieve_step(

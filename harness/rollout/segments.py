@@ -71,6 +71,8 @@ class SegmentLoopConfig(RolloutConfig):
         return ""  # a segment with no search ends the trajectory: nothing is appended
 
 
+# long: one loop over rounds whose per-row state (token budget used, searches, the active rows
+# grouped by budget) every step reads and updates; the exact regression layers pin its output
 def run_segment_rollouts(
     prompts: Sequence[str], examples: Sequence[QAExample], ctx: RunContext, cfg: SegmentLoopConfig
 ) -> list[Trajectory]:

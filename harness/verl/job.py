@@ -215,6 +215,8 @@ def limitations(method: TrainableMethod, recipe: Recipe) -> list[str]:
 NO_DUAL_CLIP = 1e9  # verl's clip_ratio_c for a recipe without dual clip: -A * 1e9 never binds
 
 
+# long: one Hydra override per line, in verl's config order (each a recipe field or a fixed verl
+# setting with its reason); a split would only scatter the list
 def verl_overrides(
     recipe: Recipe,
     out: Path,
@@ -409,6 +411,8 @@ def export_verl(
     )
 
 
+# long: the job's files in the order they depend on each other (data, reward, agent loop, config,
+# run.sh from the overrides, job.json naming them), every refusal before the first file is written
 def write_verl_job(
     method: TrainableMethod,
     recipe: Recipe,

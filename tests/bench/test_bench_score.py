@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from harness.cli import main
-from harness.eval.scoring import read_predictions, score_predictions
+from harness.eval.predictions import read_predictions, score_predictions
 from harness.metrics.registry import resolve_metrics
 
 N = 10_000

@@ -9,7 +9,6 @@ import math
 import pytest
 
 from harness.errors import DataError
-from harness.eval.runner import summary
 from harness.judge.core import Judge, JudgeItem
 from harness.judge.prompts import get_prompt
 from harness.judge.transport import JudgeReply
@@ -21,6 +20,7 @@ from harness.results.cost import (
     run_costs,
     sync_prices,
 )
+from harness.results.summary import summary
 from tests.judge.helpers import ScriptedTransport, make_run, new_store
 
 RIGHT = [("Capital of France?", ["Paris"], "Paris"), ("Gold symbol?", ["Au"], "Au")]

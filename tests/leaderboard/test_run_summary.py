@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from harness.cli import main
-from harness.eval.runner import AVG, run_summary, summary
+from harness.results.summary import AVG, run_summary, summary
 from leaderboards import views
 from leaderboards.queries import open_results
 

@@ -67,31 +67,11 @@ def test_each_field_changes_the_protocol_id_only_when_set():
 def repeating_backend(smollm2_dir, tmp_path_factory):
     """A random Llama like ``tiny_dir`` but with transformers' default ``initializer_range`` 0.02,
     under which the tied embeddings dominate and greedy decoding repeats itself: the penalty acts."""
-    import shutil
+    from tests.support.tiny_model import save_tiny_llama
 
-    import torch
-    from transformers import AutoModelForCausalLM, GenerationConfig, LlamaConfig
-
-    out = tmp_path_factory.mktemp("repeating-llama")
-    cfg = LlamaConfig(
-        vocab_size=49152,
-        hidden_size=64,
-        intermediate_size=128,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        tie_word_embeddings=True,
-        max_position_embeddings=512,
-        bos_token_id=1,
-        eos_token_id=2,
-        pad_token_id=2,
+    out = save_tiny_llama(
+        tmp_path_factory.mktemp("repeating-llama"), max_position_embeddings=512, tokenizer_from=smollm2_dir
     )
-    torch.manual_seed(0)
-    model = AutoModelForCausalLM.from_config(cfg)
-    model.generation_config = GenerationConfig(bos_token_id=1, eos_token_id=2, pad_token_id=2)
-    model.save_pretrained(out)
-    for name in ("tokenizer.json", "tokenizer_config.json", "chat_template.jinja"):
-        shutil.copy(smollm2_dir / name, out / name)
     return make_backend(BackendSpec(model=str(out), max_batch_size=8))
 
 

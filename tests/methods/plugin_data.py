@@ -13,7 +13,7 @@ plugin's file and say which one lacks what. Its sections, each optional:
 - ``reported_tables``: ``{"why": ..., "rows": {table: rows}}``, the rows the paper's
   ``reported.yaml`` gives per table (``tests/methods/test_reported.py``).
 - ``verl_cases``: method -> a scripted run for the verl export parity test
-  (``tests/export/test_export_verl.py``): ``script`` (question -> model outputs), ``reward``,
+  (``tests/verl/test_export_verl.py``): ``script`` (question -> model outputs), ``reward``,
   ``models`` (``judge`` / ``reader``: prompt key -> the reply every call gets; ``embedder``: text ->
   vector) and ``protocol`` (a registered protocol name; default the tests' own).
 """

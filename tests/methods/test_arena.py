@@ -560,7 +560,7 @@ def test_retrieval_methods_are_refused_under_arena_protocol(scripted, tmp_path: 
 
 
 def test_substitutes_are_counted_per_dataset(scripted, tmp_path: Path) -> None:
-    from harness.eval.runner import reference_sources
+    from harness.results.summary import reference_sources
     from methods.arena.method import ClosedCorpusContexts
 
     arena = preset(PROTOCOL_NAME).with_(selection=Selection(mode="first", n=2))

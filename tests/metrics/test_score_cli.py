@@ -9,7 +9,7 @@ import pytest
 
 from harness.cli import main
 from harness.errors import DataError
-from harness.eval.scoring import read_predictions, score_file
+from harness.eval.predictions import read_predictions, score_file
 
 ROWS = [
     {
@@ -253,7 +253,7 @@ def test_failure_while_writing_leaves_no_file(tmp_path: Path, monkeypatch) -> No
             raise OSError("disk full")
         return real_dumps(obj, **kw)
 
-    monkeypatch.setattr("harness.eval.scoring.json.dumps", failing_dumps)
+    monkeypatch.setattr("harness.eval.predictions.json.dumps", failing_dumps)
     with pytest.raises(OSError, match="disk full"):
         score_file(path, per_sample=out)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["p.jsonl"]

@@ -67,8 +67,8 @@ def test_failed_requests_are_errors_not_zeros_then_resumed(tok_dir, tmp_path, ca
 
 @pytest.mark.integration
 def test_failed_samples_are_counted_not_averaged(tok_dir, tmp_path, capsys):
-    from harness.eval.runner import summary
     from harness.results.store import Store
+    from harness.results.summary import summary
 
     db = tmp_path / "r.duckdb"
     dataset, _, question = questions()[0]

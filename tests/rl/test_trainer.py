@@ -31,7 +31,9 @@ TARGET = {WORDS.index(f"w{i}") for i in range(8)}  # 8 of the 64 words: about 1/
 def toy_model_dir(tmp_path_factory) -> Path:
     """A tiny random Llama over a 64-word vocabulary (word-level tokenizer built here)."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers
-    from transformers import AutoModelForCausalLM, LlamaConfig, PreTrainedTokenizerFast
+    from transformers import PreTrainedTokenizerFast
+
+    from tests.support.tiny_model import save_tiny_llama
 
     out = tmp_path_factory.mktemp("toy-words")
     tok = Tokenizer(models.WordLevel({w: i for i, w in enumerate(WORDS)}, unk_token="<unk>"))
@@ -40,22 +42,15 @@ def toy_model_dir(tmp_path_factory) -> Path:
     PreTrainedTokenizerFast(
         tokenizer_object=tok, bos_token="<s>", eos_token="</s>", pad_token="<pad>", unk_token="<unk>"
     ).save_pretrained(out)
-    cfg = LlamaConfig(
+    return save_tiny_llama(
+        out,
         vocab_size=len(WORDS),
         hidden_size=32,
         intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        tie_word_embeddings=True,
         max_position_embeddings=512,
-        bos_token_id=1,
-        eos_token_id=2,
         pad_token_id=0,
+        generation_config=False,
     )
-    torch.manual_seed(0)
-    AutoModelForCausalLM.from_config(cfg).save_pretrained(out)
-    return out
 
 
 class FavouriteWords(SingleTurnToy):

@@ -116,7 +116,7 @@ def test_every_trainable_recipe_composes_and_passes_validate_config(tmp_path: Pa
     from harness.errors import ConfigError
     from harness.methods_registry import METHODS, get_method
     from harness.verl.job import write_verl_job
-    from tests.export.test_export_verl import examples
+    from tests.verl.test_export_verl import examples
 
     checked, refused = [], []
     for name in sorted(n for n in METHODS.names() if METHODS.get(n).trained):
@@ -427,9 +427,9 @@ def test_verls_agent_loop_worker_puts_observations_at_mask_0_as_our_engine(tmp_p
     from harness.rollout.base import RunContext
     from harness.verl import agent_loop as loop_module
     from harness.verl.job import write_verl_job
-    from tests.export.test_export_verl import CASES, examples
-    from tests.export.test_verl_agent_loop import EngineBackend, FakeServerManager
     from tests.support.scripted import RecordingRetriever
+    from tests.verl.test_export_verl import CASES, examples
+    from tests.verl.test_verl_agent_loop import EngineBackend, FakeServerManager
 
     tok = AutoTokenizer.from_pretrained(smollm2_dir)
     method = get_method("search_r1")

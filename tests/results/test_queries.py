@@ -13,7 +13,7 @@ from harness.results import queries
 from harness.results.store import RunRecord, ScoredSample, Store
 from harness.types import Trajectory, Turn
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SQL_WORD = re.compile(r"\b(SELECT|INSERT|UPDATE|DELETE|WHERE)\b")
 # names that may be spliced: the store's own table names and insert verb, never a value
 SPLICE_OK = {"table", "verb"}

@@ -14,7 +14,7 @@ import pytest
 
 from harness.cli import main
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SHOWCASE = ROOT / "results" / "showcase-2026-11-24.duckdb"
 IRCOT_NOT_SURE = {  # the showcase's questions ircot answers exactly and sure does not
     ("hotpotqa", "5a84c4135542994c784dda31"),

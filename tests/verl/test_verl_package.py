@@ -100,7 +100,7 @@ def test_the_export_refuses_an_unsupported_installed_verl_before_writing(tmp_pat
     from harness.errors import ConfigError
     from harness.methods_registry import get_method
     from harness.verl import job
-    from tests.export.test_export_verl import examples
+    from tests.verl.test_export_verl import examples
 
     monkeypatch.setattr(job, "installed_verl", lambda: "0.8.0")
     method = get_method("search_r1")

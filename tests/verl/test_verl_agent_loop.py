@@ -36,9 +36,9 @@ from harness.verl.agent_loop import LoopJob, ServerBackend, rollout_async
 from harness.verl.contract import AGENT_CLASS, AGENT_NAME
 from harness.verl.job import write_verl_job
 from harness.verl.rows import row_example
-from tests.export.test_export_verl import CASES, examples
 from tests.methods.helpers import reward_ctx
 from tests.support.scripted import RecordingRetriever
+from tests.verl.test_export_verl import CASES, examples
 
 LOOPED = ["eval_rar", "r_search", "search_r1", "tiresrag_r1", "when_to_search"]
 

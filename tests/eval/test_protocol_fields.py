@@ -94,7 +94,7 @@ def observe(proto: Protocol, corpus: Path, tmp: Path, monkeypatch) -> dict[str, 
         "SELECT sample_id, metric, value FROM sample_metrics WHERE run_id = $r ORDER BY ALL",
         {"r": run.run_id},
     )
-    # the column `harness run`'s summary shows first (harness.eval.runner.summary adds costs to it)
+    # the column `harness run`'s summary shows first (harness.results.summary.summary adds costs to it)
     primary = queries.run_metrics(store, [run.run_id], RunScoring.of(proto).primary)["primary"]
     return {
         "samples": samples.to_dict("records"),
