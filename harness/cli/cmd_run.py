@@ -23,8 +23,8 @@ from harness.cli.retrieval_options import add_remote_args
 from harness.eval.plan import CONFIRM_ABOVE
 
 if TYPE_CHECKING:
-    from harness.protocol import Protocol
     from harness.eval.runner import MethodRun, RunConfig
+    from harness.protocol import Protocol
     from harness.results.store import Store
 
 EXAMPLES = """\
