@@ -140,6 +140,100 @@ def replay_body(data: bytes, receive: Any) -> Any:
     return replay
 
 
+class _ReadTimeout:
+    """The read timeout and connection bound of :func:`read_timeout_protocol`, as a mixin over
+    uvicorn's ``H11Protocol`` (which this module does not import until a server is configured):
+    the subclass made there sets the class attributes below."""
+
+    read_timeout_s: float
+    max_connections: int | None = None
+    request_pending: tuple[Any, ...] = ()  # h11's states of a request not yet wholly in
+    _read_timer = None
+    _waiting_since: float | None = None  # when the timer was armed: waiting for a request
+
+    # the attributes of uvicorn's H11Protocol this mixin reads
+    connections: set[Any]
+    transport: Any
+    loop: Any
+    conn: Any
+    cycle: Any
+
+    def connection_made(self, transport) -> None:
+        super().connection_made(transport)  # type: ignore[misc]
+        self._arm_read_timer()
+        if self.max_connections is not None and len(self.connections) > self.max_connections:
+            self._make_room()
+
+    def _make_room(self) -> None:
+        waiting = [
+            c
+            for c in self.connections
+            if c is not self
+            and getattr(c, "_waiting_since", None) is not None
+            and not c.transport.is_closing()
+        ]
+        if waiting:
+            oldest = min(waiting, key=lambda c: c._waiting_since)
+            oldest._close_with(
+                408,
+                "Request Timeout",
+                f"connection closed: the server is at its limit of {self.max_connections} open connections "
+                "(max_connections) and this one had waited longest for a request",
+            )
+        else:
+            self._close_with(
+                503,
+                "Service Unavailable",
+                f"every one of the server's {self.max_connections} connections (max_connections) is being "
+                "answered; retry shortly",
+            )
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._cancel_read_timer()
+        super().connection_lost(exc)  # type: ignore[misc]
+
+    def handle_events(self) -> None:
+        super().handle_events()  # type: ignore[misc]
+        if self.conn.their_state not in self.request_pending:  # the request is in (or the end)
+            self._cancel_read_timer()
+
+    def on_response_complete(self) -> None:
+        if not self.transport.is_closing():
+            self._arm_read_timer()  # before super(): it may handle a pipelined request at once
+        super().on_response_complete()  # type: ignore[misc]
+
+    def _arm_read_timer(self) -> None:
+        self._cancel_read_timer()
+        self._read_timer = self.loop.call_later(self.read_timeout_s, self._read_timed_out)
+        self._waiting_since = time.monotonic()
+
+    def _cancel_read_timer(self) -> None:
+        self._waiting_since = None
+        if self._read_timer is not None:
+            self._read_timer.cancel()
+            self._read_timer = None
+
+    def _read_timed_out(self) -> None:
+        self._read_timer = None
+        self._close_with(
+            408, "Request Timeout", f"request not received within {self.read_timeout_s:g} s (read_timeout_s)"
+        )
+
+    def _close_with(self, status: int, phrase: str, message: str) -> None:
+        """Answer ``status`` with a one-line JSON reason (unless a response is under way) and close."""
+        self._cancel_read_timer()
+        if self.transport.is_closing():
+            return
+        cycle = self.cycle
+        if cycle is None or cycle.response_complete or not cycle.response_started:
+            _, headers, body = detail_reply(status, message)
+            head = b"".join(k + b": " + v + b"\r\n" for k, v in headers)
+            self.transport.write(
+                f"HTTP/1.1 {status} {phrase}\r\n".encode() + head + b"connection: close\r\n\r\n" + body
+            )
+        self.transport.close()
+
+
 def read_timeout_protocol(read_timeout_s: float, max_connections: int | None = None):
     """uvicorn's h11 protocol with a request read timeout and a bound on open connections.
 
@@ -152,91 +246,18 @@ def read_timeout_protocol(read_timeout_s: float, max_connections: int | None = N
     connection that has waited longest for its request (a slow client, or an idle keep-alive one);
     only when every open connection is being answered is the new one refused with 503. uvicorn's
     ``limit_concurrency`` refuses every new request instead, so slow clients holding the cap
-    starved everyone else until the read timeout.
+    starved everyone else until the read timeout. (The protocol is :class:`_ReadTimeout` over
+    ``H11Protocol``.)
     """
     import h11
     from uvicorn.protocols.http.h11_impl import H11Protocol
 
-    class ReadTimeoutH11Protocol(H11Protocol):
-        _read_timer = None
-        _waiting_since: float | None = None  # when the timer was armed: waiting for a request
-
-        def connection_made(self, transport) -> None:  # type: ignore[override]
-            super().connection_made(transport)
-            self._arm_read_timer()
-            if max_connections is not None and len(self.connections) > max_connections:
-                self._make_room()
-
-        def _make_room(self) -> None:
-            waiting = [
-                c
-                for c in self.connections
-                if c is not self
-                and getattr(c, "_waiting_since", None) is not None
-                and not c.transport.is_closing()
-            ]
-            if waiting:
-                oldest = min(waiting, key=lambda c: c._waiting_since)
-                oldest._close_with(
-                    408,
-                    "Request Timeout",
-                    f"connection closed: the server is at its limit of {max_connections} open connections "
-                    "(max_connections) and this one had waited longest for a request",
-                )
-            else:
-                self._close_with(
-                    503,
-                    "Service Unavailable",
-                    f"every one of the server's {max_connections} connections (max_connections) is being "
-                    "answered; retry shortly",
-                )
-
-        def connection_lost(self, exc: Exception | None) -> None:
-            self._cancel_read_timer()
-            super().connection_lost(exc)
-
-        def handle_events(self) -> None:
-            super().handle_events()
-            if self.conn.their_state not in (h11.IDLE, h11.SEND_BODY):  # the request is in (or the end)
-                self._cancel_read_timer()
-
-        def on_response_complete(self) -> None:
-            if not self.transport.is_closing():
-                self._arm_read_timer()  # before super(): it may handle a pipelined request at once
-            super().on_response_complete()
-
-        def _arm_read_timer(self) -> None:
-            self._cancel_read_timer()
-            self._read_timer = self.loop.call_later(read_timeout_s, self._read_timed_out)
-            self._waiting_since = time.monotonic()
-
-        def _cancel_read_timer(self) -> None:
-            self._waiting_since = None
-            if self._read_timer is not None:
-                self._read_timer.cancel()
-                self._read_timer = None
-
-        def _read_timed_out(self) -> None:
-            self._read_timer = None
-            self._close_with(
-                408, "Request Timeout", f"request not received within {read_timeout_s:g} s (read_timeout_s)"
-            )
-
-        def _close_with(self, status: int, phrase: str, message: str) -> None:
-            """Answer ``status`` with a one-line JSON reason (unless a response is under way) and close."""
-            self._cancel_read_timer()
-            if self.transport.is_closing():
-                return
-            cycle = self.cycle
-            if cycle is None or cycle.response_complete or not cycle.response_started:
-                _, headers, body = detail_reply(status, message)
-                head = b"".join(k + b": " + v + b"\r\n" for k, v in headers)
-                self.transport.write(
-                    f"HTTP/1.1 {status} {phrase}\r\n".encode() + head + b"connection: close\r\n\r\n" + body
-                )
-            self.transport.close()
-
-    return ReadTimeoutH11Protocol
+    settings = {
+        "read_timeout_s": read_timeout_s,
+        "max_connections": max_connections,
+        "request_pending": (h11.IDLE, h11.SEND_BODY),
+    }
+    return type("ReadTimeoutH11Protocol", (_ReadTimeout, H11Protocol), settings)
 
 
 def uvicorn_config(

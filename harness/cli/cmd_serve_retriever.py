@@ -23,9 +23,6 @@ EXAMPLES = """\
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    from harness.retrieval.server import ServerLimits
-
-    d = ServerLimits()
     p = add_command(
         sub,
         "serve-retriever",
@@ -56,7 +53,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         default=None,
         help="threads searching at once (default: 4 for pyserini, whose search is thread-safe; 1 otherwise)",
     )
-    lim = p.add_argument_group("limits (per request)")
+    _add_limit_args(p.add_argument_group("limits (per request)"))
+
+
+def _add_limit_args(lim: argparse._ArgumentGroup) -> None:
+    """The ``--max-*`` flags of :class:`harness.retrieval.server.ServerLimits`, with its defaults."""
+    from harness.retrieval.server import ServerLimits
+
+    d = ServerLimits()
     add_connection_limit_args(
         lim,
         max_body_bytes=d.max_body_bytes,

@@ -57,12 +57,18 @@ import asyncio
 import contextlib
 import hmac
 import json
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import Field
 
 from harness.serving import BodyLimit, HttpLimits, header, refuse, uvicorn_config
+
+if TYPE_CHECKING:
+    import httpx
+    from starlette.requests import Request
+    from starlette.responses import Response
 
 __all__ = ["FrontConfig", "FrontLimits", "check_request", "completion_logprobs", "create_app", "serve"]
 
@@ -227,76 +233,132 @@ class Guard:
         await self.app(scope, receive, send)
 
 
-def create_app(cfg: FrontConfig) -> Any:
-    """The front as an ASGI app (Starlette routes inside :class:`Guard`)."""
-    import httpx
-    from starlette.applications import Starlette
-    from starlette.requests import Request
-    from starlette.responses import Response, StreamingResponse
-    from starlette.routing import Route
+def _error(status: int, message: str, param: str | None = None, code: str | None = None) -> Response:
+    """A reply in OpenAI's error shape (:func:`error_body`)."""
+    from starlette.responses import Response
 
-    headers = {"authorization": f"Bearer {cfg.upstream_key}"} if cfg.upstream_key else {}
-    clients: dict[str, httpx.AsyncClient] = {}
+    return Response(error_body(status, message, param, code), status, media_type="application/json")
 
-    def client(name: str) -> httpx.AsyncClient:
-        # made on first use, inside the server's event loop
-        if name not in clients:
-            n = cfg.upstream_connections if name == "work" else 1
-            clients[name] = httpx.AsyncClient(
-                base_url=cfg.upstream,
-                headers=headers,
+
+def _passed(r: httpx.Response, content: bytes) -> Response:
+    """llama.cpp's reply ``r`` passed on, with ``content`` as its body."""
+    from starlette.responses import Response
+
+    return Response(content, r.status_code, media_type=r.headers.get("content-type", "application/json"))
+
+
+def _upstream_failed(e: Exception) -> Response:
+    return _error(502, f"the llama.cpp server behind this front failed: {type(e).__name__}: {e}")
+
+
+async def _until_disconnect(request: Request) -> None:
+    while (await request.receive())["type"] != "http.disconnect":
+        pass
+
+
+async def _race(coro: Any, request: Request) -> Any:
+    """``await coro`` unless the client goes away first (then None: the upstream request is
+    cancelled, its connection closed, and llama.cpp stops the generation)."""
+    work = asyncio.ensure_future(coro)
+    gone = asyncio.ensure_future(_until_disconnect(request))
+    done, _ = await asyncio.wait({work, gone}, return_when=asyncio.FIRST_COMPLETED)
+    gone.cancel()
+    if work in done:
+        return work.result()
+    work.cancel()
+    return None
+
+
+def _completion_reply(content: bytes) -> bytes:
+    """A whole ``/v1/completions`` reply with its choices' logprobs in the completions shape."""
+    reply = json.loads(content)
+    for choice in reply.get("choices") or []:
+        choice["logprobs"], _ = completion_logprobs(choice.get("logprobs"))
+    return json.dumps(reply, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+async def _events(r: httpx.Response, convert: bool) -> AsyncIterator[bytes]:
+    """A streamed reply (SSE) as it arrives; with ``convert``, each event's completions logprobs in
+    the completions shape, text offsets running on across the events of each choice."""
+    offsets: dict[int, int] = {}
+    try:
+        if not convert:
+            async for chunk in r.aiter_raw():
+                yield chunk
+            return
+        async for line in r.aiter_lines():
+            if line.startswith("data: {"):
+                event = json.loads(line[6:])
+                for choice in event.get("choices") or []:
+                    i = choice.get("index", 0)
+                    choice["logprobs"], offsets[i] = completion_logprobs(
+                        choice.get("logprobs"), offsets.get(i, 0)
+                    )
+                line = "data: " + json.dumps(event, separators=(",", ":"), ensure_ascii=False)
+            yield (line + "\n").encode()
+    finally:
+        await r.aclose()
+
+
+class _Routes:
+    """The front's route handlers over llama.cpp (see the module docstring), and its HTTP clients
+    to llama.cpp: ``work`` (``parallel + 2`` connections) and ``health`` (one), made on first use
+    inside the server's event loop and closed when the app shuts down (:meth:`lifespan`)."""
+
+    def __init__(self, cfg: FrontConfig):
+        self.cfg = cfg
+        self.headers = {"authorization": f"Bearer {cfg.upstream_key}"} if cfg.upstream_key else {}
+        self.clients: dict[str, httpx.AsyncClient] = {}
+
+    def client(self, name: str) -> httpx.AsyncClient:
+        import httpx
+
+        if name not in self.clients:
+            n = self.cfg.upstream_connections if name == "work" else 1
+            self.clients[name] = httpx.AsyncClient(
+                base_url=self.cfg.upstream,
+                headers=self.headers,
                 limits=httpx.Limits(max_connections=n, max_keepalive_connections=n),
                 # a generation may take minutes: the client's own timeout bounds it
                 timeout=httpx.Timeout(connect=10.0, read=None, write=60.0, pool=None)
                 if name == "work"
                 else httpx.Timeout(5.0),
             )
-        return clients[name]
+        return self.clients[name]
 
-    def error(status: int, message: str, param: str | None = None, code: str | None = None) -> Response:
-        return Response(error_body(status, message, param, code), status, media_type="application/json")
+    @contextlib.asynccontextmanager
+    async def lifespan(self, _app: Any) -> AsyncIterator[None]:
+        yield
+        for c in self.clients.values():
+            await c.aclose()
 
-    def passed(r: httpx.Response, content: bytes) -> Response:
-        return Response(content, r.status_code, media_type=r.headers.get("content-type", "application/json"))
+    async def health(self, request: Request) -> Response:
+        import httpx
 
-    async def until_disconnect(request: Request) -> None:
-        while (await request.receive())["type"] != "http.disconnect":
-            pass
-
-    async def race(coro: Any, request: Request) -> Any:
-        """``await coro`` unless the client goes away first (then None: the upstream request is
-        cancelled, its connection closed, and llama.cpp stops the generation)."""
-        work = asyncio.ensure_future(coro)
-        gone = asyncio.ensure_future(until_disconnect(request))
-        done, _ = await asyncio.wait({work, gone}, return_when=asyncio.FIRST_COMPLETED)
-        gone.cancel()
-        if work in done:
-            return work.result()
-        work.cancel()
-        return None
-
-    async def upstream_failed(e: httpx.HTTPError) -> Response:
-        return error(502, f"the llama.cpp server behind this front failed: {type(e).__name__}: {e}")
-
-    async def health(request: Request) -> Response:
         try:
-            r = await client("health").get("/health")
+            r = await self.client("health").get("/health")
         except httpx.HTTPError as e:
-            return error(503, f"llama.cpp did not answer /health: {type(e).__name__}: {e}")
-        return passed(r, r.content)
+            return _error(503, f"llama.cpp did not answer /health: {type(e).__name__}: {e}")
+        return _passed(r, r.content)
 
-    async def models(request: Request) -> Response:
+    async def models(self, request: Request) -> Response:
+        import httpx
+
         try:
-            r = await client("work").get("/v1/models")
+            r = await self.client("work").get("/v1/models")
         except httpx.HTTPError as e:
-            return await upstream_failed(e)
-        return passed(r, r.content)
+            return _upstream_failed(e)
+        return _passed(r, r.content)
 
-    async def admin(request: Request) -> Response:
-        if not cfg.admin_routes:
-            return error(404, f"{request.url.path} is off; start serve-model with --admin-routes to serve it")
+    async def admin(self, request: Request) -> Response:
+        import httpx
+
+        if not self.cfg.admin_routes:
+            return _error(
+                404, f"{request.url.path} is off; start serve-model with --admin-routes to serve it"
+            )
         try:
-            r = await client("work").request(
+            r = await self.client("work").request(
                 request.method,
                 request.url.path,
                 params=request.query_params,
@@ -304,95 +366,86 @@ def create_app(cfg: FrontConfig) -> Any:
                 headers={"content-type": request.headers.get("content-type", "application/json")},
             )
         except httpx.HTTPError as e:
-            return await upstream_failed(e)
-        return passed(r, r.content)
+            return _upstream_failed(e)
+        return _passed(r, r.content)
 
-    async def generate(request: Request) -> Response:
+    async def generate(self, request: Request) -> Response:
+        import httpx
+        from starlette.responses import Response, StreamingResponse
+
         path = request.url.path
         raw = await request.body()
         try:
             body = json.loads(raw)
         except ValueError as e:
-            return error(400, f"the request body is not JSON: {e}")
+            return _error(400, f"the request body is not JSON: {e}")
         try:
-            check_request(path, body, alias=cfg.alias, n_ctx=cfg.n_ctx)
+            check_request(path, body, alias=self.cfg.alias, n_ctx=self.cfg.n_ctx)
         except RequestError as e:
-            return error(e.status, e.message, e.param, e.code)
+            return _error(e.status, e.message, e.param, e.code)
         target = "/v1/chat/completions" if path in CHAT_PATHS else "/v1/completions"
         convert = path in COMPLETION_PATHS and body.get("logprobs") not in (None, False)
-        req = client("work").build_request(
+        req = self.client("work").build_request(
             "POST", target, content=raw, headers={"content-type": "application/json"}
         )
         try:
-            r = await race(client("work").send(req, stream=True), request)
+            r = await _race(self.client("work").send(req, stream=True), request)
         except httpx.HTTPError as e:
-            return await upstream_failed(e)
+            return _upstream_failed(e)
         if r is None:
             return Response(status_code=499)  # the client is gone; nobody reads this
-        streamed = r.headers.get("content-type", "").startswith("text/event-stream")
-        if not streamed:
-            try:
-                content = await race(r.aread(), request)
-            except httpx.HTTPError as e:
-                return await upstream_failed(e)
-            finally:
-                await r.aclose()
-            if content is None:
-                return Response(status_code=499)
-            if convert and r.status_code == 200:
-                reply = json.loads(content)
-                for choice in reply.get("choices") or []:
-                    choice["logprobs"], _ = completion_logprobs(choice.get("logprobs"))
-                content = json.dumps(reply, separators=(",", ":"), ensure_ascii=False).encode()
-            return passed(r, content)
+        if r.headers.get("content-type", "").startswith("text/event-stream"):
+            return StreamingResponse(
+                _events(r, convert),
+                r.status_code,
+                media_type="text/event-stream",
+                headers={"x-accel-buffering": "no"},
+            )
+        return await self._whole(r, request, convert)
 
-        async def events():
-            offsets: dict[int, int] = {}
-            try:
-                if not convert:
-                    async for chunk in r.aiter_raw():
-                        yield chunk
-                    return
-                async for line in r.aiter_lines():
-                    if line.startswith("data: {"):
-                        event = json.loads(line[6:])
-                        for choice in event.get("choices") or []:
-                            i = choice.get("index", 0)
-                            choice["logprobs"], offsets[i] = completion_logprobs(
-                                choice.get("logprobs"), offsets.get(i, 0)
-                            )
-                        line = "data: " + json.dumps(event, separators=(",", ":"), ensure_ascii=False)
-                    yield (line + "\n").encode()
-            finally:
-                await r.aclose()
+    async def _whole(self, r: httpx.Response, request: Request, convert: bool) -> Response:
+        """A reply that is not streamed, read whole (unless the client goes away first: 499)."""
+        import httpx
+        from starlette.responses import Response
 
-        return StreamingResponse(
-            events(), r.status_code, media_type="text/event-stream", headers={"x-accel-buffering": "no"}
-        )
+        try:
+            content = await _race(r.aread(), request)
+        except httpx.HTTPError as e:
+            return _upstream_failed(e)
+        finally:
+            await r.aclose()
+        if content is None:
+            return Response(status_code=499)
+        if convert and r.status_code == 200:
+            content = _completion_reply(content)
+        return _passed(r, content)
 
-    async def not_found(request: Request) -> Response:
-        return error(
+    async def not_found(self, request: Request) -> Response:
+        return _error(
             404,
             f"{request.method} {request.url.path} is not served here; the routes are "
             "/v1/chat/completions, /v1/completions, /v1/models and /health",
         )
 
-    @contextlib.asynccontextmanager
-    async def lifespan(_app: Any):
-        yield
-        for c in clients.values():
-            await c.aclose()
 
-    routes = [Route("/health", health, methods=["GET"])]
-    routes += [Route(p, models, methods=["GET"]) for p in MODEL_PATHS]
-    routes += [Route(p, generate, methods=["POST"]) for p in CHAT_PATHS + COMPLETION_PATHS]
+def create_app(cfg: FrontConfig) -> Any:
+    """The front as an ASGI app (Starlette routes inside :class:`Guard`)."""
+    from starlette.applications import Starlette
+    from starlette.routing import Route
+
+    handlers = _Routes(cfg)
+    routes = [Route("/health", handlers.health, methods=["GET"])]
+    routes += [Route(p, handlers.models, methods=["GET"]) for p in MODEL_PATHS]
+    routes += [Route(p, handlers.generate, methods=["POST"]) for p in CHAT_PATHS + COMPLETION_PATHS]
     for p in ADMIN_ROUTES:
         routes += [
-            Route(p, admin, methods=["GET", "POST"]),
-            Route(p + "/{rest:path}", admin, methods=["GET", "POST"]),
+            Route(p, handlers.admin, methods=["GET", "POST"]),
+            Route(p + "/{rest:path}", handlers.admin, methods=["GET", "POST"]),
         ]
-    routes.append(Route("/{rest:path}", not_found, methods=["GET", "POST", "PUT", "DELETE", "PATCH", "HEAD"]))
-    app = Starlette(routes=routes, lifespan=lifespan)
+    routes.append(
+        Route("/{rest:path}", handlers.not_found, methods=["GET", "POST", "PUT", "DELETE", "PATCH", "HEAD"])
+    )
+    app = Starlette(routes=routes, lifespan=handlers.lifespan)
     limited = BodyLimit(
         app, cfg.limits.max_body_bytes, flag="serve-model --max-body-bytes", error_body=error_body
     )

@@ -52,10 +52,12 @@ and sent piece by piece.
 
 from __future__ import annotations
 
+import functools
 import json
 import socket
 import threading
 from collections import deque
+from collections.abc import Callable
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr
@@ -230,71 +232,46 @@ def _trim_heap() -> None:
         libc.malloc_trim(0)
 
 
-def create_app(
-    retriever: Retriever,
-    *,
-    default_topk: int = 3,
-    limits: ServerLimits | None = None,
-    chunk_hits: int = CHUNK_HITS,
-    search_threads: int | None = None,
-):
-    """A FastAPI app serving ``retriever`` within ``limits``.
+Render = Callable[[list[list[Hit]]], tuple[bytes, Any]]  # hits per query -> (JSON piece, extra)
 
-    Searches run off the event loop on ``search_threads`` worker threads (default: 1, or
-    :data:`AUTO_SEARCH_THREADS` for a retriever that declares ``thread_safe_search``), ``chunk_hits`` hits (queries x topk) per task, each task searching and rendering
-    its queries' JSON: a large request is many tasks queued one after another, so another request
-    waits behind one task, not the whole request, and the event loop only moves bytes. A reply is
-    counted while it is built and refused with 413 when it passes ``max_reply_bytes``; a complete
-    one is sent piece by piece with its length, each piece dropped once sent."""
-    from fastapi import FastAPI, Request
-    from fastapi.exceptions import RequestValidationError
-    from fastapi.responses import JSONResponse, Response, StreamingResponse
 
-    limits = limits or ServerLimits()
-    max_topk = limits.max_topk
-    if not 1 <= default_topk <= max_topk:
-        raise ConfigError(f"the default topk must be between 1 and max_topk ({max_topk}), got {default_topk}")
-    safe = thread_safe_search(retriever)
-    if search_threads is None:
-        search_threads = AUTO_SEARCH_THREADS if safe else 1
-    if search_threads < 1 or (search_threads > 1 and not safe):
-        raise ConfigError(
-            f"--search-threads {search_threads}: the {retriever.name} retriever searches on one thread "
-            "only (1); more than 1 needs a thread-safe retriever (pyserini)"
-        )
-    turns = FifoSemaphore(search_threads)
-    passage_bytes = passage_bytes_estimate(retriever)
+class _Searcher:
+    """What the routes of :func:`create_app` share: the retriever, the limits a request is checked
+    against, and the turns its searches take (see :func:`create_app`). Each route method returns
+    the reply's pieces (bytes in order) or raises :class:`BadRequest`."""
 
-    app = FastAPI(title="rar-harness retrieval server", version="1")
-    app.add_middleware(
-        BodyLimit,
-        max_bytes=limits.max_body_bytes,
-        flag="max_body_bytes",
-        advice="send fewer or shorter queries",
-    )
-    app.state.passage_bytes = passage_bytes
-    app.state.search_threads = search_threads
+    def __init__(
+        self,
+        retriever: Retriever,
+        *,
+        default_topk: int,
+        limits: ServerLimits,
+        chunk_hits: int,
+        search_threads: int | None,
+    ):
+        if not 1 <= default_topk <= limits.max_topk:
+            raise ConfigError(
+                f"the default topk must be between 1 and max_topk ({limits.max_topk}), got {default_topk}"
+            )
+        safe = thread_safe_search(retriever)
+        if search_threads is None:
+            search_threads = AUTO_SEARCH_THREADS if safe else 1
+        if search_threads < 1 or (search_threads > 1 and not safe):
+            raise ConfigError(
+                f"--search-threads {search_threads}: the {retriever.name} retriever searches on one thread "
+                "only (1); more than 1 needs a thread-safe retriever (pyserini)"
+            )
+        self.retriever = retriever
+        self.default_topk = default_topk
+        self.limits = limits
+        self.chunk_hits = chunk_hits
+        self.search_threads = search_threads
+        self.turns = FifoSemaphore(search_threads)
+        self.passage_bytes = passage_bytes_estimate(retriever)
 
-    @app.exception_handler(RequestValidationError)
-    async def _invalid(_: Request, exc: RequestValidationError) -> JSONResponse:
-        return JSONResponse(status_code=422, content={"detail": _format_errors(list(exc.errors()))})
-
-    @app.exception_handler(BadRequest)
-    async def _bad(_: Request, exc: BadRequest) -> JSONResponse:
-        return JSONResponse(status_code=exc.status, content={"detail": exc.message})
-
-    @app.exception_handler(HarnessError)
-    async def _harness(_: Request, exc: HarnessError) -> JSONResponse:
-        return JSONResponse(status_code=500, content={"detail": f"retrieval failed: {exc}"})
-
-    @app.exception_handler(Exception)
-    async def _crash(_: Request, exc: Exception) -> JSONResponse:
-        return JSONResponse(
-            status_code=500, content={"detail": f"retrieval failed: {type(exc).__name__}: {exc}"}
-        )
-
-    def check(queries: list[str], topk: int | None, what: str, k_name: str, copies: int) -> int:
+    def check(self, queries: list[str], topk: int | None, what: str, k_name: str, copies: int) -> int:
         """The top-k to search with, or a :class:`BadRequest` naming the limit it breaks."""
+        limits, max_topk = self.limits, self.limits.max_topk
         if not queries:
             raise BadRequest(f"'{what}' must be a non-empty list of strings")
         if len(queries) > limits.max_queries:
@@ -312,7 +289,7 @@ def create_app(
         blank = [i for i, q in enumerate(queries) if is_blank_query(q)]
         if blank:
             raise BadRequest(f"empty query at position(s) {blank[:10]} of '{what}'", 422)
-        k = default_topk if topk is None else topk
+        k = self.default_topk if topk is None else topk
         if not 1 <= k <= max_topk:
             raise BadRequest(f"'{k_name}' must be between 1 and {max_topk}, got {k}", 422)
         if len(queries) * k > limits.max_hits:
@@ -321,7 +298,7 @@ def create_app(
                 f"limit of {limits.max_hits} per reply (max_hits); split the request",
                 422,
             )
-        per_hit = copies * passage_bytes + HIT_OVERHEAD_BYTES
+        per_hit = copies * self.passage_bytes + HIT_OVERHEAD_BYTES
         estimate = len(queries) * k * per_hit
         if estimate > limits.max_reply_bytes:
             raise BadRequest(
@@ -332,79 +309,200 @@ def create_app(
             )
         return k
 
-    def build(queries: list[str], k: int, render) -> tuple[list[bytes], list]:
+    def _search(self, chunk: list[str], k: int, render: Render) -> tuple[bytes, Any]:
+        """One task: search the non-blank queries of ``chunk`` at ``k`` (a blank one finds nothing)
+        and render the chunk's hit lists."""
+        asked = [i for i, q in enumerate(chunk) if not is_blank_query(q)]
+        found = self.retriever.search([chunk[i] for i in asked], k) if asked else []
+        per_query: list[list[Hit]] = [[] for _ in chunk]
+        for i, hits in zip(asked, found, strict=True):
+            per_query[i] = hits
+        return render(per_query)
+
+    def build(self, queries: list[str], k: int, render: Render) -> tuple[list[bytes], list]:
         """Search ``queries`` at ``k`` in tasks of ``chunk_hits`` hits, each in its turn; each
         task renders its queries (``render(hits_per_query) -> (bytes, extra)``). Returns the
         pieces and the extras, or a 413 once the pieces pass ``max_reply_bytes``."""
-        step = max(1, chunk_hits // k)
+        step = max(1, self.chunk_hits // k)
         parts: list[bytes] = []
         extras: list = []
         size = 0
-
-        def task(chunk: list[str]):
-            asked = [i for i, q in enumerate(chunk) if not is_blank_query(q)]
-            found = retriever.search([chunk[i] for i in asked], k) if asked else []
-            per_query: list[list[Hit]] = [[] for _ in chunk]
-            for i, hits in zip(asked, found, strict=True):
-                per_query[i] = hits
-            return render(per_query)
-
         for start in range(0, len(queries), step):
-            with turns:  # in arrival order, search_threads at once
-                part, extra = task(queries[start : start + step])
+            with self.turns:  # in arrival order, search_threads at once
+                part, extra = self._search(queries[start : start + step], k, render)
             size += len(part) + 1
-            if size > limits.max_reply_bytes:
+            try:
+                self._check_size(size, min(start + step, len(queries)), len(queries), k)
+            except BadRequest:
                 parts.clear()
-                raise BadRequest(
-                    f"the reply to {len(queries)} queries at top-{k} passed the server's budget of "
-                    f"{limits.max_reply_bytes} bytes (max_reply_bytes) after {min(start + step, len(queries))} queries; "
-                    "send fewer queries or a smaller top-k",
-                    413,
-                )
-            done = min(start + step, len(queries))
-            projected = size * len(queries) // done
-            if (
-                done < len(queries)
-                and done * PROJECT_AFTER >= len(queries)
-                and projected > limits.max_reply_bytes
-            ):
-                # the hits found so far say the whole reply will not fit: stop searching now
-                parts.clear()
-                raise BadRequest(
-                    f"the reply to {len(queries)} queries at top-{k} is projected at ~{projected} bytes from "
-                    f"its first {done} queries ({size} bytes), over the server's budget of "
-                    f"{limits.max_reply_bytes} bytes (max_reply_bytes); send fewer queries or a smaller top-k",
-                    413,
-                )
+                raise
             parts.append(part)
             extras.append(extra)
         return parts, extras
 
-    def respond(pieces: list[bytes]) -> Response:
-        """Send ``pieces`` (the reply's bytes in order) with their total length, each dropped once sent."""
-        length = sum(len(p) for p in pieces)
-        if length <= SMALL_REPLY_BYTES:
-            return Response(b"".join(pieces), media_type="application/json")
+    def _check_size(self, size: int, done: int, n: int, k: int) -> None:
+        """A 413 when the ``size`` bytes of the first ``done`` of ``n`` queries' replies pass the
+        budget, or (once 1/:data:`PROJECT_AFTER` of them is searched) project past it."""
+        budget = self.limits.max_reply_bytes
+        if size > budget:
+            raise BadRequest(
+                f"the reply to {n} queries at top-{k} passed the server's budget of "
+                f"{budget} bytes (max_reply_bytes) after {done} queries; "
+                "send fewer queries or a smaller top-k",
+                413,
+            )
+        projected = size * n // done
+        if done < n and done * PROJECT_AFTER >= n and projected > budget:
+            # the hits found so far say the whole reply will not fit: stop searching now
+            raise BadRequest(
+                f"the reply to {n} queries at top-{k} is projected at ~{projected} bytes from "
+                f"its first {done} queries ({size} bytes), over the server's budget of "
+                f"{budget} bytes (max_reply_bytes); send fewer queries or a smaller top-k",
+                413,
+            )
 
-        async def body():
-            while pieces:
-                yield pieces.pop(0)
-            if length >= TRIM_AFTER_BYTES:
-                _trim_heap()
+    def retrieve(self, req: RetrieveRequest) -> list[bytes]:
+        """Search-R1's ``/retrieve`` reply."""
+        # as upstream: topk 0 or null is the server's default, no queries is an empty result, and a
+        # blank query (Search-R1's client sends `<search> </search>` as "") finds nothing
+        asked = [q for q in req.queries if not is_blank_query(q)]
+        if not asked:
+            return [b'{"result":[', _render_items([[] for _ in req.queries]), b"]}"]
+        k = self.check(asked, req.topk or None, "queries", "topk", copies=2)
+        parts, _ = self.build(req.queries, k, functools.partial(_retrieve_rows, scores=req.return_scores))
+        return [b'{"result":[', *_joined(parts), b"]}"]
 
-        return StreamingResponse(
-            body(), media_type="application/json", headers={"content-length": str(length)}
-        )
+    def search(self, req: ReCallSearchRequest) -> list[bytes]:
+        """ReCall's ``/search`` reply."""
+        k = self.check([req.query], req.top_n, "query", "top_n", copies=1)
+        parts, _ = self.build([req.query], k, functools.partial(_search_docs, scores=req.return_score))
+        return parts
 
-    def joined(parts: list[bytes]) -> list[bytes]:
-        """``parts`` interleaved with commas (no copy of the parts)."""
-        out: list[bytes] = []
-        for i, p in enumerate(parts):
-            if i:
-                out.append(b",")
-            out.append(p)
-        parts.clear()
-        return out
+    def batch_search(self, req: ReCallBatchRequest) -> list[bytes]:
+        """ReCall's ``/batch_search`` reply."""
+        k = self.check(req.query, req.top_n, "query", "top_n", copies=1)
+        parts, extras = self.build(req.query, k, _batch_docs)
+        if not req.return_score:
+            return [b"[", *_joined(parts), b"]"]
+        scores = _render_items([s for extra in extras for s in extra])
+        return [b"[[", *_joined(parts), b"],[", scores, b"]]"]
+
+
+def _retrieve_rows(per_query: list[list[Hit]], *, scores: bool) -> tuple[bytes, None]:
+    """``/retrieve``'s hit lists: ``{"document", "score"}`` items with ``scores``, else the documents."""
+    if scores:
+        rows = [[{"document": title_text_document(h), "score": h.score} for h in hits] for hits in per_query]
+    else:
+        rows = [[title_text_document(h) for h in hits] for hits in per_query]
+    return _render_items(rows), None
+
+
+def _search_docs(per_query: list[list[Hit]], *, scores: bool) -> tuple[bytes, None]:
+    """``/search``'s one hit list: the documents, with ``scores`` as ``[docs, scores]``."""
+    (hits,) = per_query
+    docs = [recall_document(h) for h in hits]
+    return _render_items([[docs, [h.score for h in hits]] if scores else docs]), None
+
+
+def _batch_docs(per_query: list[list[Hit]]) -> tuple[bytes, list[list[float]]]:
+    """``/batch_search``'s document lists, and their scores as the extra."""
+    docs = [[recall_document(h) for h in hits] for hits in per_query]
+    return _render_items(docs), [[h.score for h in hits] for hits in per_query]
+
+
+def _joined(parts: list[bytes]) -> list[bytes]:
+    """``parts`` interleaved with commas (no copy of the parts)."""
+    out: list[bytes] = []
+    for i, p in enumerate(parts):
+        if i:
+            out.append(b",")
+        out.append(p)
+    parts.clear()
+    return out
+
+
+def _respond(pieces: list[bytes]) -> Any:
+    """Send ``pieces`` (the reply's bytes in order) with their total length, each dropped once sent."""
+    from fastapi.responses import Response, StreamingResponse
+
+    length = sum(len(p) for p in pieces)
+    if length <= SMALL_REPLY_BYTES:
+        return Response(b"".join(pieces), media_type="application/json")
+
+    async def body():
+        while pieces:
+            yield pieces.pop(0)
+        if length >= TRIM_AFTER_BYTES:
+            _trim_heap()
+
+    return StreamingResponse(body(), media_type="application/json", headers={"content-length": str(length)})
+
+
+async def _invalid(_: Any, exc: Any) -> Any:
+    from fastapi.responses import JSONResponse
+
+    return JSONResponse(status_code=422, content={"detail": _format_errors(list(exc.errors()))})
+
+
+async def _bad(_: Any, exc: BadRequest) -> Any:
+    from fastapi.responses import JSONResponse
+
+    return JSONResponse(status_code=exc.status, content={"detail": exc.message})
+
+
+async def _harness(_: Any, exc: HarnessError) -> Any:
+    from fastapi.responses import JSONResponse
+
+    return JSONResponse(status_code=500, content={"detail": f"retrieval failed: {exc}"})
+
+
+async def _crash(_: Any, exc: Exception) -> Any:
+    from fastapi.responses import JSONResponse
+
+    return JSONResponse(status_code=500, content={"detail": f"retrieval failed: {type(exc).__name__}: {exc}"})
+
+
+def create_app(
+    retriever: Retriever,
+    *,
+    default_topk: int = 3,
+    limits: ServerLimits | None = None,
+    chunk_hits: int = CHUNK_HITS,
+    search_threads: int | None = None,
+):
+    """A FastAPI app serving ``retriever`` within ``limits``.
+
+    Searches run off the event loop on ``search_threads`` worker threads (default: 1, or
+    :data:`AUTO_SEARCH_THREADS` for a retriever that declares ``thread_safe_search``), ``chunk_hits`` hits (queries x topk) per task, each task searching and rendering
+    its queries' JSON: a large request is many tasks queued one after another, so another request
+    waits behind one task, not the whole request, and the event loop only moves bytes. A reply is
+    counted while it is built and refused with 413 when it passes ``max_reply_bytes``; a complete
+    one is sent piece by piece with its length, each piece dropped once sent."""
+    from fastapi import FastAPI
+    from fastapi.exceptions import RequestValidationError
+    from fastapi.responses import Response
+
+    limits = limits or ServerLimits()
+    searcher = _Searcher(
+        retriever,
+        default_topk=default_topk,
+        limits=limits,
+        chunk_hits=chunk_hits,
+        search_threads=search_threads,
+    )
+    app = FastAPI(title="rar-harness retrieval server", version="1")
+    app.add_middleware(
+        BodyLimit,
+        max_bytes=limits.max_body_bytes,
+        flag="max_body_bytes",
+        advice="send fewer or shorter queries",
+    )
+    app.state.passage_bytes = searcher.passage_bytes
+    app.state.search_threads = searcher.search_threads
+    app.add_exception_handler(RequestValidationError, _invalid)
+    app.add_exception_handler(BadRequest, _bad)
+    app.add_exception_handler(HarnessError, _harness)
+    app.add_exception_handler(Exception, _crash)
 
     @app.get("/health")
     def health() -> dict[str, Any]:
@@ -412,52 +510,15 @@ def create_app(
 
     @app.post("/retrieve")
     def retrieve(req: RetrieveRequest) -> Response:
-        # as upstream: topk 0 or null is the server's default, no queries is an empty result, and a
-        # blank query (Search-R1's client sends `<search> </search>` as "") finds nothing
-        asked = [q for q in req.queries if not is_blank_query(q)]
-        if not asked:
-            return respond([b'{"result":[', _render_items([[] for _ in req.queries]), b"]}"])
-        k = check(asked, req.topk or None, "queries", "topk", copies=2)
-        scores = req.return_scores
-
-        def render(per_query: list[list[Hit]]) -> tuple[bytes, None]:
-            if scores:
-                rows = [
-                    [{"document": title_text_document(h), "score": h.score} for h in hits]
-                    for hits in per_query
-                ]
-            else:
-                rows = [[title_text_document(h) for h in hits] for hits in per_query]
-            return _render_items(rows), None
-
-        parts, _ = build(req.queries, k, render)
-        return respond([b'{"result":[', *joined(parts), b"]}"])
+        return _respond(searcher.retrieve(req))
 
     @app.post("/search")
     def search(req: ReCallSearchRequest) -> Response:
-        k = check([req.query], req.top_n, "query", "top_n", copies=1)
-
-        def render(per_query: list[list[Hit]]) -> tuple[bytes, None]:
-            (hits,) = per_query
-            docs = [recall_document(h) for h in hits]
-            return _render_items([[docs, [h.score for h in hits]] if req.return_score else docs]), None
-
-        parts, _ = build([req.query], k, render)
-        return respond(parts)
+        return _respond(searcher.search(req))
 
     @app.post("/batch_search")
     def batch_search(req: ReCallBatchRequest) -> Response:
-        k = check(req.query, req.top_n, "query", "top_n", copies=1)
-
-        def render(per_query: list[list[Hit]]) -> tuple[bytes, list[list[float]]]:
-            docs = [[recall_document(h) for h in hits] for hits in per_query]
-            return _render_items(docs), [[h.score for h in hits] for hits in per_query]
-
-        parts, extras = build(req.query, k, render)
-        if not req.return_score:
-            return respond([b"[", *joined(parts), b"]"])
-        scores = _render_items([s for extra in extras for s in extra])
-        return respond([b"[[", *joined(parts), b"],[", scores, b"]]"])
+        return _respond(searcher.batch_search(req))
 
     return app
 
