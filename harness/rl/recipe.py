@@ -90,6 +90,7 @@ NUMBER_BOUNDS: dict[str, float] = {
     "max_turns": 1024,
     "top_k": 1000,
     "max_rounds": 10_000,
+    "heldout_samples": 1024,
     "seed": 2**32 - 1,
     "lr": 10.0,
 }
@@ -150,6 +151,10 @@ class Recipe(_Strict):
     ``split``: a packaged train / held-out split (:mod:`harness.rl.split`); when set, training
     (RL and ``sft``) uses only its ``train`` questions of ``bench`` (then ``selection``), never a
     held-out one. ``sft``: the supervised warm-up ``harness sft`` runs before RL, or null.
+    ``heldout_every``: evaluate the policy on the split's held-out questions every N RL steps (and
+    at step 0) with :func:`harness.rl.heldout_eval.evaluate_heldout`; 0 = never. ``heldout_samples``:
+    the k of mean@k EM / pass@k there (answers sampled a question at ``algo.temperature``; 0 =
+    greedy EM only).
     """
 
     name: str
@@ -174,6 +179,8 @@ class Recipe(_Strict):
     save_every: int = Field(default=0, ge=0)  # 0: only the final checkpoint
     split: str | None = None
     sft: SftConfig | None = None
+    heldout_every: int = Field(default=0, ge=0)
+    heldout_samples: int = Field(default=0, ge=0)
     sources: dict[str, str] = {}
 
     @model_validator(mode="before")
@@ -187,6 +194,9 @@ class Recipe(_Strict):
         for key, text in (("split", "none: no held-out split"), ("sft", "none: no supervised warm-up")):
             if data.get(key) is None:
                 src.setdefault(key, text)
+        for key in ("heldout_every", "heldout_samples"):
+            if not data.get(key):
+                src.setdefault(key, "none: no held-out evaluation during training")
         algo = data.get("algo")
         critic = algo.critic if isinstance(algo, AlgoConfig) else (algo or {}).get("critic")
         if critic is None:
@@ -207,6 +217,8 @@ class Recipe(_Strict):
         if not starts or starts[0] != 0 or starts != sorted(set(starts)):
             raise ValueError("reward_stages must start at step 0 with strictly increasing start_step")
         check_number_bounds(self)
+        if self.heldout_every and self.split is None:
+            raise ValueError("heldout_every > 0 evaluates a split's held-out questions: set split")
         return self
 
     def reward_at(self, step: int) -> str:

@@ -1,0 +1,177 @@
+"""Evaluate a model on a split's held-out questions with both metrics of issue 43, into a record.
+
+    # the SFT checkpoint: greedy EM, then 8 samples a question at temperature 1 (mean@8 EM, pass@8)
+    python scripts/eval_heldout.py run --record results/heldout-learning-400.json --label SFT \\
+        --model runs/long-sft/final --samples 8 --temperature 1
+    # the untrained policy and the retrieve-then-read baseline (greedy only)
+    python scripts/eval_heldout.py run --record results/heldout-learning-400.json --label untrained \\
+        --model smollm2-135m-instruct --samples 0
+    python scripts/eval_heldout.py run --record results/heldout-learning-400.json --label naive_rag \\
+        --method naive_rag --model smollm2-135m-instruct --samples 0
+    python scripts/eval_heldout.py template-majority --record results/heldout-learning-400.json
+    python scripts/eval_heldout.py tables results/heldout-learning-400.json --pair naive_rag,SFT
+
+``run`` calls ``harness.rl.heldout_eval.evaluate_heldout`` (what the trainer calls every
+``heldout_every`` steps): llama.cpp over the packaged base with the checkpoint as a GGUF LoRA
+adapter, the ``mini`` protocol (as ``harness run``), one thread and one slot by default. The record
+(JSON, relative paths only) keeps every question's greedy answer and sampled answers; an evaluation
+of the same label is replaced. ``--limit N`` evaluates the first N held-out questions only and
+writes nothing unless ``--record`` is given with ``--partial-ok`` (a timing or smoke check).
+``tables`` prints the markdown tables (``harness.rl.heldout_eval.evals_table`` /
+``comparisons_table``); ``--pair A,B`` adds the paired comparison B - A.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+
+def _record(path: Path, split: str) -> dict:
+    from harness.rl.heldout_eval import RECORD_SCHEMA, load_record
+
+    if path.exists():
+        rec = load_record(path)
+        if rec["split"] != split:
+            from harness.errors import ConfigError
+
+            raise ConfigError(f"{path}: a record of split {rec['split']!r}, not {split!r}")
+        return rec
+    return {"schema": RECORD_SCHEMA, "split": split, "evaluations": []}
+
+
+def _write(path: Path, rec: dict) -> None:
+    import json
+
+    commit = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
+    rec = {**rec, "commit": commit}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(rec, indent=1, ensure_ascii=False) + "\n")
+
+
+def run(args: argparse.Namespace) -> int:
+    from harness.errors import ConfigError
+    from harness.rl.heldout_eval import evaluate_heldout, heldout_questions, put_eval
+    from harness.rl.learning_record import portable_model
+
+    qs = heldout_questions(args.split)
+    if args.limit is not None:
+        qs = qs[: args.limit]
+        if args.record is not None and not args.partial_ok:
+            raise ConfigError("--limit evaluates part of the held-out set: add --partial-ok to record it")
+    ev = evaluate_heldout(
+        args.model,
+        qs,
+        method=args.method,
+        samples=args.samples,
+        temperature=args.temperature,
+        seed=args.seed,
+        adapters=[Path(a) for a in args.adapter],
+        engine=args.engine,
+        threads=args.threads,
+        slots=args.slots,
+        batch_size=args.batch_size,
+        label=args.label,
+        progress=not args.no_progress,
+    )
+    load = os.getloadavg()
+    from dataclasses import replace
+
+    ev = replace(
+        ev,
+        model=portable_model(args.model) if Path(args.model).exists() else args.model,
+        meta={**ev.meta, "loadavg_at_end": [round(x, 2) for x in load], "limit": args.limit},
+    )
+    print(ev.line(), f"({ev.seconds:.0f} s, load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f})")
+    if args.record is not None:
+        rec = put_eval(_record(args.record, args.split), ev)
+        _write(args.record, rec)
+        print(f"{args.record}: {len(rec['evaluations'])} evaluations")
+    return 0
+
+
+def template_majority(args: argparse.Namespace) -> int:
+    from harness.rl.heldout_eval import put_eval, template_majority_eval
+
+    ev = template_majority_eval(args.split)
+    print(ev.line())
+    rec = put_eval(_record(args.record, args.split), ev)
+    _write(args.record, rec)
+    return 0
+
+
+def tables(args: argparse.Namespace) -> int:
+    from harness.errors import ConfigError
+    from harness.rl.heldout_eval import (
+        check_record,
+        comparisons_table,
+        evals_table,
+        load_record,
+        record_evals,
+    )
+
+    rec = load_record(args.record)
+    if not args.no_check:
+        check_record(rec)
+    evs = record_evals(rec)
+    print(evals_table(evs))
+    by = {e.label: e for e in evs}
+    pairs = []
+    for spec in args.pair:
+        a, sep, b = spec.partition(",")
+        if not sep or a not in by or b not in by:
+            raise ConfigError(f"--pair {spec!r}: expected A,B, two labels of the record ({', '.join(by)})")
+        pairs.append((by[a], by[b]))
+    if pairs:
+        print()
+        print(comparisons_table(pairs))
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    r = sub.add_parser("run", help="evaluate one model and add it to the record")
+    r.add_argument(
+        "--model", required=True, help="a packaged preset or a harness sft / train checkpoint directory"
+    )
+    r.add_argument("--label", required=True, help="the evaluation's name in the record (SFT, untrained, ...)")
+    r.add_argument("--method", default="search_r1", help="the method that answers (default search_r1)")
+    r.add_argument(
+        "--split", default="learning-400", help="the packaged split whose held-out part is evaluated"
+    )
+    r.add_argument(
+        "--samples", type=int, default=8, help="sampled answers a question (0: greedy only; default 8)"
+    )
+    r.add_argument("--temperature", type=float, default=1.0, help="of the sampled answers (default 1)")
+    r.add_argument("--seed", type=int, default=0, help="sampling seed (default 0)")
+    r.add_argument("--adapter", action="append", default=[], help="an extra GGUF LoRA adapter (repeatable)")
+    r.add_argument("--engine", choices=["llamacpp", "transformers"], default="llamacpp")
+    r.add_argument("--threads", type=int, default=1, help="engine threads (default 1)")
+    r.add_argument("--slots", type=int, default=1, help="llama.cpp parallel slots (default 1)")
+    r.add_argument("--batch-size", type=int, default=8, help="questions solved together (default 8)")
+    r.add_argument("--limit", type=int, default=None, help="the first N held-out questions only")
+    r.add_argument("--partial-ok", action="store_true", help="record an evaluation made with --limit")
+    r.add_argument("--record", type=Path, default=None, help="the record JSON to add the evaluation to")
+    r.add_argument("--no-progress", action="store_true")
+    r.set_defaults(fn=run)
+    t = sub.add_parser("template-majority", help="add the template-majority baseline to the record")
+    t.add_argument("--record", type=Path, required=True)
+    t.add_argument("--split", default="learning-400")
+    t.set_defaults(fn=template_majority)
+    b = sub.add_parser("tables", help="print the record's markdown tables")
+    b.add_argument("record", type=Path)
+    b.add_argument(
+        "--pair", action="append", default=[], metavar="A,B", help="add the paired comparison B - A"
+    )
+    b.add_argument("--no-check", action="store_true", help="skip checking the rows against the split")
+    b.set_defaults(fn=tables)
+    args = ap.parse_args(argv)
+    return args.fn(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
