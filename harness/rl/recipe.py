@@ -54,6 +54,11 @@ class SftConfig(_Strict):
     ``batch_size`` demonstrations per optimizer step; ``micro_batch_size`` per forward/backward;
     ``epochs`` passes; AdamW (``lr``, ``weight_decay``, ``adam_betas``), linear warm-up over
     ``lr_warmup_steps`` optimizer steps then constant; ``grad_clip`` max global norm or null.
+    Early stopping on a dev slice of the training split (never the held-out part): the last
+    ``dev_questions`` of the warm-up's questions are not trained on; their demonstrations' token-mean
+    NLL (``sft/dev_loss``, with the policy's per-token entropy on them, ``sft/dev_entropy``) is
+    measured every ``eval_every`` optimizer steps, training stops after ``patience`` measurements
+    without a lower loss, and the policy of the lowest one is what is saved. 0 / 0 / 0: off.
     """
 
     turns: tuple[str, ...] = Field(min_length=1)
@@ -67,6 +72,22 @@ class SftConfig(_Strict):
     weight_decay: float = Field(ge=0)
     adam_betas: tuple[float, float]
     grad_clip: float | None
+    dev_questions: int = Field(default=0, ge=0)
+    eval_every: int = Field(default=0, ge=0)
+    patience: int = Field(default=0, ge=0)
+
+    @model_validator(mode="after")
+    def _check_early_stop(self) -> SftConfig:
+        on = (self.dev_questions > 0, self.eval_every > 0, self.patience > 0)
+        if any(on) and not all(on):
+            raise ValueError(
+                "sft early stopping needs dev_questions, eval_every and patience all > 0 (or all 0)"
+            )
+        if self.dev_questions and self.n_questions is not None and self.dev_questions >= self.n_questions:
+            raise ValueError(
+                f"sft.dev_questions {self.dev_questions} leaves no training question of sft.n_questions {self.n_questions}"
+            )
+        return self
 
 
 # Upper bounds of a recipe's numbers (by field name, anywhere in the recipe; the rest get the
