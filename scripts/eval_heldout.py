@@ -10,6 +10,8 @@
         --method naive_rag --model smollm2-135m-instruct --samples 0
     python scripts/eval_heldout.py template-majority --record results/heldout-learning-400.json
     python scripts/eval_heldout.py tables results/heldout-learning-400.json --pair naive_rag,SFT
+    # a warm start before RL: groups of 8 at temperature 1 on the first 16 RL questions (train side)
+    python scripts/eval_heldout.py spread --model runs/long-sft/final --label SFT --recipe cpu-grpo-long
 
 ``run`` calls ``harness.rl.heldout_eval.evaluate_heldout`` (what the trainer calls every
 ``heldout_every`` steps): llama.cpp over the packaged base with the checkpoint as a GGUF LoRA
@@ -93,6 +95,51 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+def spread(args: argparse.Namespace) -> int:
+    """The warm start before RL: k samples a question at the rollout temperature on the first RL
+    questions of the recipe (training side, never held out), under the recipe's rollout budgets."""
+    import json
+
+    from harness.eval.protocol import mini
+    from harness.methods_registry import get_trainable
+    from harness.rl.heldout_eval import evaluate_heldout
+    from harness.rl.trainer import rl_examples, rollout_protocol, training_examples
+
+    _method, recipe = get_trainable(args.method, args.recipe)
+    qs = rl_examples(recipe, training_examples(recipe), args.model)[: args.questions]
+    ev = evaluate_heldout(
+        args.model,
+        qs,
+        method=args.method,
+        samples=recipe.algo.group_size,
+        temperature=recipe.algo.temperature,
+        seed=recipe.seed,
+        protocol=rollout_protocol(mini(), recipe),
+        threads=args.threads,
+        label=f"{args.label} on the first {len(qs)} RL questions",
+        progress=not args.no_progress,
+    )
+    load = os.getloadavg()
+    out = {
+        "model": args.label,
+        "recipe": recipe.name,
+        "questions": len(qs),
+        "group_size": ev.k,
+        "temperature": ev.temperature,
+        "spread_share": ev.spread_share(),
+        "mean_em": float(ev.mean_at_k().mean()),
+        "pass_em": float(ev.pass_at_k().mean()),
+        "greedy_em": float(sum(ev.greedy_em) / ev.n),
+        "sampled_top_answer_share": ev.sampled_answers().top_share,
+        "seconds": round(ev.seconds, 1),
+        "loadavg_at_end": [round(x, 2) for x in load],
+    }
+    print(json.dumps(out, indent=1))
+    if args.out is not None:
+        args.out.write_text(json.dumps({**out, "evaluation": ev.to_dict()}, indent=1) + "\n")
+    return 0
+
+
 def template_majority(args: argparse.Namespace) -> int:
     from harness.rl.heldout_eval import put_eval, template_majority_eval
 
@@ -158,6 +205,19 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--record", type=Path, default=None, help="the record JSON to add the evaluation to")
     r.add_argument("--no-progress", action="store_true")
     r.set_defaults(fn=run)
+    sp = sub.add_parser(
+        "spread",
+        help="before RL: the share of groups with a reward spread at the rollout temperature, on RL questions",
+    )
+    sp.add_argument("--model", required=True, help="the warm start (a harness sft checkpoint directory)")
+    sp.add_argument("--label", required=True, help="its name in the output")
+    sp.add_argument("--method", default="search_r1")
+    sp.add_argument("--recipe", required=True, help="the RL recipe (its group size, temperature, budgets)")
+    sp.add_argument("--questions", type=int, default=16, help="the first N RL questions (default 16)")
+    sp.add_argument("--threads", type=int, default=1)
+    sp.add_argument("--out", type=Path, default=None, help="write the numbers and every sample as JSON")
+    sp.add_argument("--no-progress", action="store_true")
+    sp.set_defaults(fn=spread)
     t = sub.add_parser("template-majority", help="add the template-majority baseline to the record")
     t.add_argument("--record", type=Path, required=True)
     t.add_argument("--split", default="learning-400")

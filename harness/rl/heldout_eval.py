@@ -112,6 +112,12 @@ class HeldoutEval:
         self._need_samples("pass@k")
         return np.asarray(self.sampled_em, dtype=np.float64).max(axis=1)
 
+    def spread_share(self) -> float:
+        """The share of questions whose k samples do not all have the same EM: the groups GRPO
+        learns from (an all-equal group has zero advantage; DAPO's dynamic sampling drops it)."""
+        m = self.mean_at_k()
+        return float(np.mean((m > 0) & (m < 1)))
+
     def _need_samples(self, what: str) -> None:
         if not self.k:
             raise ConfigError(f"held-out evaluation {self.label!r} drew no samples: no {what}")
@@ -152,7 +158,11 @@ class HeldoutEval:
         m |= {f"{prefix}greedy_top_answer_share": g.top_share, f"{prefix}greedy_answered": g.answered}
         if self.k:
             s = self.sampled_answers()
-            m |= {f"{prefix}sampled_top_answer_share": s.top_share, f"{prefix}sampled_answered": s.answered}
+            m |= {
+                f"{prefix}sampled_top_answer_share": s.top_share,
+                f"{prefix}sampled_answered": s.answered,
+                f"{prefix}spread_share": self.spread_share(),
+            }
         return m
 
     def line(self) -> str:

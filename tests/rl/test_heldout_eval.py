@@ -57,6 +57,8 @@ def test_mean_at_k_and_pass_at_k_per_question():
     m = ev.metrics()
     assert m["heldout/mean@4_em"] == pytest.approx(0.5) and m["heldout/pass@4_em"] == pytest.approx(2 / 3)
     assert m["heldout/k"] == 4 and m["heldout/n"] == 3
+    assert ev.spread_share() == pytest.approx(1 / 3)  # only the first question's samples disagree
+    assert m["heldout/spread_share"] == pytest.approx(1 / 3)
     with pytest.raises(ConfigError, match="different numbers of samples"):
         _eval("b", [1, 0], [[1, 0], [1]])
     with pytest.raises(ConfigError, match="no mean@k"):
