@@ -9,6 +9,7 @@
     python scripts/eval_heldout.py run --record results/heldout-learning-400.json --label naive_rag \\
         --method naive_rag --model smollm2-135m-instruct --samples 0
     python scripts/eval_heldout.py template-majority --record results/heldout-learning-400.json
+    python scripts/eval_heldout.py pairs results/heldout-learning-400.json "template majority,naive_rag"
     python scripts/eval_heldout.py tables results/heldout-learning-400.json --pair naive_rag,SFT
     # a warm start before RL: groups of 8 at temperature 1 on the first 16 RL questions (train side)
     python scripts/eval_heldout.py spread --model runs/long-sft/final --label SFT --recipe cpu-grpo-long
@@ -155,16 +156,16 @@ def tables(args: argparse.Namespace) -> int:
     from harness.rl.heldout_eval import (
         check_record,
         comparisons_table,
-        evals_table,
         load_record,
         record_evals,
+        record_tables,
     )
 
     rec = load_record(args.record)
     if not args.no_check:
         check_record(rec)
     evs = record_evals(rec)
-    print(evals_table(evs))
+    print(record_tables(rec))
     by = {e.label: e for e in evs}
     pairs = []
     for spec in args.pair:
@@ -175,6 +176,23 @@ def tables(args: argparse.Namespace) -> int:
     if pairs:
         print()
         print(comparisons_table(pairs))
+    return 0
+
+
+def set_pairs(args: argparse.Namespace) -> int:
+    from harness.errors import ConfigError
+    from harness.rl.heldout_eval import load_record, record_tables
+
+    rec = load_record(args.record)
+    pairs = []
+    for spec in args.pair:
+        a, sep, b = spec.partition(",")
+        if not sep:
+            raise ConfigError(f"pair {spec!r}: expected A,B (two labels of the record)")
+        pairs.append([a, b])
+    rec = {**rec, "pairs": pairs}
+    record_tables(rec)  # every label exists
+    _write(args.record, rec)
     return 0
 
 
@@ -229,6 +247,10 @@ def main(argv: list[str] | None = None) -> int:
     )
     b.add_argument("--no-check", action="store_true", help="skip checking the rows against the split")
     b.set_defaults(fn=tables)
+    pp = sub.add_parser("pairs", help="set the paired comparisons the record's tables show")
+    pp.add_argument("record", type=Path)
+    pp.add_argument("pair", nargs="+", metavar="A,B", help="the comparison B - A")
+    pp.set_defaults(fn=set_pairs)
     args = ap.parse_args(argv)
     return args.fn(args)
 

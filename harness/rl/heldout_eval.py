@@ -699,3 +699,20 @@ def heldout_at_step(
         record_heldout_eval(store, run_id, step, ev, against=start)
     log(ev.line() + (f"\n  {comparison_line(compare(start, ev))}" if start is not None else ""))
     return ev
+
+
+def record_tables(record: dict[str, Any]) -> str:
+    """The markdown docs print from a record: :func:`evals_table` of its evaluations, then
+    :func:`comparisons_table` of its ``pairs`` ([a, b] labels: b - a) when it names any."""
+    evs = record_evals(record)
+    by = {e.label: e for e in evs}
+    parts = [evals_table(evs)]
+    pairs = record.get("pairs") or []
+    missing = [x for pair in pairs for x in pair if x not in by]
+    if missing:
+        raise ConfigError(
+            f"record pairs name {missing[0]!r}, which is not one of its evaluations ({', '.join(by)})"
+        )
+    if pairs:
+        parts.append(comparisons_table([(by[a], by[b]) for a, b in pairs]))
+    return "\n\n".join(parts)

@@ -235,3 +235,41 @@ def test_heldout_at_step_runs_on_schedule_only(tmp_path):
     r = get_method("search_r1").recipes()["cpu-grpo-long"]
     assert heldout_at_step(r, "unused", None, 7, tmp_path) is None  # 7 is not a multiple of 20
     assert not (tmp_path / "heldout").exists()
+
+
+def test_record_check_and_tables():
+    """A record holds evaluations over exactly the split's held-out questions; the baseline rows
+    must be the baseline recomputed now; its tables name its pairs."""
+    from harness.rl.heldout_eval import (
+        RECORD_SCHEMA,
+        check_record,
+        put_eval,
+        record_tables,
+        template_majority_eval,
+    )
+
+    base = template_majority_eval("learning")
+    other = replace(base, label="copy", engine="llamacpp", method="m", protocol_id="p")
+    rec = put_eval(put_eval({"schema": RECORD_SCHEMA, "split": "learning", "evaluations": []}, base), other)
+    check_record(rec)
+    text = record_tables({**rec, "pairs": [["template majority", "copy"]]})
+    assert (
+        "| copy - template majority | greedy_em | +0.000 [+0.000, +0.000] | exact McNemar | 1 | 0 / 0 |"
+        in text
+    )
+    short = replace(
+        other,
+        sample_ids=other.sample_ids[:-1],
+        greedy=other.greedy[:-1],
+        greedy_em=other.greedy_em[:-1],
+        greedy_f1=other.greedy_f1[:-1],
+        greedy_cover_em=other.greedy_cover_em[:-1],
+    )
+    with pytest.raises(ConfigError, match="not the 100 held-out"):
+        check_record(put_eval(rec, short))
+    edited = base.to_dict()
+    edited["rows"][0]["greedy"] = "someone else"
+    with pytest.raises(ConfigError, match="recomputed now"):
+        check_record({**rec, "evaluations": [edited]})
+    with pytest.raises(ConfigError, match="not one of its evaluations"):
+        record_tables({**rec, "pairs": [["template majority", "SFT"]]})
