@@ -273,3 +273,17 @@ def test_record_check_and_tables():
         check_record({**rec, "evaluations": [edited]})
     with pytest.raises(ConfigError, match="not one of its evaluations"):
         record_tables({**rec, "pairs": [["template majority", "SFT"]]})
+
+
+def test_the_documented_heldout_tables_are_the_records():
+    """docs/training.md prints exactly `scripts/eval_heldout.py tables` of the committed record of
+    the 400 held-out questions' baselines, and the record passes check_record."""
+    from pathlib import Path
+
+    from harness.rl.heldout_eval import check_record, load_record, record_tables
+
+    root = Path(__file__).resolve().parents[2]
+    record = load_record(root / "results" / "heldout-learning-400-2026-11-27.json")
+    check_record(record)
+    assert record["split"] == "learning-400"
+    assert record_tables(record) in (root / "docs" / "training.md").read_text()
