@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Literal
 
 import numpy as np
 
@@ -125,18 +126,21 @@ def paired_test(
     weights: Sequence[float] | np.ndarray | None = None,
     n_resamples: int = N_RESAMPLES,
     seed: int = 0,
+    test: Literal["auto", "bootstrap"] = "auto",
 ) -> PairedTest:
     """``b`` against ``a`` on the same questions (``a[i]``, ``b[i]``: question i): exact McNemar
     when every value is 0 or 1, else the paired bootstrap. ``weights`` (an average over datasets)
     weight each question's difference in the mean and the bootstrap; McNemar counts the discordant
-    pairs pooled over the datasets (the same test as the weighted mean when datasets have equal n)."""
+    pairs pooled over the datasets (the same test as the weighted mean when datasets have equal n).
+    ``test="bootstrap"``: the paired bootstrap whatever the values (a per-question mean such as
+    mean@k EM is not a 0/1 outcome even when every question's k samples agree)."""
     va, vb = _pair(a, b)
     d = _weighted(vb - va, weights)
     means = resample_means([d], n_resamples, seed)[0]
     lo, hi = np.quantile(means, [0.025, 0.975])
     diff = Aggregate(float(d.mean()), float(lo), float(hi), len(d))
     b_better, a_better = int(np.sum(vb > va)), int(np.sum(va > vb))
-    if is_binary(va) and is_binary(vb):
+    if test == "auto" and is_binary(va) and is_binary(vb):
         return PairedTest(MCNEMAR, len(d), diff, mcnemar_exact(b_better, a_better), b_better, a_better)
     return PairedTest(BOOTSTRAP, len(d), diff, bootstrap_p(means), b_better, a_better)
 

@@ -54,6 +54,11 @@ class SftConfig(_Strict):
     ``batch_size`` demonstrations per optimizer step; ``micro_batch_size`` per forward/backward;
     ``epochs`` passes; AdamW (``lr``, ``weight_decay``, ``adam_betas``), linear warm-up over
     ``lr_warmup_steps`` optimizer steps then constant; ``grad_clip`` max global norm or null.
+    Early stopping on a dev slice of the training split (never the held-out part): the last
+    ``dev_questions`` of the warm-up's questions are not trained on; their demonstrations' token-mean
+    NLL (``sft/dev_loss``, with the policy's per-token entropy on them, ``sft/dev_entropy``) is
+    measured every ``eval_every`` optimizer steps, training stops after ``patience`` measurements
+    without a lower loss, and the policy of the lowest one is what is saved. 0 / 0 / 0: off.
     """
 
     turns: tuple[str, ...] = Field(min_length=1)
@@ -67,6 +72,22 @@ class SftConfig(_Strict):
     weight_decay: float = Field(ge=0)
     adam_betas: tuple[float, float]
     grad_clip: float | None
+    dev_questions: int = Field(default=0, ge=0)
+    eval_every: int = Field(default=0, ge=0)
+    patience: int = Field(default=0, ge=0)
+
+    @model_validator(mode="after")
+    def _check_early_stop(self) -> SftConfig:
+        on = (self.dev_questions > 0, self.eval_every > 0, self.patience > 0)
+        if any(on) and not all(on):
+            raise ValueError(
+                "sft early stopping needs dev_questions, eval_every and patience all > 0 (or all 0)"
+            )
+        if self.dev_questions and self.n_questions is not None and self.dev_questions >= self.n_questions:
+            raise ValueError(
+                f"sft.dev_questions {self.dev_questions} leaves no training question of sft.n_questions {self.n_questions}"
+            )
+        return self
 
 
 # Upper bounds of a recipe's numbers (by field name, anywhere in the recipe; the rest get the
@@ -90,6 +111,7 @@ NUMBER_BOUNDS: dict[str, float] = {
     "max_turns": 1024,
     "top_k": 1000,
     "max_rounds": 10_000,
+    "heldout_samples": 1024,
     "seed": 2**32 - 1,
     "lr": 10.0,
 }
@@ -150,6 +172,10 @@ class Recipe(_Strict):
     ``split``: a packaged train / held-out split (:mod:`harness.rl.split`); when set, training
     (RL and ``sft``) uses only its ``train`` questions of ``bench`` (then ``selection``), never a
     held-out one. ``sft``: the supervised warm-up ``harness sft`` runs before RL, or null.
+    ``heldout_every``: evaluate the policy on the split's held-out questions every N RL steps (and
+    at step 0) with :func:`harness.rl.heldout_eval.evaluate_heldout`; 0 = never. ``heldout_samples``:
+    the k of mean@k EM / pass@k there (answers sampled a question at ``algo.temperature``; 0 =
+    greedy EM only).
     """
 
     name: str
@@ -174,6 +200,8 @@ class Recipe(_Strict):
     save_every: int = Field(default=0, ge=0)  # 0: only the final checkpoint
     split: str | None = None
     sft: SftConfig | None = None
+    heldout_every: int = Field(default=0, ge=0)
+    heldout_samples: int = Field(default=0, ge=0)
     sources: dict[str, str] = {}
 
     @model_validator(mode="before")
@@ -187,6 +215,9 @@ class Recipe(_Strict):
         for key, text in (("split", "none: no held-out split"), ("sft", "none: no supervised warm-up")):
             if data.get(key) is None:
                 src.setdefault(key, text)
+        for key in ("heldout_every", "heldout_samples"):
+            if not data.get(key):
+                src.setdefault(key, "none: no held-out evaluation during training")
         algo = data.get("algo")
         critic = algo.critic if isinstance(algo, AlgoConfig) else (algo or {}).get("critic")
         if critic is None:
@@ -207,6 +238,8 @@ class Recipe(_Strict):
         if not starts or starts[0] != 0 or starts != sorted(set(starts)):
             raise ValueError("reward_stages must start at step 0 with strictly increasing start_step")
         check_number_bounds(self)
+        if self.heldout_every and self.split is None:
+            raise ValueError("heldout_every > 0 evaluates a split's held-out questions: set split")
         return self
 
     def reward_at(self, step: int) -> str:

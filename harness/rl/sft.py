@@ -186,6 +186,43 @@ class SftResult:
     demonstrations: int
 
 
+@torch.no_grad()
+def dev_metrics(
+    policy: Any, trajectories: Sequence[Trajectory], *, pad_id: int, micro_batch_size: int
+) -> dict[str, float]:
+    """The token-mean NLL of the model tokens of ``trajectories`` under ``policy`` (``sft/dev_loss``)
+    and the mean per-token entropy of its next-token distribution there (``sft/dev_entropy``,
+    nats, temperature 1): teacher-forced, no gradient."""
+    from harness.rl.sequences import sequence_logprobs
+    from harness.rl.trainer import loss_masks
+
+    was_training = policy.training
+    policy.eval()
+    nll = ent = tokens = 0.0
+    for c0 in range(0, len(trajectories), micro_batch_size):
+        c = list(trajectories[c0 : c0 + micro_batch_size])
+        mask = loss_masks(c, device=next(policy.parameters()).device)
+        logp, en = sequence_logprobs(
+            policy,
+            [list(t.prompt_ids or []) for t in c],
+            [list(t.response_ids or []) for t in c],
+            pad_id=pad_id,
+            temperature=1.0,
+            with_entropy=True,
+            mask=mask,
+            entropy_grad=False,
+            keep=mask,
+        )
+        m = mask[:, : logp.shape[1]].to(logp.dtype)
+        nll += float(-(logp * m).sum())
+        ent += float((en[:, : m.shape[1]] * m).sum()) if en is not None else 0.0
+        tokens += float(m.sum())
+    policy.train(was_training)
+    if not tokens:
+        raise ConfigError("dev demonstrations have no model tokens to score")
+    return {"sft/dev_loss": nll / tokens, "sft/dev_entropy": ent / tokens, "sft/dev_tokens": tokens}
+
+
 def train_sft(
     policy: Any,
     trajectories: Sequence[Trajectory],
@@ -195,9 +232,16 @@ def train_sft(
     seed: int,
     log: Callable[[str], None] = print,
     on_step: Callable[[int, dict[str, float]], None] | None = None,
+    dev: Sequence[Trajectory] = (),
 ) -> list[dict[str, float]]:
     """Minimise the token-mean NLL of the model tokens (loss mask 1) of ``trajectories``;
-    returns the per-optimizer-step metrics (``sft/loss``, ``sft/tokens``, ``lr``, ``grad_norm``)."""
+    returns the per-optimizer-step metrics (``sft/loss``, ``sft/tokens``, ``lr``, ``grad_norm``).
+    With ``cfg.eval_every`` and ``dev`` demonstrations: :func:`dev_metrics` every ``eval_every``
+    steps (logged with that step), early stop after ``cfg.patience`` measurements without a lower
+    dev loss, and the trainable weights of the lowest one restored at the end (its step is logged as
+    ``sft/best_step`` on the last step's metrics)."""
+    if cfg.eval_every and not dev:
+        raise ConfigError("sft early stopping (eval_every) needs dev demonstrations; none were kept")
     from harness.rl.sequences import sequence_logprobs
     from harness.rl.trainer import loss_masks, make_adamw
 
@@ -212,7 +256,16 @@ def train_sft(
     history: list[dict[str, float]] = []
     step = 0
     n_steps = cfg.epochs * -(-len(trajectories) // cfg.batch_size)
+    best: tuple[float, int, list[torch.Tensor]] | None = None  # (dev loss, step, trainable weights)
+    since_best = 0
+    if cfg.eval_every:
+        m0 = dev_metrics(policy, dev, pad_id=pad_id, micro_batch_size=cfg.micro_batch_size)
+        best = (m0["sft/dev_loss"], 0, [p.detach().clone() for p in params])
+        log(f"sft dev before training: loss {m0['sft/dev_loss']:.4f}, entropy {m0['sft/dev_entropy']:.3f}")
+    stop = False
     for _epoch in range(cfg.epochs):
+        if stop:
+            break
         order = list(range(len(trajectories)))
         rng.shuffle(order)
         for b0 in range(0, len(order), cfg.batch_size):
@@ -249,10 +302,35 @@ def train_sft(
             }
             if gn is not None:
                 metrics["grad_norm"] = float(gn)
+            if cfg.eval_every and step % cfg.eval_every == 0:
+                assert best is not None
+                metrics |= dev_metrics(policy, dev, pad_id=pad_id, micro_batch_size=cfg.micro_batch_size)
+                if metrics["sft/dev_loss"] < best[0]:
+                    best, since_best = (
+                        (metrics["sft/dev_loss"], step, [p.detach().clone() for p in params]),
+                        0,
+                    )
+                else:
+                    since_best += 1
+                stop = since_best >= cfg.patience
+                log(
+                    f"sft dev at step {step}: loss {metrics['sft/dev_loss']:.4f}, entropy "
+                    f"{metrics['sft/dev_entropy']:.3f} (best {best[0]:.4f} at step {best[1]})"
+                )
             history.append(metrics)
             log(f"sft step {step}/{n_steps} loss {total:.4f} ({int(units)} tokens) {metrics['seconds']:.1f}s")
+            if stop or (best is not None and step == n_steps):
+                with torch.no_grad():
+                    for p, w in zip(params, best[2], strict=True):
+                        p.copy_(w)
+                metrics["sft/best_step"] = float(best[1])
+                log(
+                    f"sft: {'early stop' if stop else 'end'} at step {step}; kept the weights of step {best[1]}"
+                )
             if on_step is not None:
                 on_step(step - 1, metrics)
+            if stop:
+                break
     return history
 
 
@@ -296,13 +374,28 @@ def run_sft(
             training_examples(recipe, setup.data_dir), seed=recipe.seed, sft_n=cfg.n_questions
         ).sft
     )
+    # the dev slice (early stopping): the last dev_questions of the warm-up's own questions, never
+    # trained on, never held out, and listed with the warm-up's questions so RL does not draw them
+    dev_examples = examples[len(examples) - cfg.dev_questions :] if cfg.dev_questions else []
+    train_examples = examples[: len(examples) - cfg.dev_questions]
     torch.manual_seed(recipe.seed)
     dev = resolve_device(device)
     policy, _, tok = load_policy(model, recipe, with_reference=False, device=dev)
     backend = TransformersBackend.from_model(policy, tok, BackendSpec(kind="transformers", model=model))
     retriever = setup.retriever(rp)
     t0 = time.perf_counter()
-    demos = build_demonstrations(method, examples, backend=backend, protocol=rp, retriever=retriever, cfg=cfg)
+    demos = build_demonstrations(
+        method, train_examples, backend=backend, protocol=rp, retriever=retriever, cfg=cfg
+    )
+    dev_demos = (
+        build_demonstrations(method, dev_examples, backend=backend, protocol=rp, retriever=retriever, cfg=cfg)
+        if dev_examples
+        else None
+    )
+    if dev_demos is not None:
+        log(
+            f"dev demonstrations: {dev_demos.kept} of {dev_demos.asked} questions kept (early stopping, not trained on)"
+        )
     log(
         f"demonstrations: {demos.kept} of {demos.asked} questions kept "
         f"({'gold answer in the observations' if cfg.answer_in_observation else 'answered'}); "
@@ -335,6 +428,7 @@ def run_sft(
             seed=recipe.seed,
             log=log,
             on_step=lambda step, m: store.add_train_steps(run_id, step, m),
+            dev=dev_demos.trajectories if dev_demos is not None else (),
         )
         final = save_final(
             policy,

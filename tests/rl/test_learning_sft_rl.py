@@ -15,7 +15,8 @@ PopQA questions of the packaged ``learning`` split. Commands, as a user runs the
    stage goes on (its own database: DuckDB has one writer).
 
 Criteria: the evaluated ids are exactly the split's held-out ids and no demonstration is one of
-them; every checkpoint's per-question EM is the committed record's (the run reproduces); SFT beats
+them; the untrained and SFT checkpoints' per-question EM is the committed record's (the run
+reproduces; SFT+RL is only reported against it, see RL_RECORD_REPLACED); SFT beats
 the untrained model and the template-majority baseline by a paired bootstrap on the same
 questions (intervals above 0); neither trained checkpoint gives one answer to more than half the
 questions (the reward-hack guard). The paired SFT+RL minus SFT difference is ASSERT_RL_GAIN's
@@ -43,6 +44,8 @@ TOP_SHARE_MAX = 0.5
 # test asserts the record is reproduced and reports the difference; set True once a recipe's
 # committed record shows the gain, so that the gain itself is asserted.
 ASSERT_RL_GAIN = False
+# checkpoints whose record was made before RL's questions became disjoint from the warm-up's
+RL_RECORD_REPLACED = ("sft+rl",)
 
 
 def _env(threads: str = "2") -> dict[str, str]:
@@ -215,11 +218,20 @@ def test_sft_then_grpo_raise_heldout_em_without_collapse(smollm2_dir: Path, tmp_
 
     # the committed record is what this run measured, question by question (on the questions it
     # has: a checkpoint the record marks partial was stopped before the last ones)
+    # SFT+RL is not compared: the recorded RL steps drew the warm-up's own questions (both stages
+    # shuffled the training questions with one seed), and since issue 43 RL draws only questions
+    # the warm-up did not use (harness.rl.split.stage_questions), so this run's RL rollouts, and its
+    # SFT+RL checkpoint, are not the record's; the untrained model and the warm-up are unchanged
     committed = {c.label: c.report for c in checkpoints(load_record(RECORD))}
     for label, name in (("untrained", "untrained"), ("sft", "SFT"), ("sft+rl", "SFT+RL")):
         got = dict(zip(reports[label].sample_ids, reports[label].em_values, strict=True))
         want = dict(zip(committed[name].sample_ids, committed[name].em_values, strict=True))
         differ = [k for k in want if got[k] != want[k]]
+        if label in RL_RECORD_REPLACED:
+            print(
+                f"{label}: {len(differ)} of {len(want)} questions differ from the record (its RL drew other questions)"
+            )
+            continue
         assert not differ, (label, len(differ), "questions differ from the record", differ[:5])
 
     assert over_untrained.diff.lo > 0 and over_baseline.diff.lo > 0  # the warm-up learned the task

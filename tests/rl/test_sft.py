@@ -159,3 +159,106 @@ def test_harness_sft_runs_end_to_end(tiny_dir: Path, tmp_path: Path):
     assert runs["run_id"][0].startswith("sft-search_r1")
     steps = Store(db).query("SELECT count(*) AS n FROM train_steps")
     assert int(steps["n"][0]) >= 1
+
+
+def _tiny_demos(tiny_dir: Path, cfg: SftConfig):
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from harness.llm.transformers_backend import TransformersBackend
+    from harness.rl.sft import build_demonstrations
+    from methods.search_r1.method import SearchR1
+
+    torch.manual_seed(0)
+    tok = AutoTokenizer.from_pretrained(str(tiny_dir))
+    model = AutoModelForCausalLM.from_pretrained(str(tiny_dir))
+    backend = TransformersBackend.from_model(model, tok)
+    demos = build_demonstrations(
+        SearchR1(), _examples(), backend=backend, protocol=PROTO, retriever=OneDocRetriever(), cfg=cfg
+    )
+    return model, tok, demos.trajectories
+
+
+def test_dev_loss_is_the_training_loss_of_the_same_demonstrations(tiny_dir: Path):
+    """Before any update, the dev NLL of the demonstrations is the first step's training loss over
+    the same demonstrations (one batch of both); its entropy is a real per-token mean (> 0)."""
+    from harness.rl.sft import dev_metrics, train_sft
+
+    cfg = _cfg(answer_in_observation=False, epochs=1, batch_size=2)
+    model, tok, demos = _tiny_demos(tiny_dir, cfg)
+    pad = tok.pad_token_id or 0
+    dm = dev_metrics(model, demos, pad_id=pad, micro_batch_size=1)
+    hist = train_sft(model, demos, cfg, pad_id=pad, seed=0, log=lambda s: None)
+    assert dm["sft/dev_loss"] == pytest.approx(hist[0]["sft/loss"], rel=1e-4)
+    assert dm["sft/dev_tokens"] == sum(sum(t.loss_mask) for t in demos)
+    assert 0 < dm["sft/dev_entropy"] < 20
+
+
+def test_early_stop_keeps_the_weights_of_the_lowest_dev_loss(tiny_dir: Path, monkeypatch):
+    """Dev losses 1.0 (before), 0.8 (step 1), 0.9, 0.95: with patience 2 training stops at step 3
+    and the weights are those after step 1."""
+    import harness.rl.sft as sft
+
+    cfg = _cfg(
+        answer_in_observation=False, epochs=10, batch_size=1, dev_questions=1, eval_every=1, patience=2
+    )
+    model, tok, demos = _tiny_demos(tiny_dir, cfg)
+    losses = iter([1.0, 0.8, 0.9, 0.95])
+    monkeypatch.setattr(
+        sft,
+        "dev_metrics",
+        lambda *a, **k: {"sft/dev_loss": next(losses), "sft/dev_entropy": 1.0, "sft/dev_tokens": 1.0},
+    )
+    params = [p for p in model.parameters() if p.requires_grad]
+    after: dict[int, list[torch.Tensor]] = {}
+
+    def on_step(step, m):
+        if "sft/best_step" not in m:
+            after[step + 1] = [p.detach().clone() for p in params]
+
+    hist = sft.train_sft(
+        model,
+        demos,
+        cfg,
+        pad_id=tok.pad_token_id or 0,
+        seed=0,
+        log=lambda s: None,
+        on_step=on_step,
+        dev=demos[:1],
+    )
+    assert len(hist) == 3 and hist[-1]["sft/best_step"] == 1.0
+    assert [h["sft/dev_loss"] for h in hist] == [0.8, 0.9, 0.95]
+    assert all(torch.equal(p, w) for p, w in zip(params, after[1], strict=True))
+    assert not all(torch.equal(p, w) for p, w in zip(params, after[2], strict=True))
+
+
+def test_early_stop_config_is_all_or_nothing():
+    with pytest.raises(ValueError, match="all > 0"):
+        _cfg(dev_questions=8, eval_every=0, patience=2)
+    with pytest.raises(ValueError, match="leaves no training question"):
+        _cfg(n_questions=8, dev_questions=8, eval_every=1, patience=1)
+
+
+def test_harness_sft_carves_its_dev_slice_from_its_own_questions(tiny_dir: Path, tmp_path: Path):
+    """With early stopping the last dev_questions of the warm-up's questions are not trained on
+    (not in demonstrations.jsonl) but are listed in harness_train.json, so RL never draws them."""
+    import json
+
+    from harness.cli import main
+    from harness.results.store import Store
+
+    out, db = tmp_path / "out", tmp_path / "r.duckdb"
+    overrides = [
+        "sft.n_questions=3",
+        "sft.dev_questions=1",
+        "sft.eval_every=1",
+        "sft.patience=1",
+        "sft.answer_in_observation=false",
+        "lora=null",
+    ]
+    argv = ["sft", "--method", "search_r1", "--recipe", "cpu-sft-rl", "--model", str(tiny_dir)]
+    assert main([*argv, "--recipe-override", *overrides, "--out", str(out), "--db", str(db)]) == 0
+    trained = [json.loads(x)["id"] for x in (out / "demonstrations.jsonl").read_text().splitlines()]
+    listed = json.loads((out / "final" / "harness_train.json").read_text())["questions"]
+    assert len(trained) == 2 and len(listed) == 3 and set(trained) < set(listed)
+    dev_loss = Store(db).query("SELECT value FROM train_steps WHERE metric = 'sft/dev_loss'")
+    assert len(dev_loss) >= 1

@@ -1,0 +1,721 @@
+"""A checkpoint on the held-out questions with both metrics of issue 43, paired by question.
+
+:func:`evaluate_heldout` rolls out one model on a fixed list of held-out questions with the
+method's own ``solve`` (its prompt, engine, retriever, renderer and extractor; the protocol is
+``mini``'s unless given, so the numbers are those ``harness run`` stores) twice:
+
+* **greedy**: one answer per question at the protocol's decoding (temperature 0): greedy EM, F1
+  and cover-EM (``harness.metrics``);
+* **sampled**: ``samples`` answers per question at the rollout ``temperature`` (top-p 1), every
+  (question, sample) with its own seed: **mean@k EM** (per question the share of its k samples
+  that are right, averaged over questions) and **pass@k** (per question 1 when any sample is
+  right). With k samples per question and k rollouts in the pass, this is the unbiased pass@k of
+  Chen et al. (arXiv:2107.03374 §2.1) at n = k. Sharpening (RL moving probability onto answers the
+  policy already finds) shows in mean@k before greedy EM.
+
+The engine is the one evaluation and the RL rollouts share on the CPU: llama.cpp (``xllamacpp``)
+over the packaged base GGUF with the checkpoint as GGUF LoRA adapters
+(:mod:`harness.llm.gguf_lora`): a merged ``harness sft`` / ``harness train`` checkpoint becomes its
+exact low-rank difference to the packaged base (:func:`checkpoint_adapter`), and a live learner's
+adapter (``write_lora_gguf(policy, path)``) is passed in ``adapters``. ``engine="transformers"``
+evaluates a checkpoint directory on the transformers backend instead (a GPU run). Runs of the two
+engines are distinct runs (llama.cpp multiplies with 8-bit activations), never compared with each
+other; :func:`compare` refuses two evaluations of different engines, protocols or questions (a
+baseline that needs no model, template majority, pairs with any).
+
+:func:`compare` is the paired comparison of two evaluations (:mod:`harness.metrics.paired`): exact
+McNemar for greedy EM and pass@k (0/1 per question), the paired bootstrap for mean@k EM and greedy
+F1. The collapse guard of each evaluation is the share of its most frequent normalised answer,
+over the greedy answers and over all sampled ones (issue 43: at most 20%).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+
+from harness.errors import ConfigError
+from harness.metrics.bootstrap import Aggregate, bootstrap_ci, wilson_ci
+from harness.metrics.paired import PairedTest, paired_test
+from harness.rl.heldout import AnswerStats, answer_stats
+from harness.types import QAExample
+
+Engine = Literal["llamacpp", "transformers"]
+ANSWER_METRICS = ("em", "f1", "cover_em")
+COLLAPSE_SHARE = 0.20  # issue 43: no collapse = the most frequent answer takes at most 20%
+
+
+@dataclass(frozen=True)
+class HeldoutEval:
+    """One model on the held-out questions. Per question (aligned with ``sample_ids``): the greedy
+    prediction and its EM / F1 / cover-EM; ``sampled``: its k sampled predictions and their EM
+    (``sampled_em``, k per question). ``k == 0`` when no samples were drawn."""
+
+    label: str
+    model: str
+    engine: str
+    method: str
+    protocol_id: str
+    temperature: float
+    seed: int
+    sample_ids: tuple[str, ...]
+    greedy: tuple[str | None, ...]
+    greedy_em: tuple[float, ...]
+    greedy_f1: tuple[float, ...]
+    greedy_cover_em: tuple[float, ...]
+    sampled: tuple[tuple[str | None, ...], ...] = ()
+    sampled_em: tuple[tuple[float, ...], ...] = ()
+    seconds: float = 0.0
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        n = len(self.sample_ids)
+        if not n:
+            raise ConfigError(f"held-out evaluation {self.label!r} has no questions")
+        if len(set(self.sample_ids)) != n:
+            raise ConfigError(f"held-out evaluation {self.label!r}: a question id occurs twice")
+        lens = {len(self.greedy), len(self.greedy_em), len(self.greedy_f1), len(self.greedy_cover_em)}
+        if lens != {n}:
+            raise ConfigError(f"held-out evaluation {self.label!r}: greedy rows are not one per question")
+        if self.sampled or self.sampled_em:
+            if len(self.sampled) != n or len(self.sampled_em) != n:
+                raise ConfigError(
+                    f"held-out evaluation {self.label!r}: sampled rows are not one per question"
+                )
+            ks = {len(s) for s in self.sampled} | {len(s) for s in self.sampled_em}
+            if len(ks) != 1 or 0 in ks:
+                raise ConfigError(
+                    f"held-out evaluation {self.label!r}: questions have different numbers of samples {sorted(ks)}"
+                )
+
+    @property
+    def n(self) -> int:
+        return len(self.sample_ids)
+
+    @property
+    def k(self) -> int:
+        return len(self.sampled_em[0]) if self.sampled_em else 0
+
+    def mean_at_k(self) -> np.ndarray:
+        """Per question: the share of its k samples whose EM is 1."""
+        self._need_samples("mean@k")
+        return np.asarray(self.sampled_em, dtype=np.float64).mean(axis=1)
+
+    def pass_at_k(self) -> np.ndarray:
+        """Per question: 1 when any of its k samples has EM 1."""
+        self._need_samples("pass@k")
+        return np.asarray(self.sampled_em, dtype=np.float64).max(axis=1)
+
+    def spread_share(self) -> float:
+        """The share of questions whose k samples do not all have the same EM: the groups GRPO
+        learns from (an all-equal group has zero advantage; DAPO's dynamic sampling drops it)."""
+        m = self.mean_at_k()
+        return float(np.mean((m > 0) & (m < 1)))
+
+    def _need_samples(self, what: str) -> None:
+        if not self.k:
+            raise ConfigError(f"held-out evaluation {self.label!r} drew no samples: no {what}")
+
+    def greedy_answers(self) -> AnswerStats:
+        return answer_stats(self.greedy)
+
+    def sampled_answers(self) -> AnswerStats:
+        self._need_samples("sampled answers")
+        return answer_stats([p for row in self.sampled for p in row])
+
+    def collapsed(self, share: float = COLLAPSE_SHARE) -> bool:
+        """The most frequent answer (greedy, or over all samples) takes more than ``share``."""
+        shares = [self.greedy_answers().top_share] + ([self.sampled_answers().top_share] if self.k else [])
+        return max(shares) > share
+
+    def summary(self) -> dict[str, Aggregate]:
+        """Greedy EM and cover-EM (Wilson), greedy F1 (bootstrap); with samples mean@k EM (bootstrap,
+        its values are not 0/1) and pass@k (Wilson)."""
+        out = {
+            "greedy_em": wilson_ci(self.greedy_em),
+            "greedy_cover_em": wilson_ci(self.greedy_cover_em),
+            "greedy_f1": bootstrap_ci(self.greedy_f1),
+        }
+        if self.k:
+            out["mean_em"] = bootstrap_ci(self.mean_at_k())
+            out["pass_em"] = wilson_ci(self.pass_at_k())
+        return out
+
+    def metrics(self, prefix: str = "heldout/") -> dict[str, float]:
+        """Flat numbers for ``train_steps`` (:func:`record_heldout_eval`): ``greedy_em`` with
+        ``_lo``/``_hi``, ``mean@k_em``, ``pass@k_em``, the answer shares, ``n`` and ``k``."""
+        m: dict[str, float] = {f"{prefix}n": float(self.n), f"{prefix}k": float(self.k)}
+        for name, agg in self.summary().items():
+            key = name.replace("mean_em", f"mean@{self.k}_em").replace("pass_em", f"pass@{self.k}_em")
+            m |= {f"{prefix}{key}": agg.mean, f"{prefix}{key}_lo": agg.lo, f"{prefix}{key}_hi": agg.hi}
+        g = self.greedy_answers()
+        m |= {f"{prefix}greedy_top_answer_share": g.top_share, f"{prefix}greedy_answered": g.answered}
+        if self.k:
+            s = self.sampled_answers()
+            m |= {
+                f"{prefix}sampled_top_answer_share": s.top_share,
+                f"{prefix}sampled_answered": s.answered,
+                f"{prefix}spread_share": self.spread_share(),
+            }
+        return m
+
+    def line(self) -> str:
+        s = self.summary()
+        parts = [
+            f"{self.label}: greedy EM {_fmt(s['greedy_em'])}",
+            f"cover-EM {s['greedy_cover_em'].mean:.3f}",
+        ]
+        if self.k:
+            parts += [f"mean@{self.k} EM {_fmt(s['mean_em'])}", f"pass@{self.k} {s['pass_em'].mean:.3f}"]
+        g = self.greedy_answers()
+        parts.append(f"top answer {g.top_answer!r} {g.top_share:.0%} (n={self.n})")
+        return ", ".join(parts)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The record of this evaluation, rows sorted by question id."""
+        order = sorted(range(self.n), key=lambda i: self.sample_ids[i])
+        rows = []
+        for i in order:
+            row: dict[str, Any] = {
+                "id": self.sample_ids[i],
+                "greedy": self.greedy[i],
+                "em": self.greedy_em[i],
+                "f1": self.greedy_f1[i],
+                "cover_em": self.greedy_cover_em[i],
+            }
+            if self.k:
+                row["sampled"] = list(self.sampled[i])
+                row["sampled_em"] = list(self.sampled_em[i])
+            rows.append(row)
+        return {
+            "label": self.label,
+            "model": self.model,
+            "engine": self.engine,
+            "method": self.method,
+            "protocol_id": self.protocol_id,
+            "temperature": self.temperature,
+            "seed": self.seed,
+            "k": self.k,
+            "seconds": round(self.seconds, 1),
+            "meta": self.meta,
+            "rows": rows,
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> HeldoutEval:
+        rows = d["rows"]
+        k = d.get("k", 0)
+        return cls(
+            label=d["label"],
+            model=d["model"],
+            engine=d["engine"],
+            method=d["method"],
+            protocol_id=d["protocol_id"],
+            temperature=float(d["temperature"]),
+            seed=int(d["seed"]),
+            sample_ids=tuple(r["id"] for r in rows),
+            greedy=tuple(r["greedy"] for r in rows),
+            greedy_em=tuple(float(r["em"]) for r in rows),
+            greedy_f1=tuple(float(r["f1"]) for r in rows),
+            greedy_cover_em=tuple(float(r["cover_em"]) for r in rows),
+            sampled=tuple(tuple(r["sampled"]) for r in rows) if k else (),
+            sampled_em=tuple(tuple(float(x) for x in r["sampled_em"]) for r in rows) if k else (),
+            seconds=float(d.get("seconds", 0.0)),
+            meta=dict(d.get("meta", {})),
+        )
+
+
+def _fmt(a: Aggregate) -> str:
+    return f"{a.mean:.3f} [{a.lo:.3f}, {a.hi:.3f}]"
+
+
+@dataclass(frozen=True)
+class HeldoutComparison:
+    """``b - a`` on the same questions: ``greedy_em`` and ``pass_em`` (exact McNemar),
+    ``greedy_f1`` and ``mean_em`` (paired bootstrap); the last two absent without samples."""
+
+    a: str
+    b: str
+    tests: dict[str, PairedTest]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"a": self.a, "b": self.b, "tests": {k: t.to_dict() for k, t in self.tests.items()}}
+
+
+def _aligned(a: HeldoutEval, b: HeldoutEval) -> tuple[np.ndarray, np.ndarray]:
+    """Indices into a and b of the same questions, in a's order (same question set required)."""
+    if set(a.sample_ids) != set(b.sample_ids):
+        raise ConfigError(
+            f"compare: {a.label!r} ({a.n} questions) and {b.label!r} ({b.n}) are not over the same "
+            "questions; evaluate both on the same held-out ids"
+        )
+    for what in ("engine", "protocol_id"):
+        if NO_ENGINE not in (a.engine, b.engine) and getattr(a, what) != getattr(b, what):
+            raise ConfigError(
+                f"compare: {a.label!r} and {b.label!r} differ in {what} ({getattr(a, what)} vs "
+                f"{getattr(b, what)}); a paired comparison needs one engine and one protocol"
+            )
+    pos = {q: i for i, q in enumerate(b.sample_ids)}
+    return np.arange(a.n), np.array([pos[q] for q in a.sample_ids])
+
+
+def compare(a: HeldoutEval, b: HeldoutEval) -> HeldoutComparison:
+    """The paired comparison ``b - a`` (see the module docstring); mean@k and pass@k only when both
+    drew the same number of samples at the same temperature."""
+    ia, ib = _aligned(a, b)
+    tests = {
+        "greedy_em": paired_test(np.asarray(a.greedy_em)[ia], np.asarray(b.greedy_em)[ib]),
+        "greedy_f1": paired_test(np.asarray(a.greedy_f1)[ia], np.asarray(b.greedy_f1)[ib], test="bootstrap"),
+    }
+    if a.k and b.k:
+        if a.k != b.k or a.temperature != b.temperature:
+            raise ConfigError(
+                f"compare: {a.label!r} drew {a.k} samples at temperature {a.temperature}, {b.label!r} "
+                f"{b.k} at {b.temperature}; mean@k is paired only at the same k and temperature"
+            )
+        tests["mean_em"] = paired_test(a.mean_at_k()[ia], b.mean_at_k()[ib], test="bootstrap")
+        tests["pass_em"] = paired_test(a.pass_at_k()[ia], b.pass_at_k()[ib])
+    return HeldoutComparison(a.label, b.label, tests)
+
+
+def comparison_line(c: HeldoutComparison) -> str:
+    parts = []
+    for name, t in c.tests.items():
+        d = t.diff
+        parts.append(
+            f"{name} {d.mean:+.3f} [{d.lo:+.3f}, {d.hi:+.3f}] ({t.test}, p={t.p:.3g}, +{t.b_better}/-{t.a_better})"
+        )
+    return f"{c.b} - {c.a}: " + "; ".join(parts)
+
+
+# -- the engine ----------------------------------------------------------------------------------
+
+
+def packaged_base(model: str) -> tuple[str, list[Path]]:
+    """(the packaged GGUF preset under ``model``, the chain of checkpoints from it to ``model``):
+    ``model`` itself when it is a preset, else follow ``harness_train.json``'s ``base_model``
+    (``harness train`` from a ``harness sft`` checkpoint records that checkpoint) to a preset."""
+    from harness.llm.model_files import PRESETS, canonical_name
+
+    chain: list[Path] = []
+    name = model
+    while canonical_name(name) not in PRESETS:
+        record = Path(name) / "harness_train.json"
+        if not record.is_file():
+            raise ConfigError(
+                f"held-out evaluation on llama.cpp: {name!r} is neither a packaged GGUF preset nor a checkpoint "
+                "(harness_train.json); use engine='transformers'"
+            )
+        if len(chain) > 16 or Path(name) in chain:
+            raise ConfigError(f"{record}: base_model chain does not reach a packaged preset")
+        chain.append(Path(name))
+        name = str(json.loads(record.read_text()).get("base_model", ""))
+    return name, chain
+
+
+def checkpoint_adapter(base: str, checkpoint: Path, path: Path) -> Path:
+    """Write merged ``checkpoint``'s exact difference to the packaged ``base`` as one llama.cpp
+    GGUF LoRA adapter at ``path`` (:func:`harness.llm.gguf_lora.delta_lora_tensors`)."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from harness.llm.gguf_lora import delta_lora_tensors, write_tensors_gguf
+    from harness.llm.model_files import resolve_model
+
+    kw = {"dtype": torch.float32}
+    b = AutoModelForCausalLM.from_pretrained(str(resolve_model(base)), **kw)
+    m = AutoModelForCausalLM.from_pretrained(str(checkpoint), **kw)
+    tensors, rank = delta_lora_tensors(b, m)
+    return write_tensors_gguf(tensors, float(rank), path)
+
+
+def open_engine(
+    model: str,
+    *,
+    engine: Engine = "llamacpp",
+    adapters: Sequence[Path] = (),
+    work_dir: Path,
+    threads: int | None = None,
+    slots: int = 1,
+    device: str = "auto",
+) -> Any:
+    """The backend that evaluates ``model``: llama.cpp over its packaged base with the checkpoint's
+    difference as an adapter plus ``adapters``, in a child process (torch runs in this one); or
+    transformers over a checkpoint directory (``adapters`` refused there)."""
+    from harness.llm.base import BackendSpec
+
+    if engine == "transformers":
+        if adapters:
+            raise ConfigError("held-out evaluation: GGUF adapters apply to engine 'llamacpp' only")
+        from harness.llm.base import make_backend
+
+        return make_backend(
+            BackendSpec(
+                kind="transformers", model=model, threads=threads, max_batch_size=slots, device=device
+            )
+        )
+    if engine != "llamacpp":
+        raise ConfigError(f"held-out evaluation: engine {engine!r} is not 'llamacpp' or 'transformers'")
+    from harness.llm.llamacpp_backend import LlamaCppBackend
+
+    base, chain = packaged_base(model)
+    lora: list[Path] = []
+    if chain:
+        Path(work_dir).mkdir(parents=True, exist_ok=True)
+        lora.append(checkpoint_adapter(base, chain[0], Path(work_dir) / "checkpoint-delta.gguf"))
+    lora += [Path(a) for a in adapters]
+    return LlamaCppBackend(
+        BackendSpec(kind="llamacpp", model=base, threads=threads, max_batch_size=slots),
+        lora=lora,
+        child=True,
+    )
+
+
+# -- the evaluation --------------------------------------------------------------------------------
+
+
+def _solve(
+    method: Any,
+    examples: list[QAExample],
+    ctx: Any,
+    batch_size: int,
+    seed_of: Callable[[int], int] | None,
+    tick,
+) -> list[Any]:
+    from dataclasses import replace
+
+    out: list[Any] = []
+    for start in range(0, len(examples), batch_size):
+        batch = examples[start : start + batch_size]
+        if seed_of is not None:  # prompt i of the call is sampled with seed + i: one seed per row
+            ctx.sampling = replace(ctx.sampling, seed=seed_of(start))
+        trajs = method.solve(batch, ctx)
+        if len(trajs) != len(batch):
+            raise RuntimeError(f"method {method.name} returned {len(trajs)} trajectories for {len(batch)}")
+        out.extend(trajs)
+        tick(len(batch))
+    return out
+
+
+def _prediction(t: Any) -> str | None:
+    """The trajectory's answer (None: none extracted); a failed generation stops the evaluation
+    (a held-out number over fewer questions is not the same number)."""
+    from harness.eval.runner import sample_error
+
+    why = sample_error(t)
+    if why is not None:
+        raise ConfigError(f"held-out question {t.example_id}: {why}; rerun the evaluation")
+    return t.prediction or None
+
+
+def evaluate_heldout(
+    checkpoint: str,
+    questions: Sequence[QAExample],
+    *,
+    method: str,
+    samples: int = 8,
+    temperature: float = 1.0,
+    seed: int = 0,
+    adapters: Sequence[Path] = (),
+    engine: Engine = "llamacpp",
+    backend: Any = None,
+    protocol: Any = None,
+    threads: int | None = None,
+    slots: int = 1,
+    batch_size: int = 8,
+    work_dir: Path | None = None,
+    label: str = "",
+    progress: bool = True,
+) -> HeldoutEval:
+    """``checkpoint`` (a packaged preset, or a ``harness sft`` / ``harness train`` checkpoint
+    directory) on ``questions``: greedy, then ``samples`` answers each at ``temperature`` (0: no
+    sampled pass). ``adapters``: GGUF LoRA adapters applied on top (a live learner's current
+    adapter); ``backend``: an engine already serving the policy (then ``checkpoint`` only names it
+    and the caller closes the engine). ``protocol``: default ``mini`` (what ``harness run``
+    evaluates under). Nothing is written to a results database."""
+    import tempfile
+
+    from tqdm import tqdm
+
+    from harness.eval.protocol import mini
+    from harness.eval.setup import RunSetup
+    from harness.method import RunContext
+    from harness.methods_registry import get_method
+    from harness.metrics.registry import score_answer
+    from harness.types import SamplingParams
+
+    if samples < 0 or (samples and temperature <= 0):
+        raise ConfigError(
+            f"evaluate_heldout: samples {samples} at temperature {temperature} (need samples >= 0, temperature > 0)"
+        )
+    qs = list(questions)
+    if not qs:
+        raise ConfigError("evaluate_heldout: no questions")
+    proto = protocol or mini()
+    m = get_method(method)
+    retriever = RunSetup(proto, db=Path("unused.duckdb")).retriever(proto) if m.uses_retrieval else None
+    own = backend is None
+    tmp = None
+    if own:
+        if work_dir is None:
+            tmp = tempfile.TemporaryDirectory(prefix="heldout-")
+            work_dir = Path(tmp.name)
+        backend = open_engine(
+            checkpoint, engine=engine, adapters=adapters, work_dir=work_dir, threads=threads, slots=slots
+        )
+    t0 = time.perf_counter()
+    try:
+        bar = tqdm(
+            total=len(qs) * (1 + samples), desc=f"held-out {label or checkpoint}", disable=not progress
+        )
+        ctx = RunContext(
+            backend=backend, protocol=proto, retriever=retriever, sampling=proto.decoding.sampling()
+        )
+        greedy = _solve(m, qs, ctx, batch_size, None, bar.update)
+        sampled: list[Any] = []
+        if samples:
+            expanded = [e for e in qs for _ in range(samples)]
+            ctx.sampling = SamplingParams(temperature=temperature, top_p=1.0, seed=seed)
+            base_seed = seed * 1_000_003
+            sampled = _solve(
+                m, expanded, ctx, batch_size * samples, lambda start: base_seed + start, bar.update
+            )
+        bar.close()
+    finally:
+        if own:
+            backend.close()
+        if tmp is not None:
+            tmp.cleanup()
+    scores = [
+        score_answer(t.prediction or "", e.answers, ANSWER_METRICS) for t, e in zip(greedy, qs, strict=True)
+    ]
+    sampled_preds = [
+        [_prediction(t) for t in sampled[i * samples : (i + 1) * samples]] for i in range(len(qs))
+    ]
+    sampled_em = [
+        [
+            score_answer(t.prediction or "", e.answers, ("em",))["em"]
+            for t in sampled[i * samples : (i + 1) * samples]
+        ]
+        for i, e in enumerate(qs)
+    ]
+    return HeldoutEval(
+        label=label or checkpoint,
+        model=checkpoint,
+        engine=engine if own else type(backend).__name__,
+        method=method,
+        protocol_id=proto.protocol_id,
+        temperature=temperature if samples else 0.0,
+        seed=seed,
+        sample_ids=tuple(e.id for e in qs),
+        greedy=tuple(_prediction(t) for t in greedy),
+        greedy_em=tuple(s["em"] for s in scores),
+        greedy_f1=tuple(s["f1"] for s in scores),
+        greedy_cover_em=tuple(s["cover_em"] for s in scores),
+        sampled=tuple(tuple(r) for r in sampled_preds) if samples else (),
+        sampled_em=tuple(tuple(r) for r in sampled_em) if samples else (),
+        seconds=time.perf_counter() - t0,
+        meta={"adapters": [Path(a).name for a in adapters], "threads": threads, "slots": slots},
+    )
+
+
+def heldout_questions(split: str, data_dir: Path | None = None) -> list[QAExample]:
+    """The held-out questions of a packaged split, in dataset order (what a recipe's ``split``
+    holds out)."""
+    from harness.rl.split import split_examples
+
+    return split_examples(split, "heldout", data_dir)
+
+
+def record_heldout_eval(
+    store: Any, train_run_id: str, step: int, ev: HeldoutEval, *, against: HeldoutEval | None = None
+) -> dict[str, float]:
+    """Write ``ev.metrics()`` into ``train_steps`` of ``train_run_id`` at ``step``; with ``against``
+    (the run's starting checkpoint, same questions, engine and k) also the paired differences
+    ``heldout/diff/<metric>`` with ``_lo`` / ``_hi`` and ``_p``."""
+    m = ev.metrics()
+    if against is not None:
+        for name, t in compare(against, ev).tests.items():
+            key = f"heldout/diff/{name}"
+            m |= {key: t.diff.mean, f"{key}_lo": t.diff.lo, f"{key}_hi": t.diff.hi, f"{key}_p": t.p}
+    store.add_train_steps(train_run_id, step, m)
+    return m
+
+
+# -- the committed record of held-out evaluations ----------------------------------------------------
+
+RECORD_SCHEMA = 1
+NO_ENGINE = "none"  # a baseline whose answers need no model (template majority)
+
+
+def template_majority_eval(split: str, data_dir: Path | None = None) -> HeldoutEval:
+    """The template-majority baseline of ``split`` (:func:`harness.rl.heldout.template_majority`)
+    as an evaluation: its answer is the greedy one, it draws no samples, needs no engine."""
+    from harness.metrics.registry import score_answer
+    from harness.rl.heldout import template_majority
+    from harness.rl.split import split_examples
+
+    majority = template_majority(split_examples(split, "train", data_dir))
+    held = heldout_questions(split, data_dir)
+    preds = [majority.get(e.qtype or "") for e in held]
+    scores = [score_answer(p or "", e.answers, ANSWER_METRICS) for p, e in zip(preds, held, strict=True)]
+    return HeldoutEval(
+        label="template majority",
+        model=NO_ENGINE,
+        engine=NO_ENGINE,
+        method=NO_ENGINE,
+        protocol_id=NO_ENGINE,
+        temperature=0.0,
+        seed=0,
+        sample_ids=tuple(e.id for e in held),
+        greedy=tuple(preds),
+        greedy_em=tuple(s["em"] for s in scores),
+        greedy_f1=tuple(s["f1"] for s in scores),
+        greedy_cover_em=tuple(s["cover_em"] for s in scores),
+    )
+
+
+def load_record(path: Path) -> dict[str, Any]:
+    rec = json.loads(Path(path).read_text())
+    if rec.get("schema") != RECORD_SCHEMA:
+        raise ConfigError(f"{path}: schema {rec.get('schema')!r}, this code reads schema {RECORD_SCHEMA}")
+    return rec
+
+
+def record_evals(record: dict[str, Any]) -> list[HeldoutEval]:
+    return [HeldoutEval.from_dict(d) for d in record["evaluations"]]
+
+
+def put_eval(record: dict[str, Any], ev: HeldoutEval) -> dict[str, Any]:
+    """The record with ``ev`` added, replacing an evaluation of the same label."""
+    evs = [d for d in record["evaluations"] if d["label"] != ev.label]
+    return {**record, "evaluations": [*evs, ev.to_dict()]}
+
+
+def check_record(record: dict[str, Any], data_dir: Path | None = None) -> None:
+    """Every evaluation covers exactly the split's held-out questions (or, marked with
+    ``meta.limit``, the first N of them: a run bounded in time, which pairs with nothing), and the
+    template-majority rows (when present) are the baseline recomputed now."""
+    held = {e.id for e in heldout_questions(record["split"], data_dir)}
+    for ev in record_evals(record):
+        if ev.meta.get("limit") and set(ev.sample_ids) < held:  # a bounded run on the first N, so marked
+            continue
+        if set(ev.sample_ids) != held:
+            raise ConfigError(
+                f"record evaluation {ev.label!r}: {ev.n} questions, not the {len(held)} held-out questions "
+                f"of split {record['split']!r}"
+            )
+        if (
+            ev.engine == NO_ENGINE
+            and ev.to_dict() != template_majority_eval(record["split"], data_dir).to_dict()
+        ):
+            raise ConfigError(
+                f"record: the {ev.label!r} rows differ from the split's baseline recomputed now"
+            )
+
+
+def evals_table(evs: Sequence[HeldoutEval]) -> str:
+    """One row per evaluation: greedy EM (Wilson), cover-EM, F1, mean@k EM (bootstrap), pass@k,
+    the top answer's share (greedy / sampled) and the seconds it took."""
+    lines = [
+        "| evaluation | engine | n | greedy EM [95% Wilson] | greedy cover-EM | greedy F1 | mean@k EM [95% bootstrap] | pass@k | top answer share greedy / sampled | seconds |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for ev in evs:
+        s = ev.summary()
+        g = ev.greedy_answers()
+        mean = f"{_fmt(s['mean_em'])} (k={ev.k}, T={ev.temperature:g})" if ev.k else "-"
+        pas = f"{s['pass_em'].mean:.3f}" if ev.k else "-"
+        top = f"{g.top_share:.0%}" + (f" / {ev.sampled_answers().top_share:.0%}" if ev.k else "")
+        lines.append(
+            f"| {ev.label} | {ev.engine} | {ev.n} | {_fmt(s['greedy_em'])} | {s['greedy_cover_em'].mean:.3f} | "
+            f"{s['greedy_f1'].mean:.3f} | {mean} | {pas} | {top} | {ev.seconds:.0f} |"
+        )
+    return "\n".join(lines)
+
+
+def comparisons_table(pairs: Sequence[tuple[HeldoutEval, HeldoutEval]]) -> str:
+    """``b - a`` per pair: each paired test's difference [95% paired bootstrap], its test and p."""
+    lines = [
+        "| comparison (same questions) | metric | difference [95% paired bootstrap] | test | p | better in the second / in the first |",
+        "|---|---|---|---|---|---|",
+    ]
+    for a, b in pairs:
+        for name, t in compare(a, b).tests.items():
+            d = t.diff
+            lines.append(
+                f"| {b.label} - {a.label} | {name} | {d.mean:+.3f} [{d.lo:+.3f}, {d.hi:+.3f}] | {t.test} | "
+                f"{t.p:.3g} | {t.b_better} / {t.a_better} |"
+            )
+    return "\n".join(lines)
+
+
+def heldout_at_step(
+    recipe: Any,
+    model: str,
+    policy: Any,
+    step: int,
+    out_dir: Path,
+    *,
+    store: Any = None,
+    run_id: str = "",
+    start: HeldoutEval | None = None,
+    threads: int | None = None,
+    data_dir: Path | None = None,
+    log: Callable[[str], None] = print,
+) -> HeldoutEval | None:
+    """What the trainer calls after RL step ``step`` (0 = before the first update): when ``step``
+    is a multiple of ``recipe.heldout_every``, evaluate the current policy on the held-out questions
+    of ``recipe.split`` (``model``: the run's ``--model``; ``policy``: the learner's PEFT model,
+    whose adapter is written as ``out_dir/heldout/step-<step>.gguf``, or None for ``model`` alone)
+    with ``recipe.heldout_samples`` samples at ``recipe.algo.temperature``; write the evaluation to
+    ``out_dir/heldout/step-<step>.json`` and its metrics to ``train_steps`` of ``run_id`` (paired
+    against ``start``, the step-0 evaluation, when given). Returns it, or None off the schedule."""
+    if not recipe.heldout_every or step % recipe.heldout_every:
+        return None
+    from harness.llm.gguf_lora import write_lora_gguf
+
+    folder = Path(out_dir) / "heldout"
+    folder.mkdir(parents=True, exist_ok=True)
+    adapters = [write_lora_gguf(policy, folder / f"step-{step}.gguf")] if policy is not None else []
+    ev = evaluate_heldout(
+        model,
+        heldout_questions(recipe.split, data_dir),
+        method=recipe.method,
+        samples=recipe.heldout_samples,
+        temperature=recipe.algo.temperature,
+        seed=recipe.seed,
+        adapters=adapters,
+        threads=threads,
+        work_dir=folder / "engine",
+        label=f"step {step}",
+        progress=False,
+    )
+    (folder / f"step-{step}.json").write_text(json.dumps(ev.to_dict(), indent=1, ensure_ascii=False) + "\n")
+    if store is not None and run_id:
+        record_heldout_eval(store, run_id, step, ev, against=start)
+    log(ev.line() + (f"\n  {comparison_line(compare(start, ev))}" if start is not None else ""))
+    return ev
+
+
+def record_tables(record: dict[str, Any]) -> str:
+    """The markdown docs print from a record: :func:`evals_table` of its evaluations, then
+    :func:`comparisons_table` of its ``pairs`` ([a, b] labels: b - a) when it names any."""
+    evs = record_evals(record)
+    by = {e.label: e for e in evs}
+    parts = [evals_table(evs)]
+    pairs = record.get("pairs") or []
+    missing = [x for pair in pairs for x in pair if x not in by]
+    if missing:
+        raise ConfigError(
+            f"record pairs name {missing[0]!r}, which is not one of its evaluations ({', '.join(by)})"
+        )
+    if pairs:
+        parts.append(comparisons_table([(by[a], by[b]) for a, b in pairs]))
+    return "\n\n".join(parts)

@@ -1,0 +1,259 @@
+"""Evaluate a model on a split's held-out questions with both metrics of issue 43, into a record.
+
+    # the SFT checkpoint: greedy EM, then 8 samples a question at temperature 1 (mean@8 EM, pass@8)
+    python scripts/eval_heldout.py run --record results/heldout-learning-400.json --label SFT \\
+        --model runs/long-sft/final --samples 8 --temperature 1
+    # the untrained policy and the retrieve-then-read baseline (greedy only)
+    python scripts/eval_heldout.py run --record results/heldout-learning-400.json --label untrained \\
+        --model smollm2-135m-instruct --samples 0
+    python scripts/eval_heldout.py run --record results/heldout-learning-400.json --label naive_rag \\
+        --method naive_rag --model smollm2-135m-instruct --samples 0
+    python scripts/eval_heldout.py template-majority --record results/heldout-learning-400.json
+    python scripts/eval_heldout.py pairs results/heldout-learning-400.json "template majority,naive_rag"
+    python scripts/eval_heldout.py tables results/heldout-learning-400.json --pair naive_rag,SFT
+    # a warm start before RL: groups of 8 at temperature 1 on the first 16 RL questions (train side)
+    python scripts/eval_heldout.py spread --model runs/long-sft/final --label SFT --recipe cpu-grpo-long
+
+``run`` calls ``harness.rl.heldout_eval.evaluate_heldout`` (what the trainer calls every
+``heldout_every`` steps): llama.cpp over the packaged base with the checkpoint as a GGUF LoRA
+adapter, the ``mini`` protocol (as ``harness run``), one thread and one slot by default. The record
+(JSON, relative paths only) keeps every question's greedy answer and sampled answers; an evaluation
+of the same label is replaced. ``--limit N`` evaluates the first N held-out questions only and
+writes nothing unless ``--record`` is given with ``--partial-ok`` (a timing or smoke check).
+``tables`` prints the markdown tables (``harness.rl.heldout_eval.evals_table`` /
+``comparisons_table``); ``--pair A,B`` adds the paired comparison B - A.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+
+def _record(path: Path, split: str) -> dict:
+    from harness.rl.heldout_eval import RECORD_SCHEMA, load_record
+
+    if path.exists():
+        rec = load_record(path)
+        if rec["split"] != split:
+            from harness.errors import ConfigError
+
+            raise ConfigError(f"{path}: a record of split {rec['split']!r}, not {split!r}")
+        return rec
+    return {"schema": RECORD_SCHEMA, "split": split, "evaluations": []}
+
+
+def _write(path: Path, rec: dict) -> None:
+    import json
+
+    commit = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
+    rec = {**rec, "commit": commit}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(rec, indent=1, ensure_ascii=False) + "\n")
+
+
+def run(args: argparse.Namespace) -> int:
+    from harness.errors import ConfigError
+    from harness.rl.heldout_eval import evaluate_heldout, heldout_questions, put_eval
+    from harness.rl.learning_record import portable_model
+
+    qs = heldout_questions(args.split)
+    if args.limit is not None:
+        qs = qs[: args.limit]
+        if args.record is not None and not args.partial_ok:
+            raise ConfigError("--limit evaluates part of the held-out set: add --partial-ok to record it")
+    ev = evaluate_heldout(
+        args.model,
+        qs,
+        method=args.method,
+        samples=args.samples,
+        temperature=args.temperature,
+        seed=args.seed,
+        adapters=[Path(a) for a in args.adapter],
+        engine=args.engine,
+        threads=args.threads,
+        slots=args.slots,
+        batch_size=args.batch_size,
+        label=args.label,
+        progress=not args.no_progress,
+    )
+    load = os.getloadavg()
+    from dataclasses import replace
+
+    ev = replace(
+        ev,
+        model=portable_model(args.model) if Path(args.model).exists() else args.model,
+        meta={**ev.meta, "loadavg_at_end": [round(x, 2) for x in load], "limit": args.limit},
+    )
+    print(ev.line(), f"({ev.seconds:.0f} s, load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f})")
+    if args.record is not None:
+        rec = put_eval(_record(args.record, args.split), ev)
+        _write(args.record, rec)
+        print(f"{args.record}: {len(rec['evaluations'])} evaluations")
+    return 0
+
+
+def spread(args: argparse.Namespace) -> int:
+    """The warm start before RL: k samples a question at the rollout temperature on the first RL
+    questions of the recipe (training side, never held out), under the recipe's rollout budgets."""
+    import json
+
+    from harness.eval.protocol import mini
+    from harness.methods_registry import get_trainable
+    from harness.rl.heldout_eval import evaluate_heldout
+    from harness.rl.trainer import rl_examples, rollout_protocol, training_examples
+
+    _method, recipe = get_trainable(args.method, args.recipe)
+    qs = rl_examples(recipe, training_examples(recipe), args.model)[: args.questions]
+    ev = evaluate_heldout(
+        args.model,
+        qs,
+        method=args.method,
+        samples=recipe.algo.group_size,
+        temperature=recipe.algo.temperature,
+        seed=recipe.seed,
+        protocol=rollout_protocol(mini(), recipe),
+        threads=args.threads,
+        label=f"{args.label} on the first {len(qs)} RL questions",
+        progress=not args.no_progress,
+    )
+    load = os.getloadavg()
+    out = {
+        "model": args.label,
+        "recipe": recipe.name,
+        "questions": len(qs),
+        "group_size": ev.k,
+        "temperature": ev.temperature,
+        "spread_share": ev.spread_share(),
+        "mean_em": float(ev.mean_at_k().mean()),
+        "pass_em": float(ev.pass_at_k().mean()),
+        "greedy_em": float(sum(ev.greedy_em) / ev.n),
+        "sampled_top_answer_share": ev.sampled_answers().top_share,
+        "seconds": round(ev.seconds, 1),
+        "loadavg_at_end": [round(x, 2) for x in load],
+    }
+    print(json.dumps(out, indent=1))
+    if args.out is not None:
+        args.out.write_text(json.dumps({**out, "evaluation": ev.to_dict()}, indent=1) + "\n")
+    return 0
+
+
+def template_majority(args: argparse.Namespace) -> int:
+    from harness.rl.heldout_eval import put_eval, template_majority_eval
+
+    ev = template_majority_eval(args.split)
+    print(ev.line())
+    rec = put_eval(_record(args.record, args.split), ev)
+    _write(args.record, rec)
+    return 0
+
+
+def tables(args: argparse.Namespace) -> int:
+    from harness.errors import ConfigError
+    from harness.rl.heldout_eval import (
+        check_record,
+        comparisons_table,
+        load_record,
+        record_evals,
+        record_tables,
+    )
+
+    rec = load_record(args.record)
+    if not args.no_check:
+        check_record(rec)
+    evs = record_evals(rec)
+    print(record_tables(rec))
+    by = {e.label: e for e in evs}
+    pairs = []
+    for spec in args.pair:
+        a, sep, b = spec.partition(",")
+        if not sep or a not in by or b not in by:
+            raise ConfigError(f"--pair {spec!r}: expected A,B, two labels of the record ({', '.join(by)})")
+        pairs.append((by[a], by[b]))
+    if pairs:
+        print()
+        print(comparisons_table(pairs))
+    return 0
+
+
+def set_pairs(args: argparse.Namespace) -> int:
+    from harness.errors import ConfigError
+    from harness.rl.heldout_eval import load_record, record_tables
+
+    rec = load_record(args.record)
+    pairs = []
+    for spec in args.pair:
+        a, sep, b = spec.partition(",")
+        if not sep:
+            raise ConfigError(f"pair {spec!r}: expected A,B (two labels of the record)")
+        pairs.append([a, b])
+    rec = {**rec, "pairs": pairs}
+    record_tables(rec)  # every label exists
+    _write(args.record, rec)
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    r = sub.add_parser("run", help="evaluate one model and add it to the record")
+    r.add_argument(
+        "--model", required=True, help="a packaged preset or a harness sft / train checkpoint directory"
+    )
+    r.add_argument("--label", required=True, help="the evaluation's name in the record (SFT, untrained, ...)")
+    r.add_argument("--method", default="search_r1", help="the method that answers (default search_r1)")
+    r.add_argument(
+        "--split", default="learning-400", help="the packaged split whose held-out part is evaluated"
+    )
+    r.add_argument(
+        "--samples", type=int, default=8, help="sampled answers a question (0: greedy only; default 8)"
+    )
+    r.add_argument("--temperature", type=float, default=1.0, help="of the sampled answers (default 1)")
+    r.add_argument("--seed", type=int, default=0, help="sampling seed (default 0)")
+    r.add_argument("--adapter", action="append", default=[], help="an extra GGUF LoRA adapter (repeatable)")
+    r.add_argument("--engine", choices=["llamacpp", "transformers"], default="llamacpp")
+    r.add_argument("--threads", type=int, default=1, help="engine threads (default 1)")
+    r.add_argument("--slots", type=int, default=1, help="llama.cpp parallel slots (default 1)")
+    r.add_argument("--batch-size", type=int, default=8, help="questions solved together (default 8)")
+    r.add_argument("--limit", type=int, default=None, help="the first N held-out questions only")
+    r.add_argument("--partial-ok", action="store_true", help="record an evaluation made with --limit")
+    r.add_argument("--record", type=Path, default=None, help="the record JSON to add the evaluation to")
+    r.add_argument("--no-progress", action="store_true")
+    r.set_defaults(fn=run)
+    sp = sub.add_parser(
+        "spread",
+        help="before RL: the share of groups with a reward spread at the rollout temperature, on RL questions",
+    )
+    sp.add_argument("--model", required=True, help="the warm start (a harness sft checkpoint directory)")
+    sp.add_argument("--label", required=True, help="its name in the output")
+    sp.add_argument("--method", default="search_r1")
+    sp.add_argument("--recipe", required=True, help="the RL recipe (its group size, temperature, budgets)")
+    sp.add_argument("--questions", type=int, default=16, help="the first N RL questions (default 16)")
+    sp.add_argument("--threads", type=int, default=1)
+    sp.add_argument("--out", type=Path, default=None, help="write the numbers and every sample as JSON")
+    sp.add_argument("--no-progress", action="store_true")
+    sp.set_defaults(fn=spread)
+    t = sub.add_parser("template-majority", help="add the template-majority baseline to the record")
+    t.add_argument("--record", type=Path, required=True)
+    t.add_argument("--split", default="learning-400")
+    t.set_defaults(fn=template_majority)
+    b = sub.add_parser("tables", help="print the record's markdown tables")
+    b.add_argument("record", type=Path)
+    b.add_argument(
+        "--pair", action="append", default=[], metavar="A,B", help="add the paired comparison B - A"
+    )
+    b.add_argument("--no-check", action="store_true", help="skip checking the rows against the split")
+    b.set_defaults(fn=tables)
+    pp = sub.add_parser("pairs", help="set the paired comparisons the record's tables show")
+    pp.add_argument("record", type=Path)
+    pp.add_argument("pair", nargs="+", metavar="A,B", help="the comparison B - A")
+    pp.set_defaults(fn=set_pairs)
+    args = ap.parse_args(argv)
+    return args.fn(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,289 @@
+"""Held-out evaluation with both metrics of issue 43 (harness.rl.heldout_eval): greedy EM, mean@k
+EM and pass@k per question, the paired tests between two checkpoints (exact McNemar for 0/1
+outcomes, the paired bootstrap for mean@k and F1), the collapse guard, the record round trip, and
+evaluate_heldout's two passes (greedy at the protocol's decoding, then k samples a question with
+one seed per (question, sample), whatever the batch size)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+import pytest
+from scipy.stats import binomtest
+
+from harness.errors import ConfigError
+from harness.metrics.paired import BOOTSTRAP, MCNEMAR, paired_bootstrap_diff
+from harness.types import QAExample
+from tests.support.scripted import ScriptedBackend
+
+
+def _eval(
+    label, greedy_em, sampled_em=(), *, ids=None, preds=None, sampled=None, engine="llamacpp", temp=1.0
+):
+    from harness.rl.heldout_eval import HeldoutEval
+
+    n = len(greedy_em)
+    ids = ids or [f"q{i}" for i in range(n)]
+    return HeldoutEval(
+        label=label,
+        model=label,
+        engine=engine,
+        method="search_r1",
+        protocol_id="p",
+        temperature=temp if sampled_em else 0.0,
+        seed=0,
+        sample_ids=tuple(ids),
+        greedy=tuple(preds or [f"answer {i}" for i in range(n)]),
+        greedy_em=tuple(float(x) for x in greedy_em),
+        greedy_f1=tuple(float(x) for x in greedy_em),
+        greedy_cover_em=tuple(float(x) for x in greedy_em),
+        sampled=tuple(
+            sampled or [tuple(f"s{i}.{j}" for j in range(len(r))) for i, r in enumerate(sampled_em)]
+        ),
+        sampled_em=tuple(tuple(float(x) for x in r) for r in sampled_em),
+    )
+
+
+def test_mean_at_k_and_pass_at_k_per_question():
+    ev = _eval("a", [1, 0, 0], [[1, 0, 0, 1], [0, 0, 0, 0], [1, 1, 1, 1]])
+    assert ev.k == 4
+    assert ev.mean_at_k().tolist() == [0.5, 0.0, 1.0]
+    assert ev.pass_at_k().tolist() == [1.0, 0.0, 1.0]
+    s = ev.summary()
+    assert s["mean_em"].mean == pytest.approx(0.5)
+    assert s["pass_em"].mean == pytest.approx(2 / 3)
+    assert s["greedy_em"].mean == pytest.approx(1 / 3)
+    m = ev.metrics()
+    assert m["heldout/mean@4_em"] == pytest.approx(0.5) and m["heldout/pass@4_em"] == pytest.approx(2 / 3)
+    assert m["heldout/k"] == 4 and m["heldout/n"] == 3
+    assert ev.spread_share() == pytest.approx(1 / 3)  # only the first question's samples disagree
+    assert m["heldout/spread_share"] == pytest.approx(1 / 3)
+    with pytest.raises(ConfigError, match="different numbers of samples"):
+        _eval("b", [1, 0], [[1, 0], [1]])
+    with pytest.raises(ConfigError, match="no mean@k"):
+        _eval("c", [1, 0]).mean_at_k()
+
+
+def test_compare_greedy_em_is_exact_mcnemar_and_mean_at_k_the_paired_bootstrap():
+    from harness.rl.heldout_eval import compare
+
+    # 10 questions: b right where a is wrong on 6, a right where b is wrong on 1
+    ga = [0, 0, 0, 0, 0, 0, 1, 1, 1, 0]
+    gb = [1, 1, 1, 1, 1, 1, 0, 1, 1, 0]
+    # every question's samples agree, so mean@k is 0/1 here, and still bootstrapped, not McNemar
+    sa = [[x] * 4 for x in ga]
+    sb = [[x] * 4 for x in gb]
+    a, b = _eval("a", ga, sa), _eval("b", gb, sb)
+    c = compare(a, b)
+    t = c.tests["greedy_em"]
+    assert t.test == MCNEMAR and (t.b_better, t.a_better) == (6, 1)
+    assert t.p == pytest.approx(0.125)  # 2 * (C(7,6) + C(7,7)) / 2**7
+    assert t.p == pytest.approx(binomtest(6, 7, 0.5).pvalue)
+    assert t.diff.mean == pytest.approx(0.5)
+    m = c.tests["mean_em"]
+    assert m.test == BOOTSTRAP
+    assert m.diff.mean == pytest.approx(0.5)
+    ref = paired_bootstrap_diff(np.array(ga, float), np.array(gb, float))
+    assert (m.diff.lo, m.diff.hi) == pytest.approx((ref.lo, ref.hi))
+    assert c.tests["pass_em"].test == MCNEMAR and c.tests["greedy_f1"].test == BOOTSTRAP
+
+
+def test_compare_pairs_by_question_id_not_position():
+    from harness.rl.heldout_eval import compare
+
+    ids = ["q0", "q1", "q2", "q3"]
+    a = _eval("a", [1, 0, 0, 0], [[1, 1], [0, 0], [0, 0], [0, 1]], ids=ids)
+    # b: the same questions listed in reverse; b gains q1 and q2 in samples, loses nothing
+    # (rows given in b's own order q3, q2, q1, q0)
+    b = _eval("b", [0, 0, 0, 1], [[1, 0], [1, 1], [0, 1], [1, 1]], ids=ids[::-1])
+    c = compare(a, b)
+    assert c.tests["greedy_em"].diff.mean == 0.0  # b's greedy [1, 0, 0, 0] in a's order: equal
+    # mean@2: a = [1, 0, 0, .5], b = [1, .5, 1, .5] -> +0.375
+    assert c.tests["mean_em"].diff.mean == pytest.approx(0.375)
+    assert (c.tests["mean_em"].b_better, c.tests["mean_em"].a_better) == (2, 0)
+
+
+def test_compare_refuses_other_questions_engines_or_k():
+    from harness.rl.heldout_eval import compare
+
+    a = _eval("a", [1, 0], [[1, 0], [0, 0]])
+    with pytest.raises(ConfigError, match="same questions"):
+        compare(a, _eval("b", [1, 0], [[1, 0], [0, 0]], ids=["q0", "x"]))
+    with pytest.raises(ConfigError, match="engine"):
+        compare(a, _eval("b", [1, 0], [[1, 0], [0, 0]], engine="transformers"))
+    with pytest.raises(ConfigError, match="same k"):
+        compare(a, _eval("b", [1, 0], [[1, 0, 1], [0, 0, 0]]))
+    base = _eval("template majority", [0, 0], engine="none")
+    assert set(compare(base, a).tests) == {"greedy_em", "greedy_f1"}  # no samples in the baseline
+
+
+def test_collapse_guard_is_the_top_answer_share():
+    preds = ["Paris", "paris", "the Paris", "Rome", "Oslo", "Bern", "Kyiv", "Riga", "Baku", None]
+    ev = _eval("a", [0] * 10, preds=preds)
+    g = ev.greedy_answers()
+    assert (g.top_answer, g.top_share) == ("paris", 0.3)  # normalised: articles and case dropped
+    assert ev.collapsed() and not ev.collapsed(share=0.3)
+    spread = _eval("b", [0] * 10, [[0, 0]] * 10, sampled=[(f"a{i}", f"b{i}") for i in range(10)])
+    assert not spread.collapsed()
+    assert spread.sampled_answers().top_share == pytest.approx(0.05)
+
+
+def test_record_round_trip_is_exact():
+    from harness.rl.heldout_eval import HeldoutEval
+
+    ev = _eval("a", [1, 0, 1], [[1, 0], [0, 0], [1, 1]], ids=["q2", "q0", "q1"])
+    back = HeldoutEval.from_dict(ev.to_dict())
+    assert back.to_dict() == ev.to_dict()
+    assert back.sample_ids == ("q0", "q1", "q2")  # rows sorted by id
+    assert back.mean_at_k().tolist() == [0.0, 1.0, 0.5]
+
+
+class _SeedRecorder(ScriptedBackend):
+    """Answers each prompt with its sampling seed (seed + index in the call) or 'greedy'."""
+
+    def __init__(self):
+        super().__init__({}, default="")
+        self.seen: list[tuple[float, int | None, int]] = []
+
+    def generate(self, prompts, *, stop, max_new_tokens, sampling, include_stop=False):
+        self.seen.append((sampling.temperature, sampling.seed, len(prompts)))
+        out = []
+        for i, p in enumerate(prompts):
+            self.script = {p: ["greedy" if sampling.temperature == 0 else f"s{sampling.seed + i}"]}
+            out += super().generate([p], stop=stop, max_new_tokens=max_new_tokens, sampling=sampling)
+        return out
+
+
+def _questions(n: int) -> list[QAExample]:
+    return [
+        QAExample(
+            id=f"q{i}",
+            dataset="popqa",
+            split="test",
+            question=f"Question number {i}?",
+            answers=["greedy" if i == 0 else "s5"],
+        )
+        for i in range(n)
+    ]
+
+
+@pytest.mark.parametrize("batch_size", [1, 2, 5])
+def test_evaluate_heldout_seeds_every_sample_once_whatever_the_batch(batch_size):
+    from harness.rl.heldout_eval import evaluate_heldout
+
+    qs = _questions(3)
+    be = _SeedRecorder()
+    ev = evaluate_heldout(
+        "scripted",
+        qs,
+        method="direct",
+        samples=2,
+        temperature=0.7,
+        seed=0,
+        backend=be,
+        batch_size=batch_size,
+        progress=False,
+    )
+    assert all(t == 0 for t, _s, _n in be.seen[: -(-3 // batch_size)])  # the greedy pass first
+    # the sampled pass: question i's sample j has seed 2 i + j (seed 0), one each
+    assert ev.sampled == (("s0", "s1"), ("s2", "s3"), ("s4", "s5"))
+    assert ev.greedy == ("greedy",) * 3
+    assert ev.greedy_em == (1.0, 0.0, 0.0)
+    assert ev.sampled_em == ((0.0, 0.0), (0.0, 0.0), (0.0, 1.0))  # 's5' is q2's gold
+    assert ev.temperature == 0.7 and ev.k == 2
+
+
+def test_evaluate_heldout_refuses_samples_without_temperature():
+    from harness.rl.heldout_eval import evaluate_heldout
+
+    with pytest.raises(ConfigError, match="temperature"):
+        evaluate_heldout(
+            "scripted", _questions(1), method="direct", samples=8, temperature=0, backend=_SeedRecorder()
+        )
+
+
+def test_template_majority_eval_matches_the_heldout_report():
+    """The baseline as an evaluation scores what harness.rl.heldout.template_majority_report scores."""
+    from harness.rl.heldout import template_majority_report
+    from harness.rl.heldout_eval import template_majority_eval
+
+    ev = template_majority_eval("learning")
+    rep = template_majority_report("learning")
+    assert dict(zip(ev.sample_ids, ev.greedy_em, strict=True)) == dict(
+        zip(rep.sample_ids, rep.em_values, strict=True)
+    )
+    assert ev.summary()["greedy_em"].mean == pytest.approx(0.19)  # docs/training.md: 0.190 on learning's 100
+    assert replace(ev, label="x").engine == "none"
+
+
+def test_recipe_heldout_fields():
+    from harness.methods_registry import get_method
+
+    r = get_method("search_r1").recipes()["cpu-grpo-long"]
+    assert (r.heldout_every, r.heldout_samples, r.split) == (20, 8, "learning-400")
+    assert "PRIMARY" in r.sources["heldout_samples"]
+    with pytest.raises(ConfigError, match="set split"):
+        r.with_overrides(["split=null"])
+    assert r.with_overrides(["heldout_every=0", "split=null"]).heldout_every == 0
+
+
+def test_heldout_at_step_runs_on_schedule_only(tmp_path):
+    from harness.methods_registry import get_method
+    from harness.rl.heldout_eval import heldout_at_step
+
+    r = get_method("search_r1").recipes()["cpu-grpo-long"]
+    assert heldout_at_step(r, "unused", None, 7, tmp_path) is None  # 7 is not a multiple of 20
+    assert not (tmp_path / "heldout").exists()
+
+
+def test_record_check_and_tables():
+    """A record holds evaluations over exactly the split's held-out questions; the baseline rows
+    must be the baseline recomputed now; its tables name its pairs."""
+    from harness.rl.heldout_eval import (
+        RECORD_SCHEMA,
+        check_record,
+        put_eval,
+        record_tables,
+        template_majority_eval,
+    )
+
+    base = template_majority_eval("learning")
+    other = replace(base, label="copy", engine="llamacpp", method="m", protocol_id="p")
+    rec = put_eval(put_eval({"schema": RECORD_SCHEMA, "split": "learning", "evaluations": []}, base), other)
+    check_record(rec)
+    text = record_tables({**rec, "pairs": [["template majority", "copy"]]})
+    assert (
+        "| copy - template majority | greedy_em | +0.000 [+0.000, +0.000] | exact McNemar | 1 | 0 / 0 |"
+        in text
+    )
+    short = replace(
+        other,
+        sample_ids=other.sample_ids[:-1],
+        greedy=other.greedy[:-1],
+        greedy_em=other.greedy_em[:-1],
+        greedy_f1=other.greedy_f1[:-1],
+        greedy_cover_em=other.greedy_cover_em[:-1],
+    )
+    with pytest.raises(ConfigError, match="not the 100 held-out"):
+        check_record(put_eval(rec, short))
+    edited = base.to_dict()
+    edited["rows"][0]["greedy"] = "someone else"
+    with pytest.raises(ConfigError, match="recomputed now"):
+        check_record({**rec, "evaluations": [edited]})
+    with pytest.raises(ConfigError, match="not one of its evaluations"):
+        record_tables({**rec, "pairs": [["template majority", "SFT"]]})
+
+
+def test_the_documented_heldout_tables_are_the_records():
+    """docs/training.md prints exactly `scripts/eval_heldout.py tables` of the committed record of
+    the 400 held-out questions' baselines, and the record passes check_record."""
+    from pathlib import Path
+
+    from harness.rl.heldout_eval import check_record, load_record, record_tables
+
+    root = Path(__file__).resolve().parents[2]
+    record = load_record(root / "results" / "heldout-learning-400-2026-11-27.json")
+    check_record(record)
+    assert record["split"] == "learning-400"
+    assert record_tables(record) in (root / "docs" / "training.md").read_text()
