@@ -10,10 +10,24 @@ chunk's logits). On SmolLM2's 49,152-token vocabulary a (32, 128, V) float32 log
 a GRPO step's peak memory. TRL's ``add_fused_lm_head`` (trl/trainer/utils.py, TRL 1.16) does the
 same with a hand-written autograd function; this module uses torch's own checkpointing, so the
 gradient is autograd's, not ours.
+
+The frozen trunk (:func:`frozen_depth`, :class:`TrunkCache`): with LoRA on the top layers only (the
+CPU learning recipes adapt layers 20-29 of SmolLM2's 30), the embeddings and the layers below the
+first adapted one hold no trainable parameter, so their output is the same for the policy being
+updated, for the rollout policy of the step (old log-probs) and for the LoRA reference (the
+adapter-free base). A step's update computes it once per micro-batch, without gradients, and
+every pass (old, reference, the loss) runs only the layers above it: the same numbers as the
+full forward (in the model's dtype; tests/rl/test_trunk.py), for about a third of the compute of
+each pass. In bfloat16 (``Recipe.trunk_dtype``, CPU autocast) the trunk is a
+rounding of the base model's frozen layers that every pass of the step shares, so the ratio of the
+policy's log-probs to the old ones is still exactly 1 before the first update; the master LoRA
+weights, the layers above the trunk, the LM head and the optimizer stay float32.
 """
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -65,6 +79,112 @@ def pack_sequences(
         prompt_len=p_len,
         response_len=t_len,
     )
+
+
+# Decoder stacks whose forward runs ``self.layers`` in order over ``inputs_embeds`` as given (no
+# embedding scale) with one attention kind, so that a slice of the layers is a valid forward
+# (:func:`_only_layers`); another architecture runs the full forward (frozen depth 0).
+TRUNK_MODEL_TYPES = frozenset({"llama", "mistral", "qwen2", "qwen3"})
+
+
+@dataclass(frozen=True)
+class Trunk:
+    """The hidden states (B, L) entering decoder layer ``depth`` of a packed batch."""
+
+    depth: int
+    hidden: torch.Tensor
+
+
+def frozen_depth(model: Any) -> int:
+    """How many leading decoder layers of ``model`` (its embeddings frozen too) hold no trainable
+    parameter and no adapter module, for an architecture in :data:`TRUNK_MODEL_TYPES`; else 0."""
+    core = model.get_base_model() if hasattr(model, "get_base_model") else model
+    cfg = core.config.get_text_config() if hasattr(core.config, "get_text_config") else core.config
+    if getattr(cfg, "model_type", None) not in TRUNK_MODEL_TYPES:
+        return 0
+    if len(set(getattr(cfg, "layer_types", None) or ["one"])) != 1:
+        return 0  # sliding and full attention layers: the forward indexes them by position
+    backbone = causal_lm_parts(model)[0]
+    layers = getattr(backbone, "layers", None)
+    embed = getattr(backbone, "embed_tokens", None)
+    if layers is None or embed is None or any(p.requires_grad for p in embed.parameters()):
+        return 0
+    depth = 0
+    for layer in layers:
+        adapted = any("lora_" in name for name, _ in layer.named_modules())
+        if adapted or any(p.requires_grad for p in layer.parameters()):
+            break
+        depth += 1
+    return depth
+
+
+@contextlib.contextmanager
+def _only_layers(backbone: Any, layers: slice, *, norm: bool) -> Iterator[None]:
+    """``backbone``'s forward over ``layers`` only (and without its final norm unless ``norm``);
+    restored on exit."""
+    full, final = backbone.layers, backbone.norm
+    backbone.layers = torch.nn.ModuleList(list(full)[layers])
+    if not norm:
+        backbone.norm = torch.nn.Identity()
+    try:
+        yield
+    finally:
+        backbone.layers, backbone.norm = full, final
+
+
+def frozen_trunk(model: Any, pk: Packed, depth: int, *, dtype: torch.dtype | None = None) -> Trunk:
+    """The hidden states entering layer ``depth`` for the packed batch ``pk``, without gradients;
+    ``dtype`` bfloat16: computed under autocast (the trunk's matrix products in bfloat16), returned
+    in the model's dtype."""
+    backbone = causal_lm_parts(model)[0]
+    param = next(model.parameters())
+    cast = (
+        torch.autocast(device_type=param.device.type, dtype=dtype)
+        if dtype is not None and dtype != param.dtype
+        else contextlib.nullcontext()
+    )
+    with torch.no_grad(), _only_layers(backbone, slice(0, depth), norm=False), cast:
+        hidden = backbone(
+            input_ids=pk.input_ids,
+            attention_mask=pk.attention,
+            position_ids=pk.position_ids,
+            use_cache=False,
+        ).last_hidden_state
+    return Trunk(depth, hidden.to(param.dtype))
+
+
+class TrunkCache:
+    """The frozen trunk of an update's micro-batches, computed on first use per set of rows of
+    ``prompts``/``responses`` (the same rows pack the same way), then shared by every pass over
+    them (old log-probs, reference, loss). ``depth`` 0: no trunk (the full forward)."""
+
+    def __init__(
+        self,
+        model: Any,
+        prompts: list[list[int]],
+        responses: list[list[int]],
+        *,
+        pad_id: int,
+        depth: int,
+        dtype: torch.dtype | None = None,
+    ):
+        self.model, self.prompts, self.responses = model, prompts, responses
+        self.pad_id, self.depth, self.dtype = pad_id, depth, dtype
+        self._cache: dict[tuple[int, ...], Trunk] = {}
+
+    def __call__(self, rows: list[int]) -> Trunk | None:
+        if self.depth == 0:
+            return None
+        key = tuple(rows)
+        if key not in self._cache:
+            pk = pack_sequences(
+                self.model,
+                [self.prompts[i] for i in rows],
+                [self.responses[i] for i in rows],
+                pad_id=self.pad_id,
+            )
+            self._cache[key] = frozen_trunk(self.model, pk, self.depth, dtype=self.dtype)
+        return self._cache[key]
 
 
 def causal_lm_parts(model: Any) -> tuple[Any, Any, float, float | None]:
@@ -166,6 +286,7 @@ def sequence_logprobs(
     mask: torch.Tensor | None = None,
     entropy_grad: bool = True,
     keep: torch.Tensor | None = None,
+    trunk: Trunk | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """Log-probs (B, T) of each response token under ``model`` given its prompt and the response
     so far, at the sampling temperature; prompts are left-padded, responses right-padded.
@@ -177,7 +298,10 @@ def sequence_logprobs(
 
     ``with_entropy`` and a ``mask``: the per-token entropy (B, T) at the same temperature, 0 where
     ``mask`` is 0; it is part of the autograd graph only with ``entropy_grad`` (as a logged metric
-    it costs no graph memory)."""
+    it costs no graph memory).
+
+    ``trunk``: the frozen trunk of this batch (:func:`frozen_trunk` of the same pairs): only the
+    layers above it run."""
     pk = pack_sequences(model, prompts, responses, pad_id=pad_id)
     b, t_len = pk.labels.shape
     backbone, head, scale, softcap = causal_lm_parts(model)
@@ -185,12 +309,26 @@ def sequence_logprobs(
     if keep is not None:
         k = keep.to(device=sel.device).bool()[:, :t_len]
         sel = F.pad(k, (0, t_len - k.shape[1]))
-    hidden = backbone(
-        input_ids=pk.input_ids,
-        attention_mask=pk.attention,
-        position_ids=pk.position_ids,
-        use_cache=False,
-    ).last_hidden_state
+    if trunk is None:
+        hidden = backbone(
+            input_ids=pk.input_ids,
+            attention_mask=pk.attention,
+            position_ids=pk.position_ids,
+            use_cache=False,
+        ).last_hidden_state
+    else:
+        if trunk.hidden.shape[:2] != pk.input_ids.shape:
+            raise ValueError(
+                f"sequence_logprobs: trunk of shape {tuple(trunk.hidden.shape[:2])} for a batch packed "
+                f"as {tuple(pk.input_ids.shape)}; compute the trunk from the same pairs"
+            )
+        with _only_layers(backbone, slice(trunk.depth, None), norm=True):
+            hidden = backbone(
+                inputs_embeds=trunk.hidden,
+                attention_mask=pk.attention,
+                position_ids=pk.position_ids,
+                use_cache=False,
+            ).last_hidden_state
     # position p - 1 + j holds the distribution of response token j
     resp = hidden[:, pk.prompt_len - 1 : pk.prompt_len - 1 + t_len]
     want_ent = with_entropy and mask is not None
