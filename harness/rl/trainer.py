@@ -125,6 +125,7 @@ class _UpdateBatch:
     mask: torch.Tensor
     engine: torch.Tensor | None = None  # (B, T) the rollout engine's log-probs (NaN: none), or None
     trunks: TrunkCache | None = None  # the frozen trunk of each micro-batch (harness.rl.sequences)
+    share_prompts: bool = False  # one forward per group's prompt (sequence_logprobs share_prompts)
 
     @classmethod
     def of(
@@ -136,9 +137,11 @@ class _UpdateBatch:
         policy: Any = None,
         pad_id: int = 0,
         trunk_dtype: torch.dtype | None = None,
+        share_prompts: bool = False,
     ) -> _UpdateBatch:
         """``policy``: share its frozen trunk (:func:`~harness.rl.sequences.frozen_depth` layers)
-        between the update's passes, computed in ``trunk_dtype`` (None: the model's)."""
+        between the update's passes, computed in ``trunk_dtype`` (None: the model's);
+        ``share_prompts``: every pass runs a group's prompt once."""
         trajs = [t for g in groups for t in g.trajectories]
         prompts = [list(t.prompt_ids or []) for t in trajs]
         responses = [list(t.response_ids or []) for t in trajs]
@@ -151,9 +154,18 @@ class _UpdateBatch:
             ),
             mask=loss_masks(trajs, device=device, drop_truncated=drop_truncated),
             engine=engine_logprobs(trajs, device=device),
-            trunks=TrunkCache(policy, prompts, responses, pad_id=pad_id, depth=depth, dtype=trunk_dtype)
+            trunks=TrunkCache(
+                policy,
+                prompts,
+                responses,
+                pad_id=pad_id,
+                depth=depth,
+                dtype=trunk_dtype,
+                share_prompts=share_prompts,
+            )
             if depth
             else None,
+            share_prompts=share_prompts,
         )
 
     def trunk(self, rows: list[int]) -> Trunk | None:
@@ -477,6 +489,8 @@ class Trainer:
             policy=policy,
             pad_id=pad_id,
             trunk_dtype=TRUNK_DTYPES[self.recipe.trunk_dtype],
+            # exact up to float rounding; gradient checkpointing turns off the KV cache it needs
+            share_prompts=not self.recipe.gradient_checkpointing,
         )
         old_logp, ref_logp = self._fixed_logprobs(policy, ref, b, pad_id)
         # the learner's log-probs under the rollout policy, to compare with the engine's: the fixed
@@ -587,12 +601,15 @@ class Trainer:
                         with_entropy=False,
                         keep=b.mask[c],
                         trunk=b.trunk(c),
+                        share_prompts=b.share_prompts,
                     )[0],
                 )
             if a.needs_reference_model:
                 ref_logp = b.per_chunk(
                     mb,
-                    lambda c: self._ref_logprobs(policy, ref, *b.pairs(c), pad_id, b.mask[c], b.trunk(c)),
+                    lambda c: self._ref_logprobs(
+                        policy, ref, *b.pairs(c), pad_id, b.mask[c], b.trunk(c), b.share_prompts
+                    ),
                 )
         return old_logp, ref_logp
 
@@ -625,6 +642,7 @@ class Trainer:
             entropy_grad=bool(a.entropy_coef),
             keep=m,
             trunk=b.trunk(rows),
+            share_prompts=b.share_prompts,
         )
         logp = b.pad(logp)
         old = old_logp[rows] if old_logp is not None else logp.detach()
@@ -708,11 +726,19 @@ class Trainer:
         critic.opt.step()
         critic.sched.step()
 
-    def _ref_logprobs(self, policy, ref, prompts, responses, pad_id, keep, trunk=None) -> torch.Tensor:
+    def _ref_logprobs(
+        self, policy, ref, prompts, responses, pad_id, keep, trunk=None, share_prompts=False
+    ) -> torch.Tensor:
         """The reference's log-probs; ``trunk``: the policy's frozen trunk of these pairs, which is
         the LoRA reference's too (the adapter-free base below the first adapted layer)."""
         a = self.algo
-        kw = dict(pad_id=pad_id, temperature=a.temperature, with_entropy=False, keep=keep)
+        kw = dict(
+            pad_id=pad_id,
+            temperature=a.temperature,
+            with_entropy=False,
+            keep=keep,
+            share_prompts=share_prompts,
+        )
         if ref is not None:
             return sequence_logprobs(ref, prompts, responses, **kw)[0]
         with policy.disable_adapter():  # LoRA: the reference is the base model

@@ -1,7 +1,8 @@
 """The learner's frozen trunk (harness.rl.sequences: frozen_depth, frozen_trunk, TrunkCache): the
 layers below the first LoRA-adapted one are computed once per micro-batch and shared by the old,
-reference and loss passes. Paired against the full forward: the same log-probs, the same
-gradients, and the same training step."""
+reference and loss passes; and the shared-prompt forward (share_prompts: a group's prompt runs
+once, its KV cache repeated for the G responses). Paired against the full padded forward: the same
+log-probs, the same gradients, and the same training step."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import torch
 
 import tests.rl.test_trainer as toy
 from harness.rl.recipe import LoraConfig
-from harness.rl.sequences import frozen_depth, frozen_trunk, pack_sequences, sequence_logprobs
+from harness.rl.sequences import frozen_depth, frozen_trunk, pack_sequences, pack_shared, sequence_logprobs
 from tests.rl.test_trainer import FavouriteWords, toy_recipe, toy_trainer
 from tests.support.numeric import assert_close_rel, max_rel_diff
 
@@ -86,6 +87,46 @@ def test_the_trunk_gives_the_full_forwards_log_probs_and_gradients(toy_model_dir
         sequence_logprobs(policy, prompts[:2], responses[:2], trunk=trunk, **kw)
 
 
+@pytest.mark.parametrize("with_trunk", [False, True])
+def test_the_shared_prompt_forward_gives_the_padded_forwards_log_probs_and_gradients(
+    toy_model_dir: Path, with_trunk: bool
+):
+    policy = _lora_policy(toy_model_dir, (1,))
+    prompts, responses = _pairs()
+    pk = pack_shared(policy, prompts, responses, pad_id=0)
+    assert pk.shared is not None and pk.shared.prompt_ids.shape[0] == 2  # two distinct prompts
+    assert pk.shared.index.tolist() == [0, 0, 0, 1, 1]
+    depth = frozen_depth(policy)
+    t_len = max(map(len, responses))
+    keep = torch.tensor([[1.0] * len(r) + [0.0] * (t_len - len(r)) for r in responses])  # padding: 0
+    keep[:, 0] = 0.0  # the first response token is predicted at the prompt's last position: keep some
+    keep[0, 0] = 1.0
+    kw = dict(pad_id=0, temperature=0.7, with_entropy=True, mask=keep, keep=keep)
+
+    def run(share: bool):
+        trunk = None
+        if with_trunk:
+            pack = pack_shared if share else pack_sequences
+            trunk = frozen_trunk(policy, pack(policy, prompts, responses, pad_id=0), depth)
+        policy.zero_grad(set_to_none=True)
+        lp, ent = sequence_logprobs(policy, prompts, responses, trunk=trunk, share_prompts=share, **kw)
+        (lp * torch.linspace(-1.0, 2.0, lp.shape[1]) + 0.1 * ent).sum().backward()
+        return lp.detach(), ent.detach(), [p.grad.clone() for p in policy.parameters() if p.requires_grad]
+
+    lp0, ent0, g0 = run(False)
+    lp1, ent1, g1 = run(True)
+    assert float(lp0.abs().sum()) > 0 and float(lp0[0, 0]) != 0.0
+    assert_close_rel(lp1, lp0, what="log-probs")
+    assert_close_rel(ent1, ent0, what="entropy")
+    for a, b in zip(g1, g0, strict=True):
+        assert float(b.abs().max()) > 0
+        assert_close_rel(a, b, what="LoRA gradient")
+    if with_trunk:  # a trunk packed the other way is refused
+        trunk = frozen_trunk(policy, pack_sequences(policy, prompts, responses, pad_id=0), depth)
+        with pytest.raises(ValueError, match="share_prompts"):
+            sequence_logprobs(policy, prompts, responses, trunk=trunk, share_prompts=True, **kw)
+
+
 def test_a_bfloat16_trunk_is_a_rounding_of_the_float32_one(toy_model_dir: Path):
     policy = _lora_policy(toy_model_dir, (1,))
     prompts, responses = _pairs()
@@ -99,8 +140,9 @@ def test_a_bfloat16_trunk_is_a_rounding_of_the_float32_one(toy_model_dir: Path):
 
 def test_a_training_step_with_the_trunk_equals_one_without(toy_model_dir: Path, tmp_path: Path, monkeypatch):
     """One GRPO step with a KL loss to the LoRA reference and 2 updates (so old log-probs too):
-    the trunk-sharing trainer and the full-forward one (frozen depth forced to 0) sample the same
-    rollouts and end with the same adapter and the same logged loss and KL."""
+    the trainer as it runs (frozen trunk, shared prompts) and the plain one (frozen depth forced to
+    0, gradient checkpointing on, which turns prompt sharing off) sample the same rollouts and end
+    with the same adapter and the same logged loss and KL."""
     import harness.rl.trainer as trainer_mod
 
     recipe = toy_recipe(1).model_copy(
@@ -131,7 +173,16 @@ def test_a_training_step_with_the_trunk_equals_one_without(toy_model_dir: Path, 
     assert calls, "the trunk was not used"
     monkeypatch.setattr(trainer_mod, "frozen_depth", lambda policy: 0)
     n_calls = len(calls)
+    shared: list[bool] = []
+    real_lp = trainer_mod.sequence_logprobs
+    monkeypatch.setattr(
+        trainer_mod,
+        "sequence_logprobs",
+        lambda *a, **k: shared.append(k["share_prompts"]) or real_lp(*a, **k),
+    )
+    recipe = recipe.model_copy(update={"gradient_checkpointing": True})
     m0, w0 = run("full")
+    assert shared and not any(shared)
     assert len(calls) == n_calls  # the full forward computed no trunk
     assert m1["policy_tokens"] == m0["policy_tokens"] > 0
     for k in ("loss", "kl", "ratio_max"):
