@@ -35,6 +35,8 @@ KEYS = (
     "seconds",
     "seconds_rollout",
     "seconds_sync",
+    "seconds_update",
+    "cpu_seconds_update",
     "ds_rounds",
     "sampled/response_len_mean",
     "sampled/searches_mean",
