@@ -102,6 +102,14 @@ def _run(backbone: Any, inputs: torch.Tensor, **kw: Any) -> Any:
     return backbone(**{key: inputs}, **kw)
 
 
+def _padded_hidden(backbone: Any, pk: Packed, inputs: torch.Tensor) -> torch.Tensor:
+    """``backbone``'s last hidden states (B, L, H) over the padded batch ``pk`` from ``inputs``
+    (its token ids, or the hidden states entering the running layers)."""
+    return _run(
+        backbone, inputs, attention_mask=pk.attention, position_ids=pk.position_ids, use_cache=False
+    ).last_hidden_state
+
+
 def _response_hidden(
     backbone: Any, pk: Packed, prompt_in: torch.Tensor | None, resp_in: torch.Tensor
 ) -> tuple[torch.Tensor, torch.Tensor]:
@@ -234,12 +242,7 @@ def frozen_trunk(model: Any, pk: Packed, depth: int, *, dtype: torch.dtype | Non
         if pk.shared is not None:
             hp, hr = _response_hidden(backbone, pk, None, pk.input_ids[:, pk.prompt_len :])
             return Trunk(depth, hr.to(param.dtype), hp.to(param.dtype))
-        hidden = backbone(
-            input_ids=pk.input_ids,
-            attention_mask=pk.attention,
-            position_ids=pk.position_ids,
-            use_cache=False,
-        ).last_hidden_state
+        hidden = _padded_hidden(backbone, pk, pk.input_ids)
     return Trunk(depth, hidden.to(param.dtype))
 
 
@@ -429,12 +432,7 @@ def sequence_logprobs(
         # response token 0 is predicted at its prompt's last position, token j at response j - 1
         resp = torch.cat([hp[pk.shared.index, -1:], hr[:, :-1]], dim=1)
     elif trunk is None:
-        hidden = backbone(
-            input_ids=pk.input_ids,
-            attention_mask=pk.attention,
-            position_ids=pk.position_ids,
-            use_cache=False,
-        ).last_hidden_state
+        hidden = _padded_hidden(backbone, pk, pk.input_ids)
     else:
         if trunk.hidden.shape[:2] != pk.input_ids.shape:
             raise ValueError(
@@ -442,12 +440,7 @@ def sequence_logprobs(
                 f"as {tuple(pk.input_ids.shape)}; compute the trunk from the same pairs"
             )
         with _only_layers(backbone, slice(trunk.depth, None), norm=True):
-            hidden = backbone(
-                inputs_embeds=trunk.hidden,
-                attention_mask=pk.attention,
-                position_ids=pk.position_ids,
-                use_cache=False,
-            ).last_hidden_state
+            hidden = _padded_hidden(backbone, pk, trunk.hidden)
     if not share_prompts:
         # position p - 1 + j holds the distribution of response token j
         resp = hidden[:, pk.prompt_len - 1 : pk.prompt_len - 1 + t_len]
