@@ -4,6 +4,7 @@ side in one sitting (issue 43's speed acceptance: at most 1/5 of the recorded 42
     python scripts/rl_step_bench.py                                   # base SmolLM2 + a fresh LoRA
     python scripts/rl_step_bench.py --model runs/search_r1-cpu-sft-rl-sft/final   # from the SFT checkpoint
     python scripts/rl_step_bench.py --backends llamacpp --out /tmp/bench.json
+    python scripts/rl_step_bench.py --model runs/sft/final --recipe-override trunk_dtype='"bfloat16"'
 
 Each backend runs ``harness train --method search_r1 --recipe cpu-sft-grpo --steps 1`` (the
 recorded run's recipe: 4 questions x groups of 8, DAPO dynamic sampling over up to 2 rounds, 2
@@ -13,7 +14,10 @@ one thread for torch and one for llama.cpp, and the same seed, so both draw the 
 and ``seconds_sync`` beside it) come from the run's ``train_steps``. What differs between the two:
 the tokens sampled (two engines' numerics), hence the rewards, hence how many dynamic-sampling
 rounds each needed; the table reports the rounds and response lengths so that a reader can see it.
-The machine is whatever runs it: on a shared one, say so beside the numbers.
+The machine is whatever runs it: on a shared one, say so beside the numbers. Beside the wall
+seconds each run reports ``cpu_seconds`` (user + system CPU of the train process and everything it
+started, the llama.cpp child included: what the step cost whatever else ran) and the 1-minute load
+average before and after it. ``--recipe-override`` goes to both runs alike.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import subprocess
 import sys
 import tempfile
@@ -30,6 +35,8 @@ KEYS = (
     "seconds",
     "seconds_rollout",
     "seconds_sync",
+    "seconds_update",
+    "cpu_seconds_update",
     "ds_rounds",
     "sampled/response_len_mean",
     "sampled/searches_mean",
@@ -38,7 +45,9 @@ KEYS = (
 )
 
 
-def run_one(backend: str, model: str, recipe: str, work: Path, threads: int) -> dict[str, float]:
+def run_one(
+    backend: str, model: str, recipe: str, work: Path, threads: int, overrides: list[str]
+) -> dict[str, float]:
     import duckdb
 
     db = work / f"{backend}.duckdb"
@@ -64,12 +73,19 @@ def run_one(backend: str, model: str, recipe: str, work: Path, threads: int) -> 
         str(work / backend),
         "--db",
         str(db),
+        *(["--recipe-override", *overrides] if overrides else []),
     ]
+    load0 = os.getloadavg()[0]
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     subprocess.run(cmd, check=True, env=env)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     with duckdb.connect(str(db), read_only=True) as c:
         rows = c.execute("select metric, value from train_steps where step = 0").fetchall()
     got = dict(rows)
-    return {k: float(got[k]) for k in KEYS if k in got}
+    out = {k: float(got[k]) for k in KEYS if k in got}
+    out.update({"cpu_seconds": cpu, "load_before": load0, "load_after": os.getloadavg()[0]})
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -80,21 +96,34 @@ def main(argv: list[str] | None = None) -> int:
         "--backends", nargs="+", default=["llamacpp", "transformers"], help="rollout backends to time"
     )
     ap.add_argument("--threads", type=int, default=1, help="threads for torch and for llama.cpp (default 1)")
+    ap.add_argument(
+        "--recipe-override",
+        nargs="*",
+        default=[],
+        help="recipe fields for both runs (harness train --recipe-override), e.g. trunk_dtype='\"bfloat16\"'",
+    )
     ap.add_argument("--out", type=Path, default=None, help="also write the numbers as JSON here")
     args = ap.parse_args(argv)
     results: dict[str, dict[str, float]] = {}
     with tempfile.TemporaryDirectory(prefix="rl-step-bench-") as tmp:
         for b in args.backends:
-            results[b] = run_one(b, args.model, args.recipe, Path(tmp), args.threads)
+            results[b] = run_one(b, args.model, args.recipe, Path(tmp), args.threads, args.recipe_override)
             print(f"{b}: {json.dumps(results[b])}", file=sys.stderr)
-    print("| rollout backend | " + " | ".join(KEYS) + " |")
-    print("|---" * (len(KEYS) + 1) + "|")
+    cols = (*KEYS, "cpu_seconds", "load_before", "load_after")
+    print("| rollout backend | " + " | ".join(cols) + " |")
+    print("|---" * (len(cols) + 1) + "|")
     for b, m in results.items():
-        print(f"| {b} | " + " | ".join(f"{m[k]:.3f}" if k in m else "-" for k in KEYS) + " |")
+        print(f"| {b} | " + " | ".join(f"{m[k]:.3f}" if k in m else "-" for k in cols) + " |")
     if args.out is not None:
         args.out.write_text(
             json.dumps(
-                {"model": args.model, "recipe": args.recipe, "threads": args.threads, "steps": results},
+                {
+                    "model": args.model,
+                    "recipe": args.recipe,
+                    "recipe_override": args.recipe_override,
+                    "threads": args.threads,
+                    "steps": results,
+                },
                 indent=1,
             )
             + "\n"

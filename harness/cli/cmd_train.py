@@ -75,8 +75,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         default="auto",
         help="where rollouts are generated: llamacpp (llama.cpp over the base GGUF with the learner's LoRA "
         "written as a GGUF adapter each step), transformers (the learner's own model); vllm is not wired "
-        "yet. auto (default): transformers (llamacpp applies on the CPU to a LoRA recipe over a packaged "
-        "model or a checkpoint of one, but measured slower so far: harness/rl/rollout_engine.py)",
+        "yet. auto (default): llamacpp where it applies (on the CPU, a LoRA recipe over a packaged model or a "
+        "checkpoint of one; measured faster: harness/rl/rollout_engine.py), else transformers",
     )
     p.add_argument(
         "--rollout-threads",

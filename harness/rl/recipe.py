@@ -193,6 +193,10 @@ class Recipe(_Strict):
     aux_models: dict[str, BackendSpec] = {}  # role ("reader", "judge", "embedder") -> model
     lora: LoraConfig | None = None
     dtype: Literal["auto", "float32", "bfloat16"] = "float32"
+    # the dtype of the learner's frozen trunk (the layers below the first LoRA-adapted one, shared
+    # by a step's passes; harness.rl.sequences): "model" (exactly the full forward) or "bfloat16"
+    # (autocast; master LoRA weights, upper layers and optimizer stay in the model's dtype)
+    trunk_dtype: Literal["model", "bfloat16"] = "model"
     # recompute each layer's activations in the backward pass (transformers' gradient
     # checkpointing): less memory for more compute; TRL's GRPOConfig turns it on by default
     gradient_checkpointing: bool = False

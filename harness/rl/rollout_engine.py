@@ -71,10 +71,12 @@ def llamacpp_applies(recipe: Recipe, model: str, device: Any) -> bool:
 
 
 # What ``--rollout-backend auto`` picks where llama.cpp applies. Measured side by side on 2 cores
-# (results/rl-step-bench-2026-11-27.json: one step of search_r1 cpu-sft-grpo, one thread each),
-# the llama.cpp rollouts took 285-294 s against transformers' 206-239 s, so transformers stays
-# the default until the llama.cpp path is measured faster; ``--rollout-backend llamacpp`` opts in.
-CPU_LORA_DEFAULT: RolloutBackend = "transformers"
+# (results/rl-step-bench-2026-11-27b.json, sitting C, load average about 1: one step of search_r1
+# cpu-sft-grpo, one thread each, the same learner), llama.cpp on one slot rolled out in 186 s
+# against transformers' 210 s (step 290 against 313 s, 307 against 321 CPU-s). On 8 slots it had
+# been slower (results/rl-step-bench-2026-11-27.json: each slot prefilled its own copy of a
+# group's prompt and observations).
+CPU_LORA_DEFAULT: RolloutBackend = "llamacpp"
 
 
 def default_rollout_backend(recipe: Recipe, model: str, device: Any) -> RolloutBackend:

@@ -10,10 +10,24 @@ chunk's logits). On SmolLM2's 49,152-token vocabulary a (32, 128, V) float32 log
 a GRPO step's peak memory. TRL's ``add_fused_lm_head`` (trl/trainer/utils.py, TRL 1.16) does the
 same with a hand-written autograd function; this module uses torch's own checkpointing, so the
 gradient is autograd's, not ours.
+
+The frozen trunk (:func:`frozen_depth`, :class:`TrunkCache`): with LoRA on the top layers only (the
+CPU learning recipes adapt layers 20-29 of SmolLM2's 30), the embeddings and the layers below the
+first adapted one hold no trainable parameter, so their output is the same for the policy being
+updated, for the rollout policy of the step (old log-probs) and for the LoRA reference (the
+adapter-free base). A step's update computes it once per micro-batch, without gradients, and
+every pass (old, reference, the loss) runs only the layers above it: the same numbers as the
+full forward (in the model's dtype; tests/rl/test_trunk.py), for about a third of the compute of
+each pass. In bfloat16 (``Recipe.trunk_dtype``, CPU autocast) the trunk is a
+rounding of the base model's frozen layers that every pass of the step shares, so the ratio of the
+policy's log-probs to the old ones is still exactly 1 before the first update; the master LoRA
+weights, the layers above the trunk, the LM head and the optimizer stay float32.
 """
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -40,6 +54,91 @@ class Packed:
     labels: torch.Tensor
     prompt_len: int
     response_len: int
+    shared: SharedPrompts | None = None
+
+
+@dataclass(frozen=True)
+class SharedPrompts:
+    """The layout of one shared-prompt forward (:func:`pack_shared`): each distinct prompt once,
+    left-padded (U, P), and the responses right-padded (B, T) after their prompt's KV cache."""
+
+    prompt_ids: torch.Tensor  # (U, P)
+    prompt_attention: torch.Tensor  # (U, P)
+    prompt_positions: torch.Tensor  # (U, P)
+    index: torch.Tensor  # (B,) the row's prompt among the U
+    attention: torch.Tensor  # (B, P + T): its prompt's mask, then the response's
+    positions: torch.Tensor  # (B, T): the response's positions after its prompt
+
+
+def pack_shared(model: Any, prompts: list[list[int]], responses: list[list[int]], *, pad_id: int) -> Packed:
+    """:func:`pack_sequences`'s batch with the shared-prompt layout beside it, on ``model``'s
+    device: the G responses of a group share their prompt, whose keys and values are computed
+    once and repeated (by index, so the gradient reaches the prompt once per response)."""
+    pk = pack_sequences(model, prompts, responses, pad_id=pad_id)
+    distinct: dict[tuple[int, ...], int] = {}
+    index = [distinct.setdefault(tuple(p), len(distinct)) for p in prompts]
+    uniq = [list(p) for p in distinct]
+    p_len = max(len(p) for p in uniq)
+    device = pk.input_ids.device
+    ids = torch.tensor([[pad_id] * (p_len - len(p)) + p for p in uniq], device=device)
+    attn = torch.tensor([[0] * (p_len - len(p)) + [1] * len(p) for p in uniq], device=device)
+    idx = torch.tensor(index, dtype=torch.long, device=device)
+    r_attn = pk.attention[:, pk.prompt_len :]
+    lengths = attn.sum(-1)[idx]
+    shared = SharedPrompts(
+        prompt_ids=ids,
+        prompt_attention=attn,
+        prompt_positions=(attn.cumsum(-1) - 1).clamp(min=0),
+        index=idx,
+        attention=torch.cat([attn[idx], r_attn], dim=1),
+        positions=lengths[:, None] + torch.arange(pk.response_len, device=device)[None, :],
+    )
+    return Packed(**{**pk.__dict__, "shared": shared})
+
+
+def _run(backbone: Any, inputs: torch.Tensor, **kw: Any) -> Any:
+    """``backbone`` over token ids (integer ``inputs``) or hidden states (floating ``inputs``)."""
+    key = "inputs_embeds" if inputs.is_floating_point() else "input_ids"
+    return backbone(**{key: inputs}, **kw)
+
+
+def _padded_hidden(backbone: Any, pk: Packed, inputs: torch.Tensor) -> torch.Tensor:
+    """``backbone``'s last hidden states (B, L, H) over the padded batch ``pk`` from ``inputs``
+    (its token ids, or the hidden states entering the running layers)."""
+    return _run(
+        backbone, inputs, attention_mask=pk.attention, position_ids=pk.position_ids, use_cache=False
+    ).last_hidden_state
+
+
+def _response_hidden(
+    backbone: Any, pk: Packed, prompt_in: torch.Tensor | None, resp_in: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The shared-prompt forward of ``backbone``'s current layers: (hidden (U, P, H) of the
+    distinct prompts, hidden (B, T, H) of the responses). ``prompt_in``/``resp_in``: token ids or
+    the hidden states entering the layers (a trunk's)."""
+    from transformers import DynamicCache
+
+    sh = pk.shared
+    assert sh is not None
+    cache = DynamicCache()
+    hp = _run(
+        backbone,
+        sh.prompt_ids if prompt_in is None else prompt_in,
+        attention_mask=sh.prompt_attention,
+        position_ids=sh.prompt_positions,
+        cache=cache,
+        use_cache=True,
+    ).last_hidden_state
+    if cache.get_seq_length() != sh.prompt_ids.shape[1]:  # e.g. gradient checkpointing drops the cache
+        raise ConfigError(
+            f"{type(backbone).__name__}: the shared-prompt forward got no KV cache from the prompt pass "
+            "(gradient checkpointing turns the cache off); run it without share_prompts"
+        )
+    cache.batch_select_indices(sh.index)
+    hr = _run(
+        backbone, resp_in, attention_mask=sh.attention, position_ids=sh.positions, cache=cache, use_cache=True
+    ).last_hidden_state
+    return hp, hr
 
 
 def pack_sequences(
@@ -65,6 +164,123 @@ def pack_sequences(
         prompt_len=p_len,
         response_len=t_len,
     )
+
+
+# Decoder stacks whose forward runs ``self.layers`` in order over ``inputs_embeds`` as given (no
+# embedding scale) with one attention kind, so that a slice of the layers is a valid forward
+# (:func:`_only_layers`); another architecture runs the full forward (frozen depth 0).
+TRUNK_MODEL_TYPES = frozenset({"llama", "mistral", "qwen2", "qwen3"})
+
+
+@dataclass(frozen=True)
+class Trunk:
+    """The hidden states (B, L) entering decoder layer ``depth`` of a packed batch."""
+
+    depth: int
+    hidden: torch.Tensor  # shared-prompt layout: the responses' (B, T)
+    prompt_hidden: torch.Tensor | None = None  # shared-prompt layout: the distinct prompts' (U, P)
+
+
+def frozen_depth(model: Any) -> int:
+    """How many leading decoder layers of ``model`` (its embeddings frozen too) hold no trainable
+    parameter and no adapter module, for an architecture in :data:`TRUNK_MODEL_TYPES`; else 0."""
+    core = model.get_base_model() if hasattr(model, "get_base_model") else model
+    cfg = core.config.get_text_config() if hasattr(core.config, "get_text_config") else core.config
+    if getattr(cfg, "model_type", None) not in TRUNK_MODEL_TYPES:
+        return 0
+    if len(set(getattr(cfg, "layer_types", None) or ["one"])) != 1:
+        return 0  # sliding and full attention layers: the forward indexes them by position
+    backbone = causal_lm_parts(model)[0]
+    layers = getattr(backbone, "layers", None)
+    embed = getattr(backbone, "embed_tokens", None)
+    if layers is None or embed is None or any(p.requires_grad for p in embed.parameters()):
+        return 0
+    depth = 0
+    for layer in layers:
+        adapted = any("lora_" in name for name, _ in layer.named_modules())
+        if adapted or any(p.requires_grad for p in layer.parameters()):
+            break
+        depth += 1
+    return depth
+
+
+@contextlib.contextmanager
+def _only_layers(backbone: Any, layers: slice, *, norm: bool) -> Iterator[None]:
+    """``backbone``'s forward over ``layers`` only (and without its final norm unless ``norm``);
+    restored on exit."""
+    full, final = backbone.layers, backbone.norm
+    kept = list(full)[layers]
+    attns = [getattr(layer, "self_attn", None) for layer in kept]
+    numbers = [getattr(a, "layer_idx", None) for a in attns]
+    backbone.layers = torch.nn.ModuleList(kept)
+    for i, a in enumerate(attns):  # a KV cache is indexed by the position in the running stack
+        if a is not None and numbers[i] is not None:
+            a.layer_idx = i
+    if not norm:
+        backbone.norm = torch.nn.Identity()
+    try:
+        yield
+    finally:
+        backbone.layers, backbone.norm = full, final
+        for a, n in zip(attns, numbers, strict=True):
+            if a is not None and n is not None:
+                a.layer_idx = n
+
+
+def frozen_trunk(model: Any, pk: Packed, depth: int, *, dtype: torch.dtype | None = None) -> Trunk:
+    """The hidden states entering layer ``depth`` for the packed batch ``pk``, without gradients;
+    ``dtype`` bfloat16: computed under autocast (the trunk's matrix products in bfloat16), returned
+    in the model's dtype."""
+    backbone = causal_lm_parts(model)[0]
+    param = next(model.parameters())
+    cast = (
+        torch.autocast(device_type=param.device.type, dtype=dtype)
+        if dtype is not None and dtype != param.dtype
+        else contextlib.nullcontext()
+    )
+    with torch.no_grad(), _only_layers(backbone, slice(0, depth), norm=False), cast:
+        if pk.shared is not None:
+            hp, hr = _response_hidden(backbone, pk, None, pk.input_ids[:, pk.prompt_len :])
+            return Trunk(depth, hr.to(param.dtype), hp.to(param.dtype))
+        hidden = _padded_hidden(backbone, pk, pk.input_ids)
+    return Trunk(depth, hidden.to(param.dtype))
+
+
+class TrunkCache:
+    """The frozen trunk of an update's micro-batches, computed on first use per set of rows of
+    ``prompts``/``responses`` (the same rows pack the same way), then shared by every pass over
+    them (old log-probs, reference, loss). ``depth`` 0: no trunk (the full forward)."""
+
+    def __init__(
+        self,
+        model: Any,
+        prompts: list[list[int]],
+        responses: list[list[int]],
+        *,
+        pad_id: int,
+        depth: int,
+        dtype: torch.dtype | None = None,
+        share_prompts: bool = False,
+    ):
+        self.model, self.prompts, self.responses = model, prompts, responses
+        self.pad_id, self.depth, self.dtype = pad_id, depth, dtype
+        self.share_prompts = share_prompts
+        self._cache: dict[tuple[int, ...], Trunk] = {}
+
+    def __call__(self, rows: list[int]) -> Trunk | None:
+        if self.depth == 0:
+            return None
+        key = tuple(rows)
+        if key not in self._cache:
+            pack = pack_shared if self.share_prompts else pack_sequences
+            pk = pack(
+                self.model,
+                [self.prompts[i] for i in rows],
+                [self.responses[i] for i in rows],
+                pad_id=self.pad_id,
+            )
+            self._cache[key] = frozen_trunk(self.model, pk, self.depth, dtype=self.dtype)
+        return self._cache[key]
 
 
 def causal_lm_parts(model: Any) -> tuple[Any, Any, float, float | None]:
@@ -166,6 +382,8 @@ def sequence_logprobs(
     mask: torch.Tensor | None = None,
     entropy_grad: bool = True,
     keep: torch.Tensor | None = None,
+    trunk: Trunk | None = None,
+    share_prompts: bool = False,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """Log-probs (B, T) of each response token under ``model`` given its prompt and the response
     so far, at the sampling temperature; prompts are left-padded, responses right-padded.
@@ -177,22 +395,55 @@ def sequence_logprobs(
 
     ``with_entropy`` and a ``mask``: the per-token entropy (B, T) at the same temperature, 0 where
     ``mask`` is 0; it is part of the autograd graph only with ``entropy_grad`` (as a logged metric
-    it costs no graph memory)."""
-    pk = pack_sequences(model, prompts, responses, pad_id=pad_id)
+    it costs no graph memory).
+
+    ``trunk``: the frozen trunk of this batch (:func:`frozen_trunk` of the same pairs): only the
+    layers above it run (computed with the same ``share_prompts``).
+
+    ``share_prompts``: one forward per distinct prompt (a GRPO group's G responses share theirs):
+    its keys and values are computed once and every response of it runs after them
+    (:func:`pack_shared`); the same log-probs and gradients as the padded batch, up to float
+    rounding (tests/rl/test_trunk.py)."""
+    pack = pack_shared if share_prompts else pack_sequences
+    pk = pack(model, prompts, responses, pad_id=pad_id)
     b, t_len = pk.labels.shape
     backbone, head, scale, softcap = causal_lm_parts(model)
     sel = torch.ones_like(pk.labels, dtype=torch.bool)
     if keep is not None:
         k = keep.to(device=sel.device).bool()[:, :t_len]
         sel = F.pad(k, (0, t_len - k.shape[1]))
-    hidden = backbone(
-        input_ids=pk.input_ids,
-        attention_mask=pk.attention,
-        position_ids=pk.position_ids,
-        use_cache=False,
-    ).last_hidden_state
-    # position p - 1 + j holds the distribution of response token j
-    resp = hidden[:, pk.prompt_len - 1 : pk.prompt_len - 1 + t_len]
+    if trunk is not None and (trunk.prompt_hidden is not None) != share_prompts:
+        raise ValueError(
+            "sequence_logprobs: the trunk was packed with another share_prompts; compute it alike"
+        )
+    if share_prompts:
+        with contextlib.ExitStack() as stack:
+            prompt_in, resp_in = None, pk.input_ids[:, pk.prompt_len :]
+            if trunk is not None:
+                if trunk.hidden.shape[:2] != resp_in.shape:
+                    raise ValueError(
+                        f"sequence_logprobs: trunk of shape {tuple(trunk.hidden.shape[:2])} for responses "
+                        f"packed as {tuple(resp_in.shape)}; compute the trunk from the same pairs"
+                    )
+                stack.enter_context(_only_layers(backbone, slice(trunk.depth, None), norm=True))
+                prompt_in, resp_in = trunk.prompt_hidden, trunk.hidden
+            hp, hr = _response_hidden(backbone, pk, prompt_in, resp_in)
+        assert pk.shared is not None
+        # response token 0 is predicted at its prompt's last position, token j at response j - 1
+        resp = torch.cat([hp[pk.shared.index, -1:], hr[:, :-1]], dim=1)
+    elif trunk is None:
+        hidden = _padded_hidden(backbone, pk, pk.input_ids)
+    else:
+        if trunk.hidden.shape[:2] != pk.input_ids.shape:
+            raise ValueError(
+                f"sequence_logprobs: trunk of shape {tuple(trunk.hidden.shape[:2])} for a batch packed "
+                f"as {tuple(pk.input_ids.shape)}; compute the trunk from the same pairs"
+            )
+        with _only_layers(backbone, slice(trunk.depth, None), norm=True):
+            hidden = _padded_hidden(backbone, pk, trunk.hidden)
+    if not share_prompts:
+        # position p - 1 + j holds the distribution of response token j
+        resp = hidden[:, pk.prompt_len - 1 : pk.prompt_len - 1 + t_len]
     want_ent = with_entropy and mask is not None
     lp, en = token_logprobs(
         resp[sel],

@@ -48,7 +48,7 @@ from harness.rl.kl import kl_loss, kl_penalty_reward, kl_values
 from harness.rl.losses import POLICY_LOSSES, agg_loss, agg_units
 from harness.rl.masked import masked_mean
 from harness.rl.recipe import Recipe
-from harness.rl.sequences import sequence_logprobs
+from harness.rl.sequences import Trunk, TrunkCache, frozen_depth, sequence_logprobs
 from harness.types import QAExample, SamplingParams, Trajectory
 
 
@@ -83,6 +83,10 @@ class TrainResult:
     checkpoint: Path
     steps: list[StepResult] = field(default_factory=list)
     run_id: str = ""
+
+
+# Recipe.trunk_dtype -> the dtype the frozen trunk is computed in (None: the model's own)
+TRUNK_DTYPES: dict[str, torch.dtype | None] = {"model": None, "bfloat16": torch.bfloat16}
 
 
 def rollout_protocol(base: Protocol, recipe: Recipe) -> Protocol:
@@ -120,19 +124,53 @@ class _UpdateBatch:
     gids: torch.Tensor
     mask: torch.Tensor
     engine: torch.Tensor | None = None  # (B, T) the rollout engine's log-probs (NaN: none), or None
+    trunks: TrunkCache | None = None  # the frozen trunk of each micro-batch (harness.rl.sequences)
+    share_prompts: bool = False  # one forward per group's prompt (sequence_logprobs share_prompts)
 
     @classmethod
-    def of(cls, groups: list[Group], *, device: Any, drop_truncated: bool) -> _UpdateBatch:
+    def of(
+        cls,
+        groups: list[Group],
+        *,
+        device: Any,
+        drop_truncated: bool,
+        policy: Any = None,
+        pad_id: int = 0,
+        trunk_dtype: torch.dtype | None = None,
+        share_prompts: bool = False,
+    ) -> _UpdateBatch:
+        """``policy``: share its frozen trunk (:func:`~harness.rl.sequences.frozen_depth` layers)
+        between the update's passes, computed in ``trunk_dtype`` (None: the model's);
+        ``share_prompts``: every pass runs a group's prompt once."""
         trajs = [t for g in groups for t in g.trajectories]
+        prompts = [list(t.prompt_ids or []) for t in trajs]
+        responses = [list(t.response_ids or []) for t in trajs]
+        depth = frozen_depth(policy) if policy is not None else 0
         return cls(
-            prompts=[list(t.prompt_ids or []) for t in trajs],
-            responses=[list(t.response_ids or []) for t in trajs],
+            prompts=prompts,
+            responses=responses,
             gids=torch.tensor(
                 [i for i, g in enumerate(groups) for _ in g.trajectories], dtype=torch.long, device=device
             ),
             mask=loss_masks(trajs, device=device, drop_truncated=drop_truncated),
             engine=engine_logprobs(trajs, device=device),
+            trunks=TrunkCache(
+                policy,
+                prompts,
+                responses,
+                pad_id=pad_id,
+                depth=depth,
+                dtype=trunk_dtype,
+                share_prompts=share_prompts,
+            )
+            if depth
+            else None,
+            share_prompts=share_prompts,
         )
+
+    def trunk(self, rows: list[int]) -> Trunk | None:
+        """The frozen trunk of micro-batch ``rows``, or None (no frozen layers: the full forward)."""
+        return self.trunks(rows) if self.trunks is not None else None
 
     def pairs(self, rows: list[int]) -> tuple[list[list[int]], list[list[int]]]:
         return [self.prompts[i] for i in rows], [self.responses[i] for i in rows]
@@ -266,7 +304,10 @@ class Trainer:
                 self.recipe,
                 self.out_dir,
                 threads=self.rollout_threads,
-                parallel=min(self.algo.group_size, 8),
+                # one slot: requests in order, so each group's rollouts reuse their prompt's cached
+                # prefix; 8 slots on 1 thread prefilled 16,203 tokens against 9,530 for one round of
+                # 4 x 8 cpu-sft-grpo rollouts and cost 143 against 102 engine CPU-s (docs/training.md)
+                parallel=1,
             )
             backend: Any = engine.backend
         else:
@@ -360,7 +401,11 @@ class Trainer:
             metrics: dict[str, float] = {}
             kept: dict[str, float] = {}
             if groups:
+                t_upd, cpu_upd = time.perf_counter(), time.process_time()
                 metrics.update(self._update(policy, ref, pad_id, groups, opt, sched, params, step, critic))
+                # the learner's wall and CPU seconds (this process: a llama.cpp engine's are not in it)
+                metrics["seconds_update"] = time.perf_counter() - t_upd
+                metrics["cpu_seconds_update"] = time.process_time() - cpu_upd
                 kept = self._rollout_metrics(groups)
                 metrics.update(kept)
             else:
@@ -444,7 +489,16 @@ class Trainer:
         advantages, then ``ppo_epochs`` passes of one optimizer step per mini-batch of groups (the
         critic's first, when there is one)."""
         a = self.algo
-        b = _UpdateBatch.of(groups, device=self.device, drop_truncated=a.overlong.filter_truncated)
+        b = _UpdateBatch.of(
+            groups,
+            device=self.device,
+            drop_truncated=a.overlong.filter_truncated,
+            policy=policy,
+            pad_id=pad_id,
+            trunk_dtype=TRUNK_DTYPES[self.recipe.trunk_dtype],
+            # exact up to float rounding; gradient checkpointing turns off the KV cache it needs
+            share_prompts=not self.recipe.gradient_checkpointing,
+        )
         old_logp, ref_logp = self._fixed_logprobs(policy, ref, b, pad_id)
         # the learner's log-probs under the rollout policy, to compare with the engine's: the fixed
         # old log-probs when there are any, else filled by the single update's micro-batches
@@ -553,11 +607,16 @@ class Trainer:
                         temperature=a.temperature,
                         with_entropy=False,
                         keep=b.mask[c],
+                        trunk=b.trunk(c),
+                        share_prompts=b.share_prompts,
                     )[0],
                 )
             if a.needs_reference_model:
                 ref_logp = b.per_chunk(
-                    mb, lambda c: self._ref_logprobs(policy, ref, *b.pairs(c), pad_id, b.mask[c])
+                    mb,
+                    lambda c: self._ref_logprobs(
+                        policy, ref, *b.pairs(c), pad_id, b.mask[c], b.trunk(c), b.share_prompts
+                    ),
                 )
         return old_logp, ref_logp
 
@@ -589,6 +648,8 @@ class Trainer:
             mask=m[:, : max(len(r) for r in responses) or 1],
             entropy_grad=bool(a.entropy_coef),
             keep=m,
+            trunk=b.trunk(rows),
+            share_prompts=b.share_prompts,
         )
         logp = b.pad(logp)
         old = old_logp[rows] if old_logp is not None else logp.detach()
@@ -672,13 +733,23 @@ class Trainer:
         critic.opt.step()
         critic.sched.step()
 
-    def _ref_logprobs(self, policy, ref, prompts, responses, pad_id, keep) -> torch.Tensor:
+    def _ref_logprobs(
+        self, policy, ref, prompts, responses, pad_id, keep, trunk=None, share_prompts=False
+    ) -> torch.Tensor:
+        """The reference's log-probs; ``trunk``: the policy's frozen trunk of these pairs, which is
+        the LoRA reference's too (the adapter-free base below the first adapted layer)."""
         a = self.algo
-        kw = dict(pad_id=pad_id, temperature=a.temperature, with_entropy=False, keep=keep)
+        kw = dict(
+            pad_id=pad_id,
+            temperature=a.temperature,
+            with_entropy=False,
+            keep=keep,
+            share_prompts=share_prompts,
+        )
         if ref is not None:
             return sequence_logprobs(ref, prompts, responses, **kw)[0]
         with policy.disable_adapter():  # LoRA: the reference is the base model
-            return sequence_logprobs(policy, prompts, responses, **kw)[0]
+            return sequence_logprobs(policy, prompts, responses, trunk=trunk, **kw)[0]
 
     # -- checkpoints ---------------------------------------------------------------------------
     def _save_checkpoint(

@@ -38,8 +38,8 @@ def test_llamacpp_applies_to_a_lora_recipe_over_a_packaged_model_on_the_cpu(tmp_
     assert engine_base(str(ckpt)) == ("default", ckpt)
     assert llamacpp_applies(lora, str(ckpt), cpu)
     assert not llamacpp_applies(lora, str(tmp_path), cpu)  # no GGUF base known
-    # auto: transformers until llama.cpp rollouts are measured faster (results/rl-step-bench-*.json)
-    assert CPU_LORA_DEFAULT == "transformers"
+    # auto: llama.cpp, measured faster side by side (results/rl-step-bench-2026-11-27b.json)
+    assert CPU_LORA_DEFAULT == "llamacpp"
     assert default_rollout_backend(lora, "default", cpu) == CPU_LORA_DEFAULT
     assert default_rollout_backend(lora, "default", gpu) == "transformers"
     with pytest.raises(ConfigError, match="use --rollout-backend transformers"):
