@@ -105,7 +105,8 @@ def run_training(method, recipe, args: argparse.Namespace) -> int:
     from harness.eval.setup import RunSetup
     from harness.llm.base import make_backend
     from harness.results.lifecycle import running
-    from harness.rl.trainer import Trainer, rollout_protocol, saved_checkpoint
+    from harness.rl.checkpoint import saved_checkpoint
+    from harness.rl.trainer import Trainer, rollout_protocol
 
     out = output_dir(args.out or Path("runs") / f"{method.name}-{recipe.name}")
     if args.resume and saved_checkpoint(out) is None and not Path(args.db).exists():
@@ -179,7 +180,7 @@ def resume_from(store, out: Path, recipe) -> None:
     process died (``interrupted``), then say which checkpoint the run continues from, or refuse in
     one line when none was saved (the run would silently start over at step 1)."""
     from harness.results.lifecycle import close_dead_run
-    from harness.rl.trainer import saved_checkpoint
+    from harness.rl.checkpoint import saved_checkpoint
 
     marker, previous = out / RUN_FILE, None
     if marker.exists():

@@ -414,6 +414,8 @@ def _prediction(t: Any) -> str | None:
     return t.prediction or None
 
 
+# long: one evaluation in order (the engine opened, the greedy pass, the sampled pass, the engine
+# closed whatever fails, then every answer scored); the pieces share a dozen settings and the engine
 def evaluate_heldout(
     checkpoint: str,
     questions: Sequence[QAExample],

@@ -371,6 +371,8 @@ def token_logprobs(
     return logp, (torch.cat(ents) if with_entropy else None)
 
 
+# long: one forward in three exact variants that must stay equal (padded, shared prompt KV, frozen
+# trunk), pinned by tests/rl/test_trunk.py; a split would pass the same padded tensors around
 def sequence_logprobs(
     model: Any,
     prompts: list[list[int]],

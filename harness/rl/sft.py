@@ -223,6 +223,8 @@ def dev_metrics(
     return {"sft/dev_loss": nll / tokens, "sft/dev_entropy": ent / tokens, "sft/dev_tokens": tokens}
 
 
+# long: the SFT loop in order (shuffled epochs of micro-batches, the schedule, the dev-slice early
+# stop that keeps the best weights, the per-step log); the early stop reads and restores the loop's state
 def train_sft(
     policy: Any,
     trajectories: Sequence[Trajectory],
@@ -319,7 +321,7 @@ def train_sft(
                 )
             history.append(metrics)
             log(f"sft step {step}/{n_steps} loss {total:.4f} ({int(units)} tokens) {metrics['seconds']:.1f}s")
-            if stop or (best is not None and step == n_steps):
+            if best is not None and (stop or step == n_steps):  # stop implies a best
                 with torch.no_grad():
                     for p, w in zip(params, best[2], strict=True):
                         p.copy_(w)

@@ -43,6 +43,14 @@ from harness.errors import ConfigError
 from harness.eval.protocol import Protocol
 from harness.method import RewardBreakdown, RewardContext, RunContext, TrainableMethod
 from harness.rl.advantages import AdvantageBatch, compute_advantages, gae_advantages_returns
+from harness.rl.checkpoint import (
+    Critic,
+    Cursor,
+    Learner,
+    restore_checkpoint,
+    restore_policy,
+    save_checkpoint,
+)
 from harness.rl.dapo import DynamicSampler, GroupRewards, overlong_penalty
 from harness.rl.kl import kl_loss, kl_penalty_reward, kl_values
 from harness.rl.losses import POLICY_LOSSES, agg_loss, agg_units
@@ -60,16 +68,6 @@ class Group:
     trajectories: list[Trajectory]
     rewards: list[RewardBreakdown]
     group_rewards: GroupRewards
-
-
-@dataclass
-class Critic:
-    """PPO's value model with its optimizer and schedule (``algo.adv_estimator == 'gae'``)."""
-
-    model: Any
-    opt: Any
-    sched: Any
-    params: list[Any]
 
 
 @dataclass
@@ -241,10 +239,8 @@ class Trainer:
         policy, ref, tok = load_policy(
             self.model_name, self.recipe, with_reference=self.algo.needs_reference_model, device=self.device
         )
-        if self.resume and (self.out_dir / "checkpoint" / "trainer_state.pt").exists():
-            state_dir = self.out_dir / "checkpoint"
-            weights = torch.load(state_dir / "policy_state.pt", map_location=self.device, weights_only=True)
-            policy.load_state_dict(weights)
+        if self.resume:
+            restore_policy(self.out_dir, policy, device=self.device)
         policy.train()
         return policy, ref, tok
 
@@ -334,116 +330,133 @@ class Trainer:
         total_updates = self.recipe.steps * a.updates_per_step
         sched = torch.optim.lr_scheduler.LambdaLR(opt, _lr_lambda(self.recipe, total_updates))
         critic = self._make_critic(policy, total_updates) if a.critic is not None else None
+        learner = Learner(policy, ref, pad_id, opt, sched, params, critic)
 
         examples = self._examples_list()
         order = list(range(len(examples)))
         random.Random(self.recipe.seed).shuffle(order)
-        pos = 0
-        start_step = 0
-        state_path = self.out_dir / "checkpoint" / "trainer_state.pt"
-        if self.resume and state_path.exists():
-            # optimizer state onto the policy's device; the RNG state and data order stay CPU objects
-            st = torch.load(state_path, map_location=self.device, weights_only=False)
-            opt.load_state_dict(st["optimizer"])
-            sched.load_state_dict(st["scheduler"])
-            start_step, pos, order = st["step"], st["pos"], st["order"]
-            torch.set_rng_state(st["torch_rng"].cpu())  # cpu: torch's CPU generator state
-            if critic is not None:
-                critic.model.load_state_dict(
-                    torch.load(
-                        state_path.parent / "critic_state.pt", map_location=self.device, weights_only=True
-                    )
-                )
-                critic.opt.load_state_dict(st["critic_optimizer"])
-                critic.sched.load_state_dict(st["critic_scheduler"])
-            self.log(f"resumed from {state_path} at step {start_step}")
+        cursor = Cursor(step=0, pos=0, order=order)
+        if self.resume:
+            cursor = restore_checkpoint(self.out_dir, learner, device=self.device, log=self.log) or cursor
 
         def next_examples(n: int) -> list[QAExample]:
-            nonlocal pos
-            out = []
-            for _ in range(n):
-                out.append(examples[order[pos % len(order)]])
-                pos += 1
+            out = [examples[cursor.order[(cursor.pos + i) % len(cursor.order)]] for i in range(n)]
+            cursor.pos += n
             return out
 
         result = TrainResult(checkpoint=self.out_dir / "final", run_id=self.run_id)
-        for step in range(start_step, self.recipe.steps):
+        heldout_start = self._heldout(policy, cursor.step, None) if cursor.step == 0 else None
+        for step in range(cursor.step, self.recipe.steps):
             t0 = time.perf_counter()
             # the current policy reaches the engine (llamacpp: its LoRA as a GGUF adapter)
             t_sync = engine.sync(policy) if engine is not None else 0.0
-            ds = a.dynamic_sampling
-            rounds, dropped_frac, capped = 1, 0.0, False
-            generated: list[Group] = []  # every group rolled out this step, kept or not
-
-            def roll(r: int, step: int = step, sink: list[Group] = generated) -> list[Group]:
-                out = self._rollout_groups(ctx, next_examples(a.train_batch_size), step, r)
-                sink.extend(out)
-                self._record_questions(step, r, [g.example.id for g in out])
-                return out
-
-            if ds.enabled:
-                sampler: DynamicSampler[Group] = DynamicSampler(
-                    group_filter=ds.build_filter(),
-                    target_groups=a.train_batch_size,
-                    max_rounds=ds.max_rounds,
-                    rewards_of=lambda grp: grp.group_rewards,
-                )
-                res = sampler.sample(roll)
-                groups, rounds, dropped_frac, capped = (
-                    res.groups,
-                    res.rounds,
-                    res.dropped_fraction,
-                    res.capped,
-                )
-            else:
-                groups = roll(0)
+            groups, generated, ds_metrics = self._roll_step(ctx, step, next_examples)
             t_roll = time.perf_counter() - t0
             metrics: dict[str, float] = {}
             kept: dict[str, float] = {}
             if groups:
                 t_upd, cpu_upd = time.perf_counter(), time.process_time()
-                metrics.update(self._update(policy, ref, pad_id, groups, opt, sched, params, step, critic))
+                metrics.update(self._update(learner, groups, step))
                 # the learner's wall and CPU seconds (this process: a llama.cpp engine's are not in it)
                 metrics["seconds_update"] = time.perf_counter() - t_upd
                 metrics["cpu_seconds_update"] = time.process_time() - cpu_upd
                 kept = self._rollout_metrics(groups)
                 metrics.update(kept)
             else:
-                self.log(f"step {step + 1}: dynamic sampling kept no group in {rounds} rounds; no update")
+                self.log(
+                    f"step {step + 1}: dynamic sampling kept no group in {ds_metrics['ds_rounds']:.0f} rounds; no update"
+                )
             # what the policy did on everything it generated: under dynamic sampling the kept groups
             # are a biased sample (filtered on their rewards), so learning curves read these; when
             # every generated group was kept (no filter, or none dropped) they are the same numbers
             sampled = kept if len(groups) == len(generated) else self._rollout_metrics(generated)
             metrics.update({f"sampled/{k}": v for k, v in sampled.items()})
+            metrics.update(ds_metrics)
             metrics.update(
                 {
                     "seconds": time.perf_counter() - t0,
                     "seconds_rollout": t_roll,
                     "seconds_sync": t_sync,
                     "lr": sched.get_last_lr()[0],
-                    "ds_rounds": float(rounds),
-                    "ds_dropped_frac": dropped_frac,
-                    "ds_capped": float(capped),
                 }
             )
             result.steps.append(StepResult(step, metrics))
-            self.log(
-                f"step {step + 1}/{self.recipe.steps} reward {metrics['sampled/reward/total_mean']:.3f} "
-                f"(std {metrics['sampled/reward/total_std']:.3f}; trained on {len(groups)}/{len(generated)} "
-                f"groups) searches {metrics['sampled/searches_mean']:.2f} "
-                f"len {metrics['sampled/response_len_mean']:.0f} kl {metrics.get('kl', 0.0):.4f} "
-                f"clip {metrics.get('clip_frac', 0.0):.3f} {metrics['seconds']:.1f}s"
-            )
+            self._log_step(step, metrics, len(groups), len(generated))
             if self.store is not None and result.run_id:
                 self.store.add_train_steps(result.run_id, step, metrics)
+            self._heldout(policy, step + 1, heldout_start)
             if (
                 self.recipe.save_every
                 and (step + 1) % self.recipe.save_every == 0
                 and step + 1 < self.recipe.steps
             ):
-                self._save_checkpoint(policy, tok, opt, sched, step + 1, pos, order, critic)
+                cursor.step = step + 1
+                save_checkpoint(
+                    self.out_dir, learner, cursor, recipe=self.recipe, run_id=self.run_id, log=self.log
+                )
         self._save_final(policy, tok)
         return result
+
+    def _roll_step(
+        self, ctx: RunContext, step: int, next_examples: Callable[[int], list[QAExample]]
+    ) -> tuple[list[Group], list[Group], dict[str, float]]:
+        """One step's rollouts: (the groups trained on, every group generated, the dynamic
+        sampling's rounds / dropped share / capped flag)."""
+        a = self.algo
+        ds = a.dynamic_sampling
+        rounds, dropped_frac, capped = 1, 0.0, False
+        generated: list[Group] = []  # every group rolled out this step, kept or not
+
+        def roll(r: int) -> list[Group]:
+            out = self._rollout_groups(ctx, next_examples(a.train_batch_size), step, r)
+            generated.extend(out)
+            self._record_questions(step, r, [g.example.id for g in out])
+            return out
+
+        if ds.enabled:
+            sampler: DynamicSampler[Group] = DynamicSampler(
+                group_filter=ds.build_filter(),
+                target_groups=a.train_batch_size,
+                max_rounds=ds.max_rounds,
+                rewards_of=lambda grp: grp.group_rewards,
+            )
+            res = sampler.sample(roll)
+            groups, rounds, dropped_frac, capped = res.groups, res.rounds, res.dropped_fraction, res.capped
+        else:
+            groups = roll(0)
+        ds_metrics = {"ds_rounds": float(rounds), "ds_dropped_frac": dropped_frac, "ds_capped": float(capped)}
+        return groups, generated, ds_metrics
+
+    def _log_step(self, step: int, metrics: dict[str, float], kept: int, generated: int) -> None:
+        self.log(
+            f"step {step + 1}/{self.recipe.steps} reward {metrics['sampled/reward/total_mean']:.3f} "
+            f"(std {metrics['sampled/reward/total_std']:.3f}; trained on {kept}/{generated} "
+            f"groups) searches {metrics['sampled/searches_mean']:.2f} "
+            f"len {metrics['sampled/response_len_mean']:.0f} kl {metrics.get('kl', 0.0):.4f} "
+            f"clip {metrics.get('clip_frac', 0.0):.3f} {metrics['seconds']:.1f}s"
+        )
+
+    def _heldout(self, policy: Any, step: int, start: Any) -> Any:
+        """The recipe's held-out evaluation after ``step`` steps (0: the warm start), every
+        ``recipe.heldout_every`` steps (:func:`harness.rl.heldout_eval.heldout_at_step`, which
+        returns None off that schedule); off when the recipe sets no ``heldout_every``."""
+        if not self.recipe.heldout_every:
+            return None
+        from harness.rl.heldout_eval import heldout_at_step
+
+        return heldout_at_step(
+            self.recipe,
+            self.model_name,
+            policy,
+            step,
+            self.out_dir,
+            store=self.store,
+            run_id=self.run_id,
+            start=start,
+            threads=self.rollout_threads,
+            data_dir=self.data_dir,
+            log=self.log,
+        )
 
     def _rollout_metrics(self, groups: list[Group]) -> dict[str, float]:
         trajs = [t for g in groups for t in g.trajectories]
@@ -482,13 +495,16 @@ class Trainer:
         sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda n: (n + 1) / warm if n < warm else 1.0)
         return Critic(model=model, opt=opt, sched=sched, params=params)
 
-    def _update(
-        self, policy, ref, pad_id, groups, opt, sched, params, step: int, critic: Critic | None = None
-    ) -> dict[str, float]:
+    # long: one step's update in the order verl's ray_trainer runs it (old and reference log-probs,
+    # values, KL in the reward, advantages, then the epochs of mini-batch updates); every part reads
+    # the batch and the fixed log-probs built at its top
+    def _update(self, learner: Learner, groups: list[Group], step: int) -> dict[str, float]:
         """One training step's update: fixed log-probs (old policy, reference) and values, the
         advantages, then ``ppo_epochs`` passes of one optimizer step per mini-batch of groups (the
         critic's first, when there is one)."""
         a = self.algo
+        policy, ref, pad_id, critic = learner.policy, learner.ref, learner.pad_id, learner.critic
+        opt, sched, params = learner.opt, learner.sched, learner.params
         b = _UpdateBatch.of(
             groups,
             device=self.device,
@@ -579,9 +595,9 @@ class Trainer:
         # the clipped loss's ratio range over the step; token counts add up; the rest are means
         reduce = {"ratio_min": min, "ratio_max": max, "policy_tokens": sum}
         out = {k: (reduce.get(k, lambda x: sum(x) / len(x))(v) if v else 0.0) for k, v in stats.items()}
-        learner = old_logp if old_logp is not None else (self._rollout_lp if update_actor else None)
-        if b.engine is not None and a.temperature == 1.0 and learner is not None:
-            out.update(engine_mismatch(learner, b.engine, b.mask))
+        learner_lp = old_logp if old_logp is not None else (self._rollout_lp if update_actor else None)
+        if b.engine is not None and a.temperature == 1.0 and learner_lp is not None:
+            out.update(engine_mismatch(learner_lp, b.engine, b.mask))
         if critic is not None:
             out["actor_updated"] = float(update_actor)
             out["critic/lr"] = critic.sched.get_last_lr()[0]
@@ -752,43 +768,6 @@ class Trainer:
             return sequence_logprobs(policy, prompts, responses, trunk=trunk, **kw)[0]
 
     # -- checkpoints ---------------------------------------------------------------------------
-    def _save_checkpoint(
-        self, policy, tok, opt, sched, step: int, pos: int, order: list[int], critic: Critic | None = None
-    ) -> None:
-        final = self.out_dir / "checkpoint"
-        tmp = self.out_dir / "checkpoint.tmp"
-        shutil.rmtree(tmp, ignore_errors=True)
-        tmp.mkdir(parents=True)
-        torch.save(policy.state_dict(), tmp / "policy_state.pt")
-        torch.save(
-            {
-                "optimizer": opt.state_dict(),
-                "scheduler": sched.state_dict(),
-                "step": step,
-                "pos": pos,
-                "order": order,
-                "torch_rng": torch.get_rng_state(),
-                **(
-                    {
-                        "critic_optimizer": critic.opt.state_dict(),
-                        "critic_scheduler": critic.sched.state_dict(),
-                    }
-                    if critic is not None
-                    else {}
-                ),
-            },
-            tmp / "trainer_state.pt",
-        )
-        if critic is not None:
-            torch.save(critic.model.state_dict(), tmp / "critic_state.pt")
-        (tmp / "recipe.json").write_text(self.recipe.model_dump_json(indent=2))
-        # what `harness train --resume` says it resumes from (read without loading the state)
-        progress = {"step": step, "steps": self.recipe.steps, "run_id": self.run_id}
-        (tmp / PROGRESS_FILE).write_text(json.dumps(progress))
-        shutil.rmtree(final, ignore_errors=True)
-        tmp.rename(final)
-        self.log(f"checkpoint: {final} (step {step})")
-
     def _record_questions(self, step: int, rnd: int, ids: list[str]) -> None:
         """Append the questions one rollout round drew to ``out_dir/rl_questions.jsonl`` (step and
         round numbered from 0; a resumed run appends the steps it repeats again)."""
@@ -809,23 +788,6 @@ class Trainer:
             log=self.log,
             questions=list(self._drawn),
         )
-
-
-PROGRESS_FILE = "progress.json"  # in a checkpoint: its step, the recipe's steps, the run that saved it
-
-
-def saved_checkpoint(out_dir: Path) -> tuple[Path, dict[str, Any]] | None:
-    """The checkpoint ``--resume`` continues from under ``out_dir`` and what it says of itself
-    (``step``, ``steps``, ``run_id``; ``{}`` for one saved before it said so), or None when nothing
-    was saved."""
-    ckpt = Path(out_dir) / "checkpoint"
-    if not (ckpt / "trainer_state.pt").exists():
-        return None
-    try:
-        progress = json.loads((ckpt / PROGRESS_FILE).read_text())
-    except (OSError, ValueError):
-        progress = {}
-    return ckpt, progress if isinstance(progress, dict) else {}
 
 
 def load_policy(

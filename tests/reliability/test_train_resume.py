@@ -93,7 +93,8 @@ def test_resume_says_where_it_resumes_from_and_closes_the_dead_run(trained, caps
 def test_a_real_checkpoint_says_its_step_and_run(toy_model_dir, tmp_path):
     """The trainer's checkpoint records what ``--resume`` prints (read without loading the state),
     and a trainer resumed from it runs the steps left."""
-    from harness.rl.trainer import Trainer, saved_checkpoint
+    from harness.rl.checkpoint import saved_checkpoint
+    from harness.rl.trainer import Trainer
     from tests.rl.test_trainer import PROTO, FavouriteWords, examples, toy_recipe
 
     recipe = toy_recipe(2).model_copy(update={"save_every": 1})

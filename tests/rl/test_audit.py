@@ -131,7 +131,8 @@ def test_an_update_raises_the_best_rollout_against_the_worst_in_every_group(
     seen: list[tuple[list[float], float]] = []
     orig = Trainer._update
 
-    def wrapped(self, policy, ref, pad_id, groups, *args, **kwargs):
+    def wrapped(self, learner, groups, step):
+        policy, pad_id = learner.policy, learner.pad_id
         trajs = [t for g in groups for t in g.trajectories]
         prompts = [list(t.prompt_ids) for t in trajs]
         responses = [list(t.response_ids) for t in trajs]
@@ -145,7 +146,7 @@ def test_an_update_raises_the_best_rollout_against_the_worst_in_every_group(
             return (lp * mask).sum(1)
 
         before = seq_logp()
-        out = orig(self, policy, ref, pad_id, groups, *args, **kwargs)
+        out = orig(self, learner, groups, step)
         delta = seq_logp() - before
         k = 0
         for g in groups:
