@@ -222,6 +222,8 @@ class Recipe(_Strict):
         for key in ("heldout_every", "heldout_samples"):
             if not data.get(key):
                 src.setdefault(key, "none: no held-out evaluation during training")
+        if data.get("trunk_dtype", "model") == "model":
+            src.setdefault("trunk_dtype", "none: the frozen trunk in the model's own dtype (exact)")
         algo = data.get("algo")
         critic = algo.critic if isinstance(algo, AlgoConfig) else (algo or {}).get("critic")
         if critic is None:
