@@ -59,7 +59,7 @@ class Method(ABC):
     own_protocols: ClassVar[tuple[str, ...]] = ()
     # The trajectory meta key under which a reader method records where its references came from
     # ("dataset": the question's own paragraphs; anything else: a substitute), counted per run by
-    # ``harness.eval.runner.reference_sources``; a method that records none counts 0 and 0.
+    # ``harness.results.summary.reference_sources``; a method that records none counts 0 and 0.
     reference_source_key: ClassVar[str] = "reference_source"
 
     def cannot_answer(self, example: QAExample) -> str | None:

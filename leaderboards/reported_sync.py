@@ -29,7 +29,7 @@ def registered_reported() -> dict[str, list[ReportedRow]]:
 
 def registered_files() -> list:
     """The parsed ``reported.yaml`` of every registered method that has one
-    (:meth:`harness.method.RLMethod.reported_file`), one per paper."""
+    (:meth:`harness.api.TrainableMethod.reported_file`), one per paper."""
     from harness.methods_registry import METHODS, get_method
 
     out, seen = [], set()
