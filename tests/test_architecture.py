@@ -51,7 +51,7 @@ import functools
 import io
 import re
 import tokenize
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -213,6 +213,9 @@ def _is_type_checking(test: ast.expr) -> bool:
     )
 
 
+ImportWalker = Callable[[list[ast.stmt]], Iterator[ast.Import | ast.ImportFrom]]
+
+
 def _module_level_imports(body: list[ast.stmt]) -> Iterator[ast.Import | ast.ImportFrom]:
     """Import statements run when the module is imported: not in functions, not under TYPE_CHECKING."""
     for node in body:
@@ -267,21 +270,21 @@ def _graph() -> dict[str, dict[str, int]]:
 
 
 def import_graph(
-    files: Iterable[Path], root: Path = ROOT, *, in_functions: bool = False
+    files: Iterable[Path], root: Path = ROOT, *, imports: ImportWalker | None = None
 ) -> dict[str, dict[str, int]]:
-    """module -> {imported module of ours: line of the import}, module-level imports only (with
-    ``in_functions``: also the imports inside functions and methods)."""
+    """module -> {imported module of ours: line of its first import}, over the import statements
+    ``imports`` finds in a module's body (default: module-level only, :func:`_module_level_imports`)."""
+    walk = imports or _module_level_imports
     files = list(files)
     known = {_module_name(f, root) for f in files}
     graph: dict[str, dict[str, int]] = {}
     for f in files:
         mod = _module_name(f, root)
         edges: dict[str, int] = {}
-        tree = ast.parse(f.read_text(encoding="utf-8"))
-        for node in (_all_imports if in_functions else _module_level_imports)(tree.body):
+        for node in walk(ast.parse(f.read_text(encoding="utf-8")).body):
             for t in _targets(node, mod, f.name == "__init__.py", known):
                 if t != mod:
-                    edges.setdefault(t, node.lineno)
+                    edges[t] = min(edges.get(t, node.lineno), node.lineno)
         graph[mod] = edges
     return graph
 
@@ -338,20 +341,8 @@ def _every_import(body: list[ast.stmt]) -> Iterator[ast.Import | ast.ImportFrom]
 
 
 def every_edge_graph(files: Iterable[Path], root: Path = ROOT) -> dict[str, dict[str, int]]:
-    """module -> {imported module of ours: line of its first import}, every import statement
-    counted (:func:`_every_import`)."""
-    files = list(files)
-    known = {_module_name(f, root) for f in files}
-    graph: dict[str, dict[str, int]] = {}
-    for f in files:
-        mod = _module_name(f, root)
-        edges: dict[str, int] = {}
-        for node in _every_import(ast.parse(f.read_text(encoding="utf-8")).body):
-            for t in _targets(node, mod, f.name == "__init__.py", known):
-                if t != mod:
-                    edges[t] = min(edges.get(t, node.lineno), node.lineno)
-        graph[mod] = edges
-    return graph
+    """:func:`import_graph` with every import statement counted (:func:`_every_import`)."""
+    return import_graph(files, root, imports=_every_import)
 
 
 # The layers of the engine, bottom to top: each entry names the top-level modules and packages
