@@ -170,3 +170,18 @@ def write_tensors_gguf(tensors: dict[str, Any], alpha: float, path: Path, *, arc
     w.close()
     tmp.replace(path)
     return path
+
+
+def checkpoint_adapter(base: str, checkpoint: Path, path: Path) -> Path:
+    """Write merged ``checkpoint``'s exact difference to the packaged ``base`` model as one
+    llama.cpp GGUF LoRA adapter at ``path`` (:func:`delta_lora_tensors`, in float32)."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from harness.llm.model_files import resolve_model
+
+    kw = {"dtype": torch.float32}
+    b = AutoModelForCausalLM.from_pretrained(str(resolve_model(base)), **kw)
+    m = AutoModelForCausalLM.from_pretrained(str(checkpoint), **kw)
+    tensors, rank = delta_lora_tensors(b, m)
+    return write_tensors_gguf(tensors, float(rank), path)

@@ -16,7 +16,7 @@ method's own ``solve`` (its prompt, engine, retriever, renderer and extractor; t
 The engine is the one evaluation and the RL rollouts share on the CPU: llama.cpp (``xllamacpp``)
 over the packaged base GGUF with the checkpoint as GGUF LoRA adapters
 (:mod:`harness.llm.gguf_lora`): a merged ``harness sft`` / ``harness train`` checkpoint becomes its
-exact low-rank difference to the packaged base (:func:`checkpoint_adapter`), and a live learner's
+exact low-rank difference to the packaged base (:func:`harness.llm.gguf_lora.checkpoint_adapter`), and a live learner's
 adapter (``write_lora_gguf(policy, path)``) is passed in ``adapters``. ``engine="transformers"``
 evaluates a checkpoint directory on the transformers backend instead (a GPU run). Runs of the two
 engines are distinct runs (llama.cpp multiplies with 8-bit activations), never compared with each
@@ -319,22 +319,6 @@ def packaged_base(model: str) -> tuple[str, list[Path]]:
     return name, chain
 
 
-def checkpoint_adapter(base: str, checkpoint: Path, path: Path) -> Path:
-    """Write merged ``checkpoint``'s exact difference to the packaged ``base`` as one llama.cpp
-    GGUF LoRA adapter at ``path`` (:func:`harness.llm.gguf_lora.delta_lora_tensors`)."""
-    import torch
-    from transformers import AutoModelForCausalLM
-
-    from harness.llm.gguf_lora import delta_lora_tensors, write_tensors_gguf
-    from harness.llm.model_files import resolve_model
-
-    kw = {"dtype": torch.float32}
-    b = AutoModelForCausalLM.from_pretrained(str(resolve_model(base)), **kw)
-    m = AutoModelForCausalLM.from_pretrained(str(checkpoint), **kw)
-    tensors, rank = delta_lora_tensors(b, m)
-    return write_tensors_gguf(tensors, float(rank), path)
-
-
 def open_engine(
     model: str,
     *,
@@ -362,6 +346,7 @@ def open_engine(
         )
     if engine != "llamacpp":
         raise ConfigError(f"held-out evaluation: engine {engine!r} is not 'llamacpp' or 'transformers'")
+    from harness.llm.gguf_lora import checkpoint_adapter
     from harness.llm.llamacpp_backend import LlamaCppBackend
 
     base, chain = packaged_base(model)

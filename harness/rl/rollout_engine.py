@@ -91,6 +91,7 @@ class LlamaCppRollout:
 
     def __init__(self, model: str, recipe: Recipe, work_dir: Path, *, threads: int | None, parallel: int):
         from harness.llm.base import BackendSpec
+        from harness.llm.gguf_lora import checkpoint_adapter
         from harness.llm.llamacpp_backend import LlamaCppBackend
 
         if recipe.lora is None:
@@ -103,7 +104,7 @@ class LlamaCppRollout:
         self.dir.mkdir(parents=True, exist_ok=True)
         self.start: tuple[Path, ...] = ()
         if start is not None:
-            self.start = (self._start_adapter(base, start),)
+            self.start = (checkpoint_adapter(base, start, self.dir / "start.gguf"),)
         self.backend = LlamaCppBackend(
             BackendSpec(kind="llamacpp", model=base, threads=threads, max_batch_size=parallel, n_ctx=2048),
             lora=self.start,
@@ -111,19 +112,6 @@ class LlamaCppRollout:
             child=True,  # restarted every step in a process that runs torch (harness.llm.llamacpp_child)
         )
         self.sync_seconds: float = 0.0
-
-    def _start_adapter(self, base: str, checkpoint: Path) -> Path:
-        import torch
-        from transformers import AutoModelForCausalLM
-
-        from harness.llm.gguf_lora import delta_lora_tensors, write_tensors_gguf
-        from harness.llm.model_files import resolve_model
-
-        kw = {"dtype": torch.float32}
-        b = AutoModelForCausalLM.from_pretrained(str(resolve_model(base)), **kw)
-        m = AutoModelForCausalLM.from_pretrained(str(checkpoint), **kw)
-        tensors, rank = delta_lora_tensors(b, m)
-        return write_tensors_gguf(tensors, float(rank), self.dir / "start.gguf")
 
     def sync(self, policy: Any) -> float:
         """Write ``policy``'s current adapter and restart the engine with it; returns the seconds."""
