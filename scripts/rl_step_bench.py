@@ -5,6 +5,7 @@ side in one sitting (issue 43's speed acceptance: at most 1/5 of the recorded 42
     python scripts/rl_step_bench.py --model runs/search_r1-cpu-sft-rl-sft/final   # from the SFT checkpoint
     python scripts/rl_step_bench.py --backends llamacpp --out /tmp/bench.json
     python scripts/rl_step_bench.py --model runs/sft/final --recipe-override trunk_dtype='"bfloat16"'
+    python scripts/rl_step_bench.py --model runs/sft/final --threads 2 --backends llamacpp llamacpp-q8_0 transformers
 
 Each backend runs ``harness train --method search_r1 --recipe cpu-sft-grpo --steps 1`` (the
 recorded run's recipe: 4 questions x groups of 8, DAPO dynamic sampling over up to 2 rounds, 2
@@ -13,7 +14,8 @@ one thread for torch and one for llama.cpp, and the same seed, so both draw the 
 (the first 4 of the RL order). The step's ``seconds`` (rollouts + learner update; ``seconds_rollout``
 and ``seconds_sync`` beside it) come from the run's ``train_steps``. What differs between the two:
 the tokens sampled (two engines' numerics), hence the rewards, hence how many dynamic-sampling
-rounds each needed; the table reports the rounds and response lengths so that a reader can see it.
+rounds each needed; the table reports the rounds and response lengths so that a reader can see it. ``llamacpp-q8_0`` is ``--rollout-backend
+llamacpp --rollout-weights q8_0`` (the base re-quantised to Q8_0 once per run, its seconds in the step's).
 The machine is whatever runs it: on a shared one, say so beside the numbers. Beside the wall
 seconds each run reports ``cpu_seconds`` (user + system CPU of the train process and everything it
 started, the llama.cpp child included: what the step cost whatever else ran) and the 1-minute load
@@ -51,6 +53,7 @@ def run_one(
     import duckdb
 
     db = work / f"{backend}.duckdb"
+    engine, _, weights = backend.partition("-")
     env = dict(os.environ, OMP_NUM_THREADS=str(threads))
     cmd = [
         sys.executable,
@@ -66,7 +69,8 @@ def run_one(
         "--steps",
         "1",
         "--rollout-backend",
-        backend,
+        engine,
+        *(["--rollout-weights", weights] if weights else []),
         "--rollout-threads",
         str(threads),
         "--out",
@@ -93,7 +97,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--model", default="default", help="the starting policy (default: the packaged SmolLM2)")
     ap.add_argument("--recipe", default="cpu-sft-grpo", help="search_r1 recipe (default: the recorded run's)")
     ap.add_argument(
-        "--backends", nargs="+", default=["llamacpp", "transformers"], help="rollout backends to time"
+        "--backends",
+        nargs="+",
+        default=["llamacpp", "transformers"],
+        choices=["llamacpp", "llamacpp-q8_0", "transformers"],
+        help="rollout backends to time (llamacpp-q8_0: llamacpp with --rollout-weights q8_0)",
     )
     ap.add_argument("--threads", type=int, default=1, help="threads for torch and for llama.cpp (default 1)")
     ap.add_argument(

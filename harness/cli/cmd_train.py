@@ -84,6 +84,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         default=None,
         help="llama.cpp threads for the rollouts (default: OMP_NUM_THREADS, else 1)",
     )
+    p.add_argument(
+        "--rollout-weights",
+        choices=["packaged", "q8_0"],
+        default="packaged",
+        help="what llama.cpp rollouts serve as the base model: the packaged GGUF as it is, or its "
+        "weights re-quantised to Q8_0 once per run (faster on the CPU; harness/llm/gguf_requant.py)",
+    )
     add_remote_args(p)
 
 
@@ -115,6 +122,11 @@ def run_training(method, recipe, args: argparse.Namespace) -> int:
     proto = setup.protocol
     device = resolve_device(args.device)  # a GPU asked for but absent fails here, before any row
     rollout_backend = rollout_backend_of(args, recipe, device)
+    if args.rollout_weights != "packaged" and rollout_backend != "llamacpp":
+        raise ConfigError(
+            f"--rollout-weights {args.rollout_weights}: only llama.cpp rollouts serve re-quantised weights, "
+            f"and this run rolls out on {rollout_backend}; drop it or add --rollout-backend llamacpp"
+        )
     store = setup.store
     if args.resume:
         resume_from(store, out, recipe)
@@ -150,6 +162,7 @@ def run_training(method, recipe, args: argparse.Namespace) -> int:
             device=str(device),
             rollout_backend=rollout_backend,
             rollout_threads=args.rollout_threads,
+            rollout_weights=args.rollout_weights,
         )
         result = trainer.train()
     print(f"checkpoint: {result.checkpoint}\nrun: {run_id} (metrics in {args.db}, table train_steps)")

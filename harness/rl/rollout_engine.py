@@ -33,6 +33,9 @@ from harness.rl.recipe import Recipe
 
 RolloutBackend = Literal["transformers", "llamacpp", "vllm"]
 ROLLOUT_BACKENDS: tuple[str, ...] = ("transformers", "llamacpp", "vllm")
+# What the llama.cpp engine serves as the base: the packaged GGUF as it is (SmolLM2: Q4_1), or its
+# dequantised weights (the learner's) re-quantised to Q8_0 once per run (harness.llm.gguf_requant)
+ROLLOUT_WEIGHTS: tuple[str, ...] = ("packaged", "q8_0")
 
 
 def engine_base(model: str) -> tuple[str, Path | None]:
@@ -89,27 +92,47 @@ class LlamaCppRollout:
     """The llama.cpp rollout engine of a LoRA policy: ``backend`` for ``method.solve``, ``sync``
     before each step's rollouts."""
 
-    def __init__(self, model: str, recipe: Recipe, work_dir: Path, *, threads: int | None, parallel: int):
+    def __init__(
+        self,
+        model: str,
+        recipe: Recipe,
+        work_dir: Path,
+        *,
+        threads: int | None,
+        parallel: int,
+        weights: str = "packaged",
+    ):
         from harness.llm.base import BackendSpec
         from harness.llm.gguf_lora import checkpoint_adapter
+        from harness.llm.gguf_requant import requantize_gguf
         from harness.llm.llamacpp_backend import LlamaCppBackend
+        from harness.llm.model_files import resolve_gguf
 
         if recipe.lora is None:
             raise ConfigError(
                 f"recipe {recipe.name!r}: --rollout-backend llamacpp needs a LoRA recipe (the adapter is what "
                 "reaches the engine each step); use --rollout-backend transformers for full fine-tuning"
             )
+        if weights not in ROLLOUT_WEIGHTS:
+            raise ConfigError(f"--rollout-weights {weights!r}: not one of {', '.join(ROLLOUT_WEIGHTS)}")
         base, start = engine_base(model)
         self.dir = Path(work_dir) / "rollout-adapters"
         self.dir.mkdir(parents=True, exist_ok=True)
+        served = str(resolve_gguf(base))
+        if weights == "q8_0":  # once per run (about 6 s for SmolLM2); a resumed run reuses it
+            target = self.dir / "base-q8_0.gguf"
+            served = str(target if target.is_file() else requantize_gguf(Path(served), target, "q8_0"))
+        self.weights = weights
         self.start: tuple[Path, ...] = ()
         if start is not None:
             self.start = (checkpoint_adapter(base, start, self.dir / "start.gguf"),)
         self.backend = LlamaCppBackend(
-            BackendSpec(kind="llamacpp", model=base, threads=threads, max_batch_size=parallel, n_ctx=2048),
+            BackendSpec(kind="llamacpp", model=served, threads=threads, max_batch_size=parallel, n_ctx=2048),
             lora=self.start,
             logprobs=True,
             child=True,  # restarted every step in a process that runs torch (harness.llm.llamacpp_child)
+            # the engine has the cores to itself: it runs between sync and suspend, the learner after
+            spin=True,
         )
         self.sync_seconds: float = 0.0
 
@@ -122,6 +145,11 @@ class LlamaCppRollout:
         self.backend.set_adapters([*self.start, current])
         self.sync_seconds = time.perf_counter() - t0
         return self.sync_seconds
+
+    def suspend(self) -> None:
+        """Stop the engine after a step's rollouts, so that the learner's update has every core
+        (its threads wait actively while it runs); the next :meth:`sync` starts it again."""
+        self.backend.suspend()
 
     def close(self) -> None:
         self.backend.close()

@@ -204,6 +204,7 @@ class Trainer:
         device: str = "auto",
         rollout_backend: str = "transformers",
         rollout_threads: int | None = None,
+        rollout_weights: str = "packaged",
     ):
         from harness.device import resolve_device
 
@@ -230,6 +231,7 @@ class Trainer:
             )
         self.rollout_backend = rollout_backend
         self.rollout_threads = rollout_threads
+        self.rollout_weights = rollout_weights
         self._rollout_lp: torch.Tensor | None = None  # see _update
         self._drawn: list[str] = []  # the questions rolled out, in first-drawn order
         self._drawn_set: set[str] = set()
@@ -304,6 +306,7 @@ class Trainer:
                 # prefix; 8 slots on 1 thread prefilled 16,203 tokens against 9,530 for one round of
                 # 4 x 8 cpu-sft-grpo rollouts and cost 143 against 102 engine CPU-s (docs/training.md)
                 parallel=1,
+                weights=self.rollout_weights,
             )
             backend: Any = engine.backend
         else:
@@ -351,6 +354,8 @@ class Trainer:
             # the current policy reaches the engine (llamacpp: its LoRA as a GGUF adapter)
             t_sync = engine.sync(policy) if engine is not None else 0.0
             groups, generated, ds_metrics = self._roll_step(ctx, step, next_examples)
+            if engine is not None:
+                engine.suspend()  # the update (and a held-out evaluation) gets the cores
             t_roll = time.perf_counter() - t0
             metrics: dict[str, float] = {}
             kept: dict[str, float] = {}

@@ -117,3 +117,15 @@ def test_a_training_step_on_llamacpp_rollouts_logs_a_small_engine_learner_mismat
     assert m["ratio_min"] == m["ratio_max"] == 1.0  # trained on the learner's own log-probs
     assert m["seconds_sync"] > 0
     assert (tmp_path / "out" / "rollout-adapters" / "current.gguf").exists()
+
+
+def test_re_quantised_weights_without_llamacpp_rollouts_are_refused_before_any_row(tmp_path, capsys):
+    from harness.cli import main
+
+    db = tmp_path / "r.duckdb"
+    argv = ["train", "--method", "search_r1", "--recipe", "cpu-sft-grpo", "--out", str(tmp_path / "o")]
+    argv += ["--db", str(db), "--rollout-backend", "transformers", "--rollout-weights", "q8_0"]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "--rollout-weights q8_0: only llama.cpp rollouts" in err and "rolls out on transformers" in err
+    assert not db.exists() and not (tmp_path / "o").exists()
