@@ -145,4 +145,3 @@ def test_a_spinning_child_engine_suspends_and_comes_back_with_the_same_tokens():
         e.close()
     with pytest.raises(ConfigError, match="spin=True\\) needs child=True"):
         LlamaCppBackend(BackendSpec(kind="llamacpp", model="default", threads=1, n_ctx=512), spin=True)
-
