@@ -56,6 +56,7 @@ from __future__ import annotations
 import contextlib
 import http.client
 import json
+import math
 import os
 import random
 import signal
@@ -363,14 +364,21 @@ class LlamaCppBackend(TokenBackend):
 
     def _kept_logprobs(self, r: dict[str, Any], c: Completion) -> list[float] | None:
         """The engine's log-prob of each of ``c.token_ids`` (a prefix of the generated ids), or
-        None (counted) when the kept ids are not that prefix (a stop string cut inside a token)."""
+        None (counted) when the kept ids are not that prefix (a stop string cut inside a token).
+
+        llama.cpp's server reports no probabilities for the tokens of the stop string it stopped
+        on (``stop_type`` ``word``: it drops as many entries as the stop string has tokens from the
+        end of ``completion_probabilities``), so those last kept tokens get NaN: no engine value,
+        left out of the trainer's engine/learner comparison; every earlier token keeps its own."""
         gen = [int(t) for t in r["tokens"]]
         probs = r.get("completion_probabilities") or []
         kept = list(c.token_ids or [])
-        if len(probs) != len(gen) or gen[: len(kept)] != kept:
+        short = len(probs) < len(gen) and r.get("stop_type") == "word"
+        if (len(probs) != len(gen) and not short) or gen[: len(kept)] != kept:
             self.logprobs_unaligned += 1
             return None
-        return [float(p["logprob"]) for p in probs[: len(kept)]]
+        lps = [float(p["logprob"]) for p in probs] + [math.nan] * (len(gen) - len(probs))
+        return lps[: len(kept)]
 
     def _request(
         self, ids: list[int], seed: int, stops: list[str], max_new_tokens: int, sampling: SamplingParams

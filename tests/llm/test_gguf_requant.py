@@ -145,3 +145,28 @@ def test_a_spinning_child_engine_suspends_and_comes_back_with_the_same_tokens():
         e.close()
     with pytest.raises(ConfigError, match="spin=True\\) needs child=True"):
         LlamaCppBackend(BackendSpec(kind="llamacpp", model="default", threads=1, n_ctx=512), spin=True)
+
+
+def test_a_generation_cut_by_a_stop_string_keeps_the_engine_logprobs_before_it():
+    """llama.cpp reports no probabilities for the stop string's tokens; the backend keeps every
+    earlier token's, equal to those of the same greedy generation without the stop string."""
+    import math
+
+    from harness.llm.llamacpp_backend import LlamaCppBackend
+
+    e = LlamaCppBackend(
+        BackendSpec(kind="llamacpp", model="default", threads=1, n_ctx=512), logprobs=True, child=True
+    )
+    try:
+        ids = [e.prompt_ids(e.chat_prompt([{"role": "user", "content": QUESTIONS[0]}]))]
+        kw = {"max_new_tokens": 24, "sampling": SamplingParams(), "include_stop": True}
+        free = e.generate_ids(ids, stop=[], **kw)[0]
+        words = free.text.split()
+        stop = " " + words[len(words) // 2]  # a word from the middle of the greedy reply
+        cut = e.generate_ids(ids, stop=[stop], **kw)[0]
+        assert cut.stop == stop and cut.logprobs is not None and e.logprobs_unaligned == 0
+        known = [x for x in cut.logprobs if not math.isnan(x)]
+        assert 0 < len(known) < len(cut.logprobs)  # the stop string's tokens have none
+        assert known == free.logprobs[: len(known)]
+    finally:
+        e.close()

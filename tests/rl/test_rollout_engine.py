@@ -129,3 +129,40 @@ def test_re_quantised_weights_without_llamacpp_rollouts_are_refused_before_any_r
     err = capsys.readouterr().err
     assert "--rollout-weights q8_0: only llama.cpp rollouts" in err and "rolls out on transformers" in err
     assert not db.exists() and not (tmp_path / "o").exists()
+
+
+def test_engine_logprobs_of_a_turn_that_ends_on_a_stop_string_keep_every_token_before_it():
+    """llama.cpp drops the probabilities of the stop string's tokens (stop_type "word"): the
+    tokens before it keep theirs, the stop string's get NaN (no engine value), never the whole
+    turn None; any other length mismatch, or kept ids that are not the generated prefix, is None."""
+    from harness.llm.llamacpp_backend import LlamaCppBackend
+    from harness.types import Completion
+
+    b = object.__new__(LlamaCppBackend)  # only _kept_logprobs' own state
+    b.logprobs_unaligned = 0
+    gen = [5, 6, 7, 8, 9]
+    probs = [{"logprob": -0.5}, {"logprob": -1.0}, {"logprob": -2.0}]
+
+    def c(ids):
+        return Completion(
+            text="", prompt_tokens=1, completion_tokens=len(ids), finish_reason="stop", token_ids=ids
+        )
+
+    got = b._kept_logprobs({"tokens": gen, "completion_probabilities": probs, "stop_type": "word"}, c(gen))
+    assert got[:3] == [-0.5, -1.0, -2.0] and all(math.isnan(x) for x in got[3:]) and len(got) == 5
+    assert b._kept_logprobs(
+        {"tokens": gen, "completion_probabilities": probs, "stop_type": "word"}, c(gen[:2])
+    ) == [
+        -0.5,
+        -1.0,
+    ]
+    assert b.logprobs_unaligned == 0
+    assert (
+        b._kept_logprobs({"tokens": gen, "completion_probabilities": probs, "stop_type": "eos"}, c(gen))
+        is None
+    )
+    assert (
+        b._kept_logprobs({"tokens": gen, "completion_probabilities": probs, "stop_type": "word"}, c([5, 7]))
+        is None
+    )
+    assert b.logprobs_unaligned == 2
