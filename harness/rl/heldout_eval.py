@@ -328,10 +328,13 @@ def open_engine(
     threads: int | None = None,
     slots: int = 1,
     device: str = "auto",
+    spin: bool = False,
 ) -> Any:
     """The backend that evaluates ``model``: llama.cpp over its packaged base with the checkpoint's
     difference as an adapter plus ``adapters``, in a child process (torch runs in this one); or
-    transformers over a checkpoint directory (``adapters`` refused there)."""
+    transformers over a checkpoint directory (``adapters`` refused there). ``spin``: the llama.cpp
+    child's threads wait actively (for a caller that leaves it the cores, as the trainer does
+    between steps; :class:`~harness.llm.llamacpp_backend.LlamaCppBackend`)."""
     from harness.llm.base import BackendSpec
 
     if engine == "transformers":
@@ -359,6 +362,7 @@ def open_engine(
         BackendSpec(kind="llamacpp", model=base, threads=threads, max_batch_size=slots),
         lora=lora,
         child=True,
+        spin=spin,
     )
 
 
@@ -419,13 +423,14 @@ def evaluate_heldout(
     work_dir: Path | None = None,
     label: str = "",
     progress: bool = True,
+    spin: bool = False,
 ) -> HeldoutEval:
     """``checkpoint`` (a packaged preset, or a ``harness sft`` / ``harness train`` checkpoint
     directory) on ``questions``: greedy, then ``samples`` answers each at ``temperature`` (0: no
     sampled pass). ``adapters``: GGUF LoRA adapters applied on top (a live learner's current
     adapter); ``backend``: an engine already serving the policy (then ``checkpoint`` only names it
     and the caller closes the engine). ``protocol``: default ``mini`` (what ``harness run``
-    evaluates under). Nothing is written to a results database."""
+    evaluates under). ``spin``: see :func:`open_engine`. Nothing is written to a results database."""
     import tempfile
 
     from tqdm import tqdm
@@ -454,7 +459,13 @@ def evaluate_heldout(
             tmp = tempfile.TemporaryDirectory(prefix="heldout-")
             work_dir = Path(tmp.name)
         backend = open_engine(
-            checkpoint, engine=engine, adapters=adapters, work_dir=work_dir, threads=threads, slots=slots
+            checkpoint,
+            engine=engine,
+            adapters=adapters,
+            work_dir=work_dir,
+            threads=threads,
+            slots=slots,
+            spin=spin,
         )
     t0 = time.perf_counter()
     try:
@@ -683,6 +694,7 @@ def heldout_at_step(
         work_dir=folder / "engine",
         label=f"step {step}",
         progress=False,
+        spin=True,  # the trainer's own engine is suspended while this runs (Trainer._train)
     )
     (folder / f"step-{step}.json").write_text(json.dumps(ev.to_dict(), indent=1, ensure_ascii=False) + "\n")
     if store is not None and run_id:

@@ -348,6 +348,8 @@ class Trainer:
             return out
 
         result = TrainResult(checkpoint=self.out_dir / "final", run_id=self.run_id)
+        if engine is not None:
+            engine.suspend()  # each step's sync starts it; a held-out evaluation gets the cores first
         heldout_start = self._heldout(policy, cursor.step, None) if cursor.step == 0 else None
         for step in range(cursor.step, self.recipe.steps):
             t0 = time.perf_counter()
