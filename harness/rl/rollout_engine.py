@@ -78,7 +78,9 @@ def llamacpp_applies(recipe: Recipe, model: str, device: Any) -> bool:
 # cpu-sft-grpo, one thread each, the same learner), llama.cpp on one slot rolled out in 186 s
 # against transformers' 210 s (step 290 against 313 s, 307 against 321 CPU-s). On 8 slots it had
 # been slower (results/rl-step-bench-2026-11-27.json: each slot prefilled its own copy of a
-# group's prompt and observations).
+# group's prompt and observations). With 2 threads, the engine spinning while it rolls out and
+# suspended for the update (results/rl-step-bench-2026-11-28.json): step 150 s on the packaged Q4_1,
+# 142 s with --rollout-weights q8_0, against transformers' 204 s.
 CPU_LORA_DEFAULT: RolloutBackend = "llamacpp"
 
 
