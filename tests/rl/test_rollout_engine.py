@@ -166,3 +166,26 @@ def test_engine_logprobs_of_a_turn_that_ends_on_a_stop_string_keep_every_token_b
         is None
     )
     assert b.logprobs_unaligned == 2
+
+
+@pytest.mark.llamacpp
+@pytest.mark.integration
+def test_q8_rollout_weights_are_written_once_per_run_and_served(tmp_path):
+    """--rollout-weights q8_0: the engine serves <out>/rollout-adapters/base-q8_0.gguf, written by
+    the first engine of the run and reused by the next (a resumed run), not rewritten."""
+    from harness.rl.rollout_engine import LlamaCppRollout
+
+    recipe = _recipe("cpu-sft-grpo")
+    first = LlamaCppRollout("default", recipe, tmp_path, threads=1, parallel=1, weights="q8_0")
+    target = tmp_path / "rollout-adapters" / "base-q8_0.gguf"
+    try:
+        assert first.backend.gguf == target and target.is_file()
+        assert first.backend.describe()["model"] != "smollm2-135m-instruct"
+    finally:
+        first.close()
+    stamp = target.stat().st_mtime_ns
+    again = LlamaCppRollout("default", recipe, tmp_path, threads=1, parallel=1, weights="q8_0")
+    again.close()
+    assert target.stat().st_mtime_ns == stamp
+    with pytest.raises(ConfigError, match="--rollout-weights 'q4_k': not one of packaged, q8_0"):
+        LlamaCppRollout("default", recipe, tmp_path, threads=1, parallel=1, weights="q4_k")
