@@ -48,6 +48,7 @@ RL_CURVE = (
     ("sampled/response_len_mean", "response tokens", "{:.1f}"),
     ("clip_frac", "clip frac", "{:.3f}"),
     ("grad_norm", "grad norm", "{:.3f}"),
+    ("engine/logp_abs_diff", "engine-learner logp diff", "{:.4f}"),
     ("seconds", "seconds", "{:.0f}"),
 )
 
