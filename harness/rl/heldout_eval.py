@@ -681,7 +681,17 @@ def heldout_at_step(
 
     folder = Path(out_dir) / "heldout"
     folder.mkdir(parents=True, exist_ok=True)
-    adapters = [write_lora_gguf(policy, folder / f"step-{step}.gguf")] if policy is not None else []
+    adapter, written = folder / f"step-{step}.gguf", folder / f"step-{step}.json"
+    fresh = write_lora_gguf(policy, folder / f"step-{step}.new.gguf") if policy is not None else None
+    done = _same_evaluation(written, adapter, fresh, model, recipe)
+    if fresh is not None:
+        fresh.replace(adapter)
+    if done is not None:
+        log(f"{written}: the same weights and settings were evaluated already; reused")
+        if store is not None and run_id:
+            record_heldout_eval(store, run_id, step, done, against=start)
+        return done
+    adapters = [adapter] if fresh is not None else []
     ev = evaluate_heldout(
         model,
         heldout_questions(recipe.split, data_dir),
@@ -701,6 +711,31 @@ def heldout_at_step(
         record_heldout_eval(store, run_id, step, ev, against=start)
     log(ev.line() + (f"\n  {comparison_line(compare(start, ev))}" if start is not None else ""))
     return ev
+
+
+def _same_evaluation(
+    written: Path, adapter: Path, fresh: Path | None, model: str, recipe: Any
+) -> HeldoutEval | None:
+    """The evaluation already in ``written`` when it is of the same weights (``fresh``, the adapter
+    just written, byte for byte the ``adapter`` it evaluated; both absent for ``model`` alone) under
+    the same settings (model, method, samples, temperature, seed); else None. Why: an evaluation
+    is deterministic given these, and one over the 400 held-out questions costs half an hour on 2
+    CPU cores (docs/training.md), so a run restarted into a folder holding the step-0 evaluation
+    of the same warm start does not redo it."""
+    if not written.is_file() or (fresh is not None) != adapter.is_file():
+        return None
+    if fresh is not None and fresh.read_bytes() != adapter.read_bytes():
+        return None
+    d = json.loads(written.read_text())
+    same = (d.get("model"), d.get("method"), d.get("k", 0), d.get("seed")) == (
+        model,
+        recipe.method,
+        recipe.heldout_samples,
+        recipe.seed,
+    )
+    if not same or (recipe.heldout_samples and d.get("temperature") != recipe.algo.temperature):
+        return None
+    return HeldoutEval.from_dict(d)
 
 
 def record_tables(record: dict[str, Any]) -> str:

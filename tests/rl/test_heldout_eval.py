@@ -287,3 +287,50 @@ def test_the_documented_heldout_tables_are_the_records():
     check_record(record)
     assert record["split"] == "learning-400"
     assert record_tables(record) in (root / "docs" / "training.md").read_text()
+
+
+def test_heldout_at_step_reuses_an_evaluation_of_the_same_weights_and_settings_only(tmp_path, monkeypatch):
+    """A run restarted into a folder that holds the step-0 evaluation of the same warm start does
+    not redo it; other weights (adapter bytes) or other settings are evaluated anew."""
+    import json
+
+    from harness.methods_registry import get_method
+    from harness.rl import heldout_eval as he
+
+    r = get_method("search_r1").recipes()["cpu-grpo-long"].with_overrides(["heldout_samples=0"])
+    folder = tmp_path / "heldout"
+    folder.mkdir()
+    ev = replace(_eval("step 0", [1, 0, 1]), model="runs/sft/final", seed=r.seed)
+    (folder / "step-0.json").write_text(json.dumps(ev.to_dict()))
+
+    class Asked(Exception):
+        pass
+
+    def evaluate(*a, **k):
+        raise Asked
+
+    monkeypatch.setattr(he, "evaluate_heldout", evaluate)
+    got = he.heldout_at_step(r, "runs/sft/final", None, 0, tmp_path, log=lambda s: None)
+    assert got is not None and got.greedy_em == (1.0, 0.0, 1.0)
+    with pytest.raises(Asked):  # another starting model
+        he.heldout_at_step(r, "runs/other/final", None, 0, tmp_path, log=lambda s: None)
+    with pytest.raises(Asked):  # another seed
+        he.heldout_at_step(
+            r.with_overrides(["seed=7"]), "runs/sft/final", None, 0, tmp_path, log=lambda s: None
+        )
+    # with an adapter: reused only when the one just written is the evaluated one, byte for byte
+    (folder / "step-0.gguf").write_bytes(b"weights A")
+    (folder / "new.gguf").write_bytes(b"weights A")
+    assert he._same_evaluation(
+        folder / "step-0.json", folder / "step-0.gguf", folder / "new.gguf", "runs/sft/final", r
+    )
+    (folder / "new.gguf").write_bytes(b"weights B")
+    assert (
+        he._same_evaluation(
+            folder / "step-0.json", folder / "step-0.gguf", folder / "new.gguf", "runs/sft/final", r
+        )
+        is None
+    )
+    assert (
+        he._same_evaluation(folder / "step-0.json", folder / "step-0.gguf", None, "runs/sft/final", r) is None
+    )
