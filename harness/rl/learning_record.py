@@ -43,7 +43,7 @@ RL_CURVE = (
     ("sampled/zero_variance_groups", "all-equal groups", "{:.0%}"),
     ("ds_rounds", "rounds", "{:.0f}"),
     ("kl", "KL to SFT", "{:.4f}"),
-    ("approx_kl", "KL old-new", "{:.4f}"),
+    ("approx_kl", "KL old-new", "{:.1e}"),  # about 1e-5 to 1e-4 per update: 4 decimals would show 0
     ("entropy", "entropy", "{:.3f}"),
     ("sampled/response_len_mean", "response tokens", "{:.1f}"),
     ("clip_frac", "clip frac", "{:.3f}"),
