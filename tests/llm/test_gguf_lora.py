@@ -82,10 +82,13 @@ def engine():
     b.close()
 
 
-def _gap(engine, model, tok) -> float:
-    """Mean |logp_engine - logp_transformers| over the engine's greedy tokens of QUESTIONS."""
-    ids = [engine.prompt_ids(engine.chat_prompt([{"role": "user", "content": q}])) for q in QUESTIONS]
-    cs = engine.generate_ids(ids, stop=[], max_new_tokens=24, sampling=SamplingParams(), include_stop=True)
+def engine_gap(engine, model, tok, questions=QUESTIONS, max_new_tokens: int = 24) -> float:
+    """Mean |logp_engine - logp_transformers| over the engine's greedy tokens of ``questions``
+    (also tests/llm/test_gguf_requant.py's measure)."""
+    ids = [engine.prompt_ids(engine.chat_prompt([{"role": "user", "content": q}])) for q in questions]
+    cs = engine.generate_ids(
+        ids, stop=[], max_new_tokens=max_new_tokens, sampling=SamplingParams(), include_stop=True
+    )
     with torch.no_grad():
         lp, _ = sequence_logprobs(
             model,
@@ -106,15 +109,15 @@ def test_the_engine_with_the_written_adapter_is_the_learners_policy(lora_policy,
     policy, tok = lora_policy
     engine.set_adapters([])
     with policy.disable_adapter():
-        base_gap = _gap(engine, policy, tok)
+        base_gap = engine_gap(engine, policy, tok)
     assert 0 < base_gap < 0.1  # the engines' own numerics (see the module docstring)
     engine.set_adapters([write_lora_gguf(policy, tmp_path / "a.gguf")])
-    lora_gap = _gap(engine, policy, tok)
+    lora_gap = engine_gap(engine, policy, tok)
     assert lora_gap <= 1.5 * base_gap, (lora_gap, base_gap)
     engine.set_adapters([])
-    assert _gap(engine, policy, tok) >= 3 * lora_gap  # the adapter matters
+    assert engine_gap(engine, policy, tok) >= 3 * lora_gap  # the adapter matters
     engine.set_adapters([write_lora_gguf(policy, tmp_path / "bad.gguf", permute=False)])
-    assert _gap(engine, policy, tok) >= 3 * lora_gap  # and so does llama.cpp's q/k permutation
+    assert engine_gap(engine, policy, tok) >= 3 * lora_gap  # and so does llama.cpp's q/k permutation
 
 
 @pytest.mark.slow
@@ -129,7 +132,7 @@ def test_a_merged_checkpoint_served_as_base_plus_its_difference(lora_policy, eng
     tensors, rank = delta_lora_tensors(base, merged)
     assert rank == 8  # the merged difference of a rank-8 adapter is rank 8
     engine.set_adapters([write_tensors_gguf(tensors, float(rank), tmp_path / "start.gguf")])
-    gap = _gap(engine, merged, tok)
+    gap = engine_gap(engine, merged, tok)
     assert gap <= 1.5 * BASE_GAP, gap  # measured 0.049
-    assert _gap(engine, base, tok) >= 3 * gap  # the difference adapter matters (measured 0.57)
+    assert engine_gap(engine, base, tok) >= 3 * gap  # the difference adapter matters (measured 0.57)
     engine.set_adapters([])

@@ -22,6 +22,7 @@ from harness.llm.base import BackendSpec
 from harness.llm.gguf_requant import requantize_gguf
 from harness.llm.model_files import resolve_gguf
 from harness.types import SamplingParams
+from tests.llm.test_gguf_lora import engine_gap
 
 pytestmark = [pytest.mark.llamacpp, pytest.mark.integration]
 
@@ -73,29 +74,6 @@ def test_an_unknown_target_is_refused(tmp_path: Path):
         requantize_gguf(resolve_gguf("default"), tmp_path / "x.gguf", "q4_k")
 
 
-def _greedy_gap(engine, model, tok) -> float:
-    import torch
-
-    from harness.rl.sequences import sequence_logprobs
-
-    ids = [engine.prompt_ids(engine.chat_prompt([{"role": "user", "content": q}])) for q in QUESTIONS]
-    cs = engine.generate_ids(ids, stop=[], max_new_tokens=32, sampling=SamplingParams(), include_stop=True)
-    with torch.no_grad():
-        lp, _ = sequence_logprobs(
-            model,
-            ids,
-            [c.token_ids for c in cs],
-            pad_id=tok.pad_token_id or 0,
-            temperature=1.0,
-            with_entropy=False,
-        )
-    d = [
-        (torch.tensor(c.logprobs, dtype=torch.float64) - lp[i, : len(c.token_ids)].double()).abs()
-        for i, c in enumerate(cs)
-    ]
-    return float(torch.cat(d).mean())
-
-
 def test_llamacpp_serving_q8_is_as_close_to_the_learner_as_the_packaged_q4(q8: Path):
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -111,7 +89,7 @@ def test_llamacpp_serving_q8_is_as_close_to_the_learner_as_the_packaged_q4(q8: P
             BackendSpec(kind="llamacpp", model=path, threads=1, n_ctx=512), logprobs=True, child=True
         )
         try:
-            gaps[name] = _greedy_gap(e, learner, tok)
+            gaps[name] = engine_gap(e, learner, tok, QUESTIONS, max_new_tokens=32)
         finally:
             e.close()
     assert 0 < gaps["q4_1"] < 0.1, gaps
