@@ -22,12 +22,12 @@ from __future__ import annotations
 import argparse
 import json
 import re
-import subprocess
 import sys
 from pathlib import Path
 
 
 def build(args: argparse.Namespace) -> int:
+    from harness.results.lifecycle import git_commit
     from harness.rl.learning_record import train_curve
 
     run_id = json.loads((args.out_dir / "train-run.json").read_text())["run_id"]
@@ -38,14 +38,11 @@ def build(args: argparse.Namespace) -> int:
     ):
         evaluations.append(json.loads(f.read_text()))
     labels = [e["label"] for e in evaluations]
-    commit = subprocess.run(
-        ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True
-    ).stdout.strip()
     record = {
         "schema": 1,
         "about": args.about,
         "commands": args.command,
-        "commit": commit,
+        "commit": git_commit(),  # the code this process loaded, +dirty when it differed from HEAD
         "run_id": run_id,
         "split": args.split,
         "evaluations": evaluations,

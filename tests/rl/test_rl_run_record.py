@@ -23,7 +23,6 @@ def _script():
     return mod
 
 
-@pytest.mark.integration  # build asks git for the commit
 def test_build_keeps_every_step_and_evaluation_and_pairs_later_ones_with_step_0(tmp_path, monkeypatch):
     from harness.results.store import Store
 
