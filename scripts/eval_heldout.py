@@ -11,6 +11,9 @@
     python scripts/eval_heldout.py template-majority --record results/heldout-learning-400.json
     python scripts/eval_heldout.py pairs results/heldout-learning-400.json "template majority,naive_rag"
     python scripts/eval_heldout.py tables results/heldout-learning-400.json --pair naive_rag,SFT
+    # a run's checkpoint kept at step 20, evaluated afterwards as the run's held-out step 20
+    python scripts/eval_heldout.py step --run runs/long --saved runs/long/kept/step-20 \
+        --model runs/long-sft/final --samples 0 --threads 2 --db runs/long.duckdb
     # a warm start before RL: groups of 8 at temperature 1 on the first 16 RL questions (train side)
     python scripts/eval_heldout.py spread --model runs/long-sft/final --label SFT --recipe cpu-grpo-long
 
@@ -20,7 +23,10 @@ adapter, the ``mini`` protocol (as ``harness run``), one thread and one slot by 
 (JSON, relative paths only) keeps every question's greedy answer and sampled answers; an evaluation
 of the same label is replaced. ``--limit N`` evaluates the first N held-out questions only and
 writes nothing unless ``--record`` is given with ``--partial-ok`` (a timing or smoke check).
-``tables`` prints the markdown tables (``harness.rl.heldout_eval.evals_table`` /
+``step`` is the trainer's held-out evaluation of a saved checkpoint folder, deferred (a run made
+with ``heldout_every=0`` and its checkpoints kept): the same files (``<run>/heldout/step-N.gguf``
+and ``.json``), paired against ``<run>/heldout/step-0.json`` when that exists, and with ``--db``
+the same rows in the run's ``train_steps``. ``tables`` prints the markdown tables (``harness.rl.heldout_eval.evals_table`` /
 ``comparisons_table``); ``--pair A,B`` adds the paired comparison B - A.
 """
 
@@ -93,6 +99,37 @@ def run(args: argparse.Namespace) -> int:
         rec = put_eval(_record(args.record, args.split), ev)
         _write(args.record, rec)
         print(f"{args.record}: {len(rec['evaluations'])} evaluations")
+    return 0
+
+
+def step(args: argparse.Namespace) -> int:
+    """A run's saved checkpoint, evaluated as the trainer does at a held-out step."""
+    import json
+
+    from harness.rl.heldout_eval import HeldoutEval, evaluate_step, saved_policy
+
+    policy, recipe, n = saved_policy(args.model, args.saved)
+    start_file = args.run / "heldout" / "step-0.json"
+    start = HeldoutEval.from_dict(json.loads(start_file.read_text())) if start_file.is_file() else None
+    store, run_id = None, ""
+    if args.db is not None:
+        from harness.results.store import Store
+
+        store = Store(args.db, create=False)
+        run_id = json.loads((args.saved / "progress.json").read_text()).get("run_id", "")
+    ev = evaluate_step(
+        recipe,
+        args.model,
+        policy,
+        n,
+        args.run,
+        samples=args.samples,
+        store=store,
+        run_id=run_id,
+        start=start if start is not None and start.k == args.samples else None,
+        threads=args.threads,
+    )
+    print(f"{args.run}/heldout/step-{n}.json: {ev.line()}")
     return 0
 
 
@@ -223,6 +260,26 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--record", type=Path, default=None, help="the record JSON to add the evaluation to")
     r.add_argument("--no-progress", action="store_true")
     r.set_defaults(fn=run)
+    st = sub.add_parser("step", help="a run's saved checkpoint evaluated as its held-out step (deferred)")
+    st.add_argument("--run", type=Path, required=True, help="the run's --out folder")
+    st.add_argument(
+        "--saved",
+        type=Path,
+        required=True,
+        help="a checkpoint folder (recipe.json, progress.json, policy_state.pt)",
+    )
+    st.add_argument("--model", required=True, help="the run's --model (its warm start)")
+    st.add_argument("--samples", type=int, default=0, help="sampled answers a question (default 0: greedy)")
+    st.add_argument(
+        "--threads",
+        type=int,
+        default=None,
+        help="engine threads (give the run's --rollout-threads, as the trainer does; default: the engine's own)",
+    )
+    st.add_argument(
+        "--db", type=Path, default=None, help="the run's results database (adds train_steps rows)"
+    )
+    st.set_defaults(fn=step)
     sp = sub.add_parser(
         "spread",
         help="before RL: the share of groups with a reward spread at the rollout temperature, on RL questions",

@@ -677,13 +677,48 @@ def heldout_at_step(
     against ``start``, the step-0 evaluation, when given). Returns it, or None off the schedule."""
     if not recipe.heldout_every or step % recipe.heldout_every:
         return None
+    return evaluate_step(
+        recipe,
+        model,
+        policy,
+        step,
+        out_dir,
+        samples=recipe.heldout_samples,
+        store=store,
+        run_id=run_id,
+        start=start,
+        threads=threads,
+        data_dir=data_dir,
+        log=log,
+    )
+
+
+def evaluate_step(
+    recipe: Any,
+    model: str,
+    policy: Any,
+    step: int,
+    out_dir: Path,
+    *,
+    samples: int,
+    store: Any = None,
+    run_id: str = "",
+    start: HeldoutEval | None = None,
+    threads: int | None = None,
+    data_dir: Path | None = None,
+    log: Callable[[str], None] = print,
+) -> HeldoutEval:
+    """:func:`heldout_at_step` off the schedule, with ``samples`` samples a question: what the
+    trainer does at a held-out step, for a policy saved at ``step`` and evaluated afterwards
+    (:func:`saved_policy`). The files are the same (``out_dir/heldout/step-<step>.gguf`` and
+    ``.json``), so a run's record reads both kinds alike."""
     from harness.llm.gguf_lora import write_lora_gguf
 
     folder = Path(out_dir) / "heldout"
     folder.mkdir(parents=True, exist_ok=True)
     adapter, written = folder / f"step-{step}.gguf", folder / f"step-{step}.json"
     fresh = write_lora_gguf(policy, folder / f"step-{step}.new.gguf") if policy is not None else None
-    done = _same_evaluation(written, adapter, fresh, model, recipe)
+    done = _same_evaluation(written, adapter, fresh, model, recipe, samples)
     if fresh is not None:
         fresh.replace(adapter)
     if done is not None:
@@ -696,7 +731,7 @@ def heldout_at_step(
         model,
         heldout_questions(recipe.split, data_dir),
         method=recipe.method,
-        samples=recipe.heldout_samples,
+        samples=samples,
         temperature=recipe.algo.temperature,
         seed=recipe.seed,
         adapters=adapters,
@@ -713,8 +748,34 @@ def heldout_at_step(
     return ev
 
 
+def saved_policy(model: str, saved: Path, *, device: Any = "cpu") -> tuple[Any, Any, int]:
+    """(policy, recipe, step) of a saved training checkpoint folder (``harness train``'s
+    ``<out>/checkpoint``, or a copy of it kept at some step): ``model`` (the run's ``--model``) with
+    the recipe's LoRA adapters, loaded with the saved ``policy_state.pt``; the recipe and step are
+    the folder's (``recipe.json``, ``progress.json``). Why: a run may defer its held-out
+    evaluations (each costs half an hour on 2 CPU cores) and evaluate its kept checkpoints with
+    :func:`evaluate_step` afterwards."""
+    import torch
+
+    from harness.rl.checkpoint import PROGRESS_FILE
+    from harness.rl.recipe import Recipe
+    from harness.rl.trainer import load_policy
+
+    saved = Path(saved)
+    files = [saved / "recipe.json", saved / PROGRESS_FILE, saved / "policy_state.pt"]
+    missing = [f.name for f in files if not f.is_file()]
+    if missing:
+        raise ConfigError(f"{saved}: not a saved training checkpoint (no {', '.join(missing)})")
+    recipe = Recipe.model_validate_json(files[0].read_text())
+    step = int(json.loads(files[1].read_text())["step"])
+    policy, _ref, _tok = load_policy(model, recipe, with_reference=False, device=device)
+    policy.load_state_dict(torch.load(files[2], map_location=device, weights_only=True))
+    policy.eval()
+    return policy, recipe, step
+
+
 def _same_evaluation(
-    written: Path, adapter: Path, fresh: Path | None, model: str, recipe: Any
+    written: Path, adapter: Path, fresh: Path | None, model: str, recipe: Any, samples: int
 ) -> HeldoutEval | None:
     """The evaluation already in ``written`` when it is of the same weights (``fresh``, the adapter
     just written, byte for byte the ``adapter`` it evaluated; both absent for ``model`` alone) under
@@ -730,10 +791,10 @@ def _same_evaluation(
     same = (d.get("model"), d.get("method"), d.get("k", 0), d.get("seed")) == (
         model,
         recipe.method,
-        recipe.heldout_samples,
+        samples,
         recipe.seed,
     )
-    if not same or (recipe.heldout_samples and d.get("temperature") != recipe.algo.temperature):
+    if not same or (samples and d.get("temperature") != recipe.algo.temperature):
         return None
     return HeldoutEval.from_dict(d)
 

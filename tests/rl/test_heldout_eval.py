@@ -322,15 +322,71 @@ def test_heldout_at_step_reuses_an_evaluation_of_the_same_weights_and_settings_o
     (folder / "step-0.gguf").write_bytes(b"weights A")
     (folder / "new.gguf").write_bytes(b"weights A")
     assert he._same_evaluation(
-        folder / "step-0.json", folder / "step-0.gguf", folder / "new.gguf", "runs/sft/final", r
+        folder / "step-0.json", folder / "step-0.gguf", folder / "new.gguf", "runs/sft/final", r, 0
     )
     (folder / "new.gguf").write_bytes(b"weights B")
     assert (
         he._same_evaluation(
-            folder / "step-0.json", folder / "step-0.gguf", folder / "new.gguf", "runs/sft/final", r
+            folder / "step-0.json", folder / "step-0.gguf", folder / "new.gguf", "runs/sft/final", r, 0
         )
         is None
     )
     assert (
-        he._same_evaluation(folder / "step-0.json", folder / "step-0.gguf", None, "runs/sft/final", r) is None
+        he._same_evaluation(folder / "step-0.json", folder / "step-0.gguf", None, "runs/sft/final", r, 0)
+        is None
     )
+
+
+def test_a_saved_checkpoint_is_evaluated_as_the_trainers_held_out_step(tiny_dir, tmp_path, monkeypatch):
+    """A run that deferred its held-out evaluations (heldout_every=0, checkpoints kept) evaluates a
+    kept checkpoint afterwards with the trained weights, not the fresh adapter: the adapter written
+    for step 20 is the saved policy's, byte for byte, and the evaluation lands where the trainer's
+    would (heldout/step-20.json)."""
+    import json
+
+    import torch
+
+    from harness.llm.gguf_lora import write_lora_gguf
+    from harness.methods_registry import get_method
+    from harness.rl import heldout_eval as he
+    from harness.rl.trainer import load_policy
+
+    r = (
+        get_method("search_r1")
+        .recipes()["cpu-grpo-long"]
+        .with_overrides(
+            ["heldout_every=0", "heldout_samples=0", "lora.layers=[0, 1]"]  # the tiny model has 2 layers
+        )
+    )
+    policy, _, _ = load_policy(str(tiny_dir), r, with_reference=False)
+    fresh = write_lora_gguf(policy, tmp_path / "fresh.gguf").read_bytes()
+    torch.manual_seed(1)
+    with torch.no_grad():
+        for name, p in policy.named_parameters():
+            if "lora_B" in name:
+                p.normal_(0, 0.02)  # a trained policy: LoRA's B leaves zero
+    trained = write_lora_gguf(policy, tmp_path / "trained.gguf").read_bytes()
+    assert trained != fresh
+    saved = tmp_path / "kept" / "step-20"
+    saved.mkdir(parents=True)
+    torch.save(policy.state_dict(), saved / "policy_state.pt")
+    (saved / "recipe.json").write_text(r.model_dump_json())
+    (saved / "progress.json").write_text(json.dumps({"step": 20, "steps": 100, "run_id": "train-x"}))
+
+    got, recipe, step = he.saved_policy(str(tiny_dir), saved)
+    assert step == 20 and recipe == r
+    asked = {}
+
+    def evaluate(model, questions, **kw):
+        asked.update(kw, model=model)
+        return replace(_eval("step 20", [1, 0]), model=model, seed=kw["seed"])
+
+    monkeypatch.setattr(he, "evaluate_heldout", evaluate)
+    run = tmp_path / "run"
+    ev = he.evaluate_step(recipe, "runs/sft/final", got, step, run, samples=0, log=lambda s: None)
+    assert asked["adapters"] == [run / "heldout" / "step-20.gguf"] and asked["samples"] == 0
+    assert (run / "heldout" / "step-20.gguf").read_bytes() == trained
+    assert he.HeldoutEval.from_dict(json.loads((run / "heldout" / "step-20.json").read_text())) == ev
+    (saved / "progress.json").unlink()
+    with pytest.raises(ConfigError, match="progress.json"):
+        he.saved_policy(str(tiny_dir), saved)
