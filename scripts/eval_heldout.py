@@ -14,6 +14,8 @@
     # a run's checkpoint kept at step 20, evaluated afterwards as the run's held-out step 20
     python scripts/eval_heldout.py step --run runs/long --saved runs/long/kept/step-20 \
         --model runs/long-sft/final --samples 0 --threads 2 --db runs/long.duckdb
+    python scripts/eval_heldout.py step --run runs/long --saved runs/long/final \
+        --model runs/long-sft/final --samples 0 --threads 2 --db runs/long.duckdb
     # a warm start before RL: groups of 8 at temperature 1 on the first 16 RL questions (train side)
     python scripts/eval_heldout.py spread --model runs/long-sft/final --label SFT --recipe cpu-grpo-long
 
@@ -24,7 +26,8 @@ adapter, the ``mini`` protocol (as ``harness run``), one thread and one slot by 
 of the same label is replaced. ``--limit N`` evaluates the first N held-out questions only and
 writes nothing unless ``--record`` is given with ``--partial-ok`` (a timing or smoke check).
 ``step`` is the trainer's held-out evaluation of a saved checkpoint folder, deferred (a run made
-with ``heldout_every=0`` and its checkpoints kept): the same files (``<run>/heldout/step-N.gguf``
+with ``heldout_every=0`` and its checkpoints kept; the run's ``final/``, LoRA merged, is evaluated
+as a model, its difference to the packaged base one adapter): the same files (``<run>/heldout/step-N.gguf``
 and ``.json``), paired against ``<run>/heldout/step-0.json`` when that exists, and with ``--db``
 the same rows in the run's ``train_steps``. ``tables`` prints the markdown tables (``harness.rl.heldout_eval.evals_table`` /
 ``comparisons_table``); ``--pair A,B`` adds the paired comparison B - A.
@@ -107,8 +110,17 @@ def step(args: argparse.Namespace) -> int:
     import json
 
     from harness.rl.heldout_eval import HeldoutEval, evaluate_step, saved_policy
+    from harness.rl.recipe import Recipe
 
-    policy, recipe, n = saved_policy(args.model, args.saved)
+    if (args.saved / "harness_train.json").is_file():
+        # the run's final checkpoint (LoRA merged; no checkpoint is saved at the last step):
+        # evaluated as a model, its difference to the packaged base one adapter
+        model, policy = str(args.saved), None
+        recipe = Recipe.model_validate_json((args.saved / "recipe.json").read_text())
+        n = int(json.loads((args.saved / "harness_train.json").read_text())["steps"])
+    else:
+        model = args.model
+        policy, recipe, n = saved_policy(args.model, args.saved)
     start_file = args.run / "heldout" / "step-0.json"
     start = HeldoutEval.from_dict(json.loads(start_file.read_text())) if start_file.is_file() else None
     store, run_id = None, ""
@@ -116,10 +128,10 @@ def step(args: argparse.Namespace) -> int:
         from harness.results.store import Store
 
         store = Store(args.db, create=False)
-        run_id = json.loads((args.saved / "progress.json").read_text()).get("run_id", "")
+        run_id = json.loads((args.run / "train-run.json").read_text())["run_id"]
     ev = evaluate_step(
         recipe,
-        args.model,
+        model,
         policy,
         n,
         args.run,
@@ -266,9 +278,9 @@ def main(argv: list[str] | None = None) -> int:
         "--saved",
         type=Path,
         required=True,
-        help="a checkpoint folder (recipe.json, progress.json, policy_state.pt)",
+        help="a checkpoint folder (recipe.json, progress.json, policy_state.pt) or the run's final/",
     )
-    st.add_argument("--model", required=True, help="the run's --model (its warm start)")
+    st.add_argument("--model", required=True, help="the run's --model (its warm start; unused for final/)")
     st.add_argument("--samples", type=int, default=0, help="sampled answers a question (default 0: greedy)")
     st.add_argument(
         "--threads",

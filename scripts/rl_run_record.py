@@ -3,11 +3,14 @@ evaluation the trainer made during the run, in one JSON file under ``results/``,
 ``docs/training.md`` prints from it (a test regenerates them).
 
     python scripts/rl_run_record.py build --out-dir runs/long --db runs/long.duckdb \\
-        --record results/long-run-2026-11-28.json --about "..." --command "harness train ..."
+        --record results/long-run-2026-11-28.json --about "..." --command "harness train ..." \\
+        --resumed-from train-search_r1-20261128-014358-fac586
     python scripts/rl_run_record.py tables results/long-run-2026-11-28.json --every 5
 
 ``build`` reads the run named by ``<out-dir>/train-run.json`` from ``--db`` (its ``train_steps``,
-held-out metrics left out: :func:`harness.rl.learning_record.train_curve`) and the held-out
+held-out metrics left out: :func:`harness.rl.learning_record.train_curve`), after the runs it
+resumed (``--resumed-from``, oldest first: each one's steps up to where the next resumed;
+``segments`` in the record says which run logged which steps) and the held-out
 evaluations the trainer wrote (``<out-dir>/heldout/step-<N>.json``:
 :func:`harness.rl.heldout_eval.heldout_at_step`), labelled ``step N``; each later one is paired
 with step 0. The record has the held-out record's shape (``split``, ``evaluations``, ``pairs``:
@@ -31,7 +34,8 @@ def build(args: argparse.Namespace) -> int:
     from harness.rl.learning_record import train_curve
 
     run_id = json.loads((args.out_dir / "train-run.json").read_text())["run_id"]
-    curve = train_curve(args.db, run_id)
+    run_ids = [*args.resumed_from, run_id]
+    curve, segments = stitched_curve([train_curve(args.db, r) for r in run_ids])
     evaluations = []
     for f in sorted(
         (args.out_dir / "heldout").glob("step-*.json"), key=lambda p: int(re.findall(r"\d+", p.stem)[0])
@@ -44,6 +48,9 @@ def build(args: argparse.Namespace) -> int:
         "commands": args.command,
         "commit": git_commit(),  # the code this process loaded, +dirty when it differed from HEAD
         "run_id": run_id,
+        # which run logged which steps: a --resume continues a run under a new row (the row of the
+        # one that died is marked interrupted), from its last checkpoint
+        "segments": [{"run_id": r, "steps": seg} for r, seg in zip(run_ids, segments, strict=True)],
         "split": args.split,
         "evaluations": evaluations,
         "pairs": [[labels[0], b] for b in labels[1:]],
@@ -59,6 +66,33 @@ def build(args: argparse.Namespace) -> int:
         f"{args.record}: {len(curve['step'])} steps, {len(evaluations)} held-out evaluations", file=sys.stderr
     )
     return 0
+
+
+def stitched_curve(curves: list[dict]) -> tuple[dict, list[list[int]]]:
+    """One curve from the curves of a run and the runs it resumed (oldest first): each run's steps
+    up to the first step of the run that resumed it (a resume restarts from the last checkpoint,
+    so steps logged after it by a run that then died are redone), and the first and last step each
+    run gives; a metric one run never logged is None on its steps. Refused in one line when a run
+    does not continue where the one before it left off."""
+    from harness.errors import ConfigError
+
+    names = sorted({k for c in curves for k in c if k != "step"})
+    merged: dict = {"step": [], **{k: [] for k in names}}
+    segments: list[list[int]] = []
+    for i, c in enumerate(curves):
+        stop = curves[i + 1]["step"][0] if i + 1 < len(curves) else None
+        keep = [j for j, s in enumerate(c["step"]) if stop is None or s < stop]
+        if not keep or (merged["step"] and c["step"][keep[0]] != merged["step"][-1] + 1):
+            raise ConfigError(
+                f"run {i + 1} of the resumed chain (steps {c['step'][0]}-{c['step'][-1]}) does not continue "
+                f"after step {merged['step'][-1] if merged['step'] else 0}"
+                f"{f' before step {stop}' if stop is not None else ''}: "
+                "give --resumed-from in the order the runs ran"
+            )
+        for k in ["step", *names]:
+            merged[k].extend(c[k][j] if k in c else None for j in keep)
+        segments.append([c["step"][keep[0]], c["step"][keep[-1]]] if keep else [])
+    return merged, segments
 
 
 def tables_of(record: dict, every: int) -> str:
@@ -90,6 +124,13 @@ def main(argv: list[str] | None = None) -> int:
     b.add_argument("--split", default="learning-400", help="the recipe's split (default learning-400)")
     b.add_argument("--about", required=True, help="one paragraph on what was run")
     b.add_argument("--command", action="append", default=[], help="a command that made the run (repeat)")
+    b.add_argument(
+        "--resumed-from",
+        action="append",
+        default=[],
+        metavar="RUN_ID",
+        help="an earlier run whose checkpoint this one resumed (repeat, oldest first)",
+    )
     b.set_defaults(func=build)
     t = sub.add_parser("tables", help="print the markdown tables of a record")
     t.add_argument("record", type=Path)

@@ -55,6 +55,36 @@ def test_build_keeps_every_step_and_evaluation_and_pairs_later_ones_with_step_0(
     assert "| step 10 - step 0 | greedy_em |" in text
 
 
+def test_build_stitches_a_resumed_run_from_its_checkpoint(tmp_path, monkeypatch):
+    """A run that died after step 15 with a checkpoint at step 10, resumed under a new row: the
+    record has steps 1-10 of the first run and 11-20 of the second (the first's 11-15 were
+    redone), says which run logged which, and refuses runs given out of order."""
+    from harness.errors import ConfigError
+    from harness.results.store import Store
+
+    monkeypatch.chdir(tmp_path)
+    out, db = Path("run"), Path("run.duckdb")
+    (out / "heldout").mkdir(parents=True)
+    (out / "train-run.json").write_text(json.dumps({"run_id": "r2"}))
+    store = Store(db)
+    for step in range(15):
+        store.add_train_steps("r1", step, {"seconds": 1.0, "kl": 0.5})  # only the first run logged kl
+    for step in range(10, 20):
+        store.add_train_steps("r2", step, {"seconds": 2.0})
+    del store
+    mod = _script()
+    argv = ["build", "--out-dir", str(out), "--db", str(db), "--record", "r.json", "--about", "a test"]
+    assert mod.main([*argv, "--resumed-from", "r1"]) == 0
+    got = json.loads(Path("r.json").read_text())
+    assert got["curves"]["rl"]["step"] == list(range(1, 21))
+    assert got["curves"]["rl"]["seconds"] == [1.0] * 10 + [2.0] * 10
+    assert got["curves"]["rl"]["kl"] == [0.5] * 10 + [None] * 10
+    assert got["segments"] == [{"run_id": "r1", "steps": [1, 10]}, {"run_id": "r2", "steps": [11, 20]}]
+    (out / "train-run.json").write_text(json.dumps({"run_id": "r1"}))
+    with pytest.raises(ConfigError, match="give --resumed-from in the order the runs ran"):
+        mod.main([*argv, "--resumed-from", "r2"])
+
+
 @pytest.mark.parametrize("record", sorted((ROOT / "results").glob("long-run-*.json")), ids=lambda p: p.name)
 def test_the_documented_long_run_tables_are_the_records(record):
     mod = _script()
