@@ -109,8 +109,9 @@ def step(args: argparse.Namespace) -> int:
     """A run's saved checkpoint, evaluated as the trainer does at a held-out step."""
     import json
 
-    from harness.rl.heldout_eval import HeldoutEval, evaluate_step, saved_policy
+    from harness.rl.heldout_eval import HeldoutEval, evaluate_step
     from harness.rl.recipe import Recipe
+    from harness.rl.trainer import saved_policy
 
     if (args.saved / "harness_train.json").is_file():
         # the run's final checkpoint (LoRA merged; no checkpoint is saved at the last step):

@@ -710,7 +710,7 @@ def evaluate_step(
 ) -> HeldoutEval:
     """:func:`heldout_at_step` off the schedule, with ``samples`` samples a question: what the
     trainer does at a held-out step, for a policy saved at ``step`` and evaluated afterwards
-    (:func:`saved_policy`). The files are the same (``out_dir/heldout/step-<step>.gguf`` and
+    (:func:`harness.rl.trainer.saved_policy`). The files are the same (``out_dir/heldout/step-<step>.gguf`` and
     ``.json``), so a run's record reads both kinds alike."""
     from harness.llm.gguf_lora import write_lora_gguf
 
@@ -746,32 +746,6 @@ def evaluate_step(
         record_heldout_eval(store, run_id, step, ev, against=start)
     log(ev.line() + (f"\n  {comparison_line(compare(start, ev))}" if start is not None else ""))
     return ev
-
-
-def saved_policy(model: str, saved: Path, *, device: Any = "cpu") -> tuple[Any, Any, int]:
-    """(policy, recipe, step) of a saved training checkpoint folder (``harness train``'s
-    ``<out>/checkpoint``, or a copy of it kept at some step): ``model`` (the run's ``--model``) with
-    the recipe's LoRA adapters, loaded with the saved ``policy_state.pt``; the recipe and step are
-    the folder's (``recipe.json``, ``progress.json``). Why: a run may defer its held-out
-    evaluations (each costs half an hour on 2 CPU cores) and evaluate its kept checkpoints with
-    :func:`evaluate_step` afterwards."""
-    import torch
-
-    from harness.rl.checkpoint import PROGRESS_FILE
-    from harness.rl.recipe import Recipe
-    from harness.rl.trainer import load_policy
-
-    saved = Path(saved)
-    files = [saved / "recipe.json", saved / PROGRESS_FILE, saved / "policy_state.pt"]
-    missing = [f.name for f in files if not f.is_file()]
-    if missing:
-        raise ConfigError(f"{saved}: not a saved training checkpoint (no {', '.join(missing)})")
-    recipe = Recipe.model_validate_json(files[0].read_text())
-    step = int(json.loads(files[1].read_text())["step"])
-    policy, _ref, _tok = load_policy(model, recipe, with_reference=False, device=device)
-    policy.load_state_dict(torch.load(files[2], map_location=device, weights_only=True))
-    policy.eval()
-    return policy, recipe, step
 
 
 def _same_evaluation(

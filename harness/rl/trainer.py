@@ -44,6 +44,7 @@ from harness.eval.protocol import Protocol
 from harness.method import RewardBreakdown, RewardContext, RunContext, TrainableMethod
 from harness.rl.advantages import AdvantageBatch, compute_advantages, gae_advantages_returns
 from harness.rl.checkpoint import (
+    PROGRESS_FILE,
     Critic,
     Cursor,
     Learner,
@@ -847,6 +848,26 @@ def load_policy(
         )
     policy.train()
     return policy, ref, tok
+
+
+def saved_policy(model: str, saved: Path, *, device: Any = "cpu") -> tuple[Any, Any, int]:
+    """(policy, recipe, step) of a saved training checkpoint folder (``harness train``'s
+    ``<out>/checkpoint``, or a copy of it kept at some step): ``model`` (the run's ``--model``) with
+    the recipe's LoRA adapters, loaded with the saved ``policy_state.pt``; the recipe and step are
+    the folder's (``recipe.json``, ``progress.json``). Why: a run may defer its held-out
+    evaluations (each costs half an hour on 2 CPU cores) and evaluate its kept checkpoints with
+    :func:`harness.rl.heldout_eval.evaluate_step` afterwards."""
+    saved = Path(saved)
+    files = [saved / "recipe.json", saved / PROGRESS_FILE, saved / "policy_state.pt"]
+    missing = [f.name for f in files if not f.is_file()]
+    if missing:
+        raise ConfigError(f"{saved}: not a saved training checkpoint (no {', '.join(missing)})")
+    recipe = Recipe.model_validate_json(files[0].read_text())
+    step = int(json.loads(files[1].read_text())["step"])
+    policy, _ref, _tok = load_policy(model, recipe, with_reference=False, device=device)
+    policy.load_state_dict(torch.load(files[2], map_location=device, weights_only=True))
+    policy.eval()
+    return policy, recipe, step
 
 
 def make_adamw(params: list[Any], *, lr: float, betas: Any, weight_decay: float) -> torch.optim.AdamW:

@@ -349,7 +349,7 @@ def test_a_saved_checkpoint_is_evaluated_as_the_trainers_held_out_step(tiny_dir,
     from harness.llm.gguf_lora import write_lora_gguf
     from harness.methods_registry import get_method
     from harness.rl import heldout_eval as he
-    from harness.rl.trainer import load_policy
+    from harness.rl.trainer import load_policy, saved_policy
 
     r = (
         get_method("search_r1")
@@ -373,7 +373,7 @@ def test_a_saved_checkpoint_is_evaluated_as_the_trainers_held_out_step(tiny_dir,
     (saved / "recipe.json").write_text(r.model_dump_json())
     (saved / "progress.json").write_text(json.dumps({"step": 20, "steps": 100, "run_id": "train-x"}))
 
-    got, recipe, step = he.saved_policy(str(tiny_dir), saved)
+    got, recipe, step = saved_policy(str(tiny_dir), saved)
     assert step == 20 and recipe == r
     asked = {}
 
@@ -389,4 +389,4 @@ def test_a_saved_checkpoint_is_evaluated_as_the_trainers_held_out_step(tiny_dir,
     assert he.HeldoutEval.from_dict(json.loads((run / "heldout" / "step-20.json").read_text())) == ev
     (saved / "progress.json").unlink()
     with pytest.raises(ConfigError, match="progress.json"):
-        he.saved_policy(str(tiny_dir), saved)
+        saved_policy(str(tiny_dir), saved)
