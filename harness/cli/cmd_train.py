@@ -32,6 +32,8 @@ EXAMPLES = """\
   harness run --method search_r1 --model runs/sr1/final --bench mini-multihop   # evaluate the result
   harness train --method search_r1 --recipe cpu-grpo-long --model runs/sft/final --rollout-backend llamacpp
   harness train --method search_r1 --recipe cpu-sft-grpo --rollout-backend transformers  # rollouts on the learner
+  harness train --method search_r1 --recipe cpu-grpo-long --model runs/sft/final --keep-every 20 \\
+      --recipe-override heldout_every=0     # held-out evaluations afterwards: scripts/eval_heldout.py step
 """
 
 
@@ -66,6 +68,15 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         action="store_true",
         help="continue from --out/checkpoint (saved every save_every steps; refused in one line when "
         "nothing was saved); the row of the run that died writing --out is marked interrupted",
+    )
+    p.add_argument(
+        "--keep-every",
+        type=int,
+        default=0,
+        metavar="N",
+        help="keep the policy every N steps and at the last in --out/kept/step-<N> (the next checkpoint "
+        "replaces the last): a run that defers its held-out evaluations (--recipe-override heldout_every=0) "
+        "evaluates them afterwards with scripts/eval_heldout.py step (default 0: keep none)",
     )
     p.add_argument("--show", action="store_true", help="print the resolved recipe as JSON and exit")
     add_device_arg(p, what="the policy, its reference, the critic and every training tensor")
@@ -163,6 +174,7 @@ def run_training(method, recipe, args: argparse.Namespace) -> int:
             rollout_backend=rollout_backend,
             rollout_threads=args.rollout_threads,
             rollout_weights=args.rollout_weights,
+            keep_every=args.keep_every,
         )
         result = trainer.train()
     print(f"checkpoint: {result.checkpoint}\nrun: {run_id} (metrics in {args.db}, table train_steps)")

@@ -110,6 +110,30 @@ def save_checkpoint(
     return final
 
 
+KEPT_DIR = "kept"  # under a run's out dir: step-<N>/ per kept policy (keep_policy)
+
+
+def keep_policy(
+    out_dir: Path, policy: Any, step: int, *, recipe: Recipe, run_id: str, log: Callable[[str], None] = print
+) -> Path:
+    """Write ``out_dir/kept/step-<step>``: the policy's weights, the recipe and the progress file,
+    as a checkpoint has them (no optimizer state: nothing resumes from it), kept when the next
+    checkpoint replaces the last. Why: a run that defers its held-out evaluations (``harness train
+    --keep-every``) evaluates these afterwards (``scripts/eval_heldout.py step``); the final
+    checkpoint has its LoRA merged, so the last step is kept too."""
+    final = Path(out_dir) / KEPT_DIR / f"step-{step}"
+    tmp = final.with_name(f"{final.name}.tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    torch.save(policy.state_dict(), tmp / "policy_state.pt")
+    (tmp / "recipe.json").write_text(recipe.model_dump_json(indent=2))
+    (tmp / PROGRESS_FILE).write_text(json.dumps({"step": step, "steps": recipe.steps, "run_id": run_id}))
+    shutil.rmtree(final, ignore_errors=True)
+    tmp.rename(final)
+    log(f"kept: {final}")
+    return final
+
+
 def restore_policy(out_dir: Path, policy: Any, *, device: Any) -> bool:
     """Load the checkpoint's policy weights into ``policy`` (on ``device``); False when there is
     no checkpoint. Done before the optimizer is built over the policy's parameters."""

@@ -48,6 +48,7 @@ from harness.rl.checkpoint import (
     Critic,
     Cursor,
     Learner,
+    keep_policy,
     restore_checkpoint,
     restore_policy,
     save_checkpoint,
@@ -206,6 +207,7 @@ class Trainer:
         rollout_backend: str = "transformers",
         rollout_threads: int | None = None,
         rollout_weights: str = "packaged",
+        keep_every: int = 0,
     ):
         from harness.device import resolve_device
 
@@ -233,6 +235,11 @@ class Trainer:
         self.rollout_backend = rollout_backend
         self.rollout_threads = rollout_threads
         self.rollout_weights = rollout_weights
+        if keep_every < 0:
+            raise ConfigError(f"--keep-every {keep_every}: give 0 (keep none) or a number of steps")
+        self.keep_every = (
+            keep_every  # the policy to out_dir/kept/step-N every N steps and the last (0: never)
+        )
         self._rollout_lp: torch.Tensor | None = None  # see _update
         self._drawn: list[str] = []  # the questions rolled out, in first-drawn order
         self._drawn_set: set[str] = set()
@@ -393,6 +400,10 @@ class Trainer:
             if self.store is not None and result.run_id:
                 self.store.add_train_steps(result.run_id, step, metrics)
             self._heldout(policy, step + 1, heldout_start)
+            if self.keep_every and ((step + 1) % self.keep_every == 0 or step + 1 == self.recipe.steps):
+                keep_policy(
+                    self.out_dir, policy, step + 1, recipe=self.recipe, run_id=self.run_id, log=self.log
+                )
             if (
                 self.recipe.save_every
                 and (step + 1) % self.recipe.save_every == 0

@@ -17,6 +17,7 @@ from types import SimpleNamespace
 import pytest
 
 from harness.cli import main
+from harness.errors import ConfigError
 from tests.reliability.helpers import one_line, rows
 
 
@@ -119,6 +120,43 @@ def test_a_real_checkpoint_says_its_step_and_run(toy_model_dir, tmp_path):
     assert ckpt == tmp_path / "out" / "checkpoint"
     assert progress == {"step": 1, "steps": 2, "run_id": "train-toy-1"}
     assert [s.step for s in trainer(True).train().steps] == [1]  # only the step after the checkpoint
+
+
+def test_kept_policies_are_the_trained_ones_every_n_steps_and_the_last(toy_model_dir, tmp_path):
+    """``--keep-every 2`` over 3 steps keeps steps 2 and 3 (the last: the final checkpoint has its
+    LoRA merged), each loadable by ``saved_policy`` with its step and recipe; the last kept one is
+    the final model's weights, and step 2's differs from it (the policy trained in step 3)."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from harness.rl.trainer import Trainer, saved_policy
+    from tests.rl.test_trainer import PROTO, FavouriteWords, examples, toy_recipe
+
+    recipe = toy_recipe(3)
+    out = tmp_path / "out"
+    Trainer(
+        FavouriteWords(),
+        recipe,
+        model=str(toy_model_dir),
+        out_dir=out,
+        protocol=PROTO,
+        retriever=None,
+        examples=examples(4),
+        log=lambda s: None,
+        run_id="train-toy-2",
+        keep_every=2,
+    ).train()
+    assert sorted(p.name for p in (out / "kept").iterdir()) == ["step-2", "step-3"]
+    final = AutoModelForCausalLM.from_pretrained(str(out / "final")).state_dict()
+    last, r, step = saved_policy(str(toy_model_dir), out / "kept" / "step-3")
+    assert step == 3 and r == recipe
+    assert all(torch.equal(v, final[k]) for k, v in last.state_dict().items())
+    two, _, step = saved_policy(str(toy_model_dir), out / "kept" / "step-2")
+    assert step == 2 and any(not torch.equal(v, final[k]) for k, v in two.state_dict().items())
+    with pytest.raises(ConfigError, match="--keep-every -1"):
+        Trainer(
+            FavouriteWords(), recipe, model="x", out_dir=out, protocol=PROTO, retriever=None, keep_every=-1
+        )
 
 
 def test_resume_of_a_run_never_started_writes_no_file(trained, capsys):
