@@ -81,7 +81,7 @@ def save_checkpoint(
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
     critic = learner.critic
-    torch.save(learner.policy.state_dict(), tmp / "policy_state.pt")
+    _write_policy(tmp, learner.policy, cursor.step, recipe=recipe, run_id=run_id)
     torch.save(
         {
             "optimizer": learner.opt.state_dict(),
@@ -100,14 +100,19 @@ def save_checkpoint(
     )
     if critic is not None:
         torch.save(critic.model.state_dict(), tmp / "critic_state.pt")
-    (tmp / "recipe.json").write_text(recipe.model_dump_json(indent=2))
-    # what `harness train --resume` says it resumes from (read without loading the state)
-    progress = {"step": cursor.step, "steps": recipe.steps, "run_id": run_id}
-    (tmp / PROGRESS_FILE).write_text(json.dumps(progress))
     shutil.rmtree(final, ignore_errors=True)
     tmp.rename(final)
     log(f"checkpoint: {final} (step {cursor.step})")
     return final
+
+
+def _write_policy(folder: Path, policy: Any, step: int, *, recipe: Recipe, run_id: str) -> None:
+    """The files a checkpoint and a kept policy share: the policy's weights, the recipe, and the
+    progress file (what `harness train --resume` says it resumes from, read without loading the
+    state; the step a kept policy was trained to)."""
+    torch.save(policy.state_dict(), folder / "policy_state.pt")
+    (folder / "recipe.json").write_text(recipe.model_dump_json(indent=2))
+    (folder / PROGRESS_FILE).write_text(json.dumps({"step": step, "steps": recipe.steps, "run_id": run_id}))
 
 
 KEPT_DIR = "kept"  # under a run's out dir: step-<N>/ per kept policy (keep_policy)
@@ -125,9 +130,7 @@ def keep_policy(
     tmp = final.with_name(f"{final.name}.tmp")
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
-    torch.save(policy.state_dict(), tmp / "policy_state.pt")
-    (tmp / "recipe.json").write_text(recipe.model_dump_json(indent=2))
-    (tmp / PROGRESS_FILE).write_text(json.dumps({"step": step, "steps": recipe.steps, "run_id": run_id}))
+    _write_policy(tmp, policy, step, recipe=recipe, run_id=run_id)
     shutil.rmtree(final, ignore_errors=True)
     tmp.rename(final)
     log(f"kept: {final}")

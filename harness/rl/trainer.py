@@ -237,9 +237,8 @@ class Trainer:
         self.rollout_weights = rollout_weights
         if keep_every < 0:
             raise ConfigError(f"--keep-every {keep_every}: give 0 (keep none) or a number of steps")
-        self.keep_every = (
-            keep_every  # the policy to out_dir/kept/step-N every N steps and the last (0: never)
-        )
+        # the policy to out_dir/kept/step-N every N steps and at the last (0: never)
+        self.keep_every = keep_every
         self._rollout_lp: torch.Tensor | None = None  # see _update
         self._drawn: list[str] = []  # the questions rolled out, in first-drawn order
         self._drawn_set: set[str] = set()
