@@ -16,6 +16,12 @@
         --model runs/long-sft/final --samples 0 --threads 2 --db runs/long.duckdb
     python scripts/eval_heldout.py step --run runs/long --saved runs/long/final \
         --model runs/long-sft/final --samples 0 --threads 2 --db runs/long.duckdb
+    # mean@8 of the run's start (step 0) in parts, one thread each, two side by side; merged into
+    # heldout/step-0.json when the parts cover the 400 questions
+    python scripts/eval_heldout.py step --run runs/long --saved start --model runs/long-sft/final \
+        --samples 8 --threads 1 --questions 0:200
+    python scripts/eval_heldout.py step --run runs/long --saved start --model runs/long-sft/final \
+        --samples 8 --threads 1 --questions 200:400
     # a warm start before RL: groups of 8 at temperature 1 on the first 16 RL questions (train side)
     python scripts/eval_heldout.py spread --model runs/long-sft/final --label SFT --recipe cpu-grpo-long
 
@@ -29,7 +35,9 @@ writes nothing unless ``--record`` is given with ``--partial-ok`` (a timing or s
 with ``heldout_every=0`` and its checkpoints kept; the run's ``final/``, LoRA merged, is evaluated
 as a model, its difference to the packaged base one adapter): the same files (``<run>/heldout/step-N.gguf``
 and ``.json``), paired against ``<run>/heldout/step-0.json`` when that exists, and with ``--db``
-the same rows in the run's ``train_steps``. ``tables`` prints the markdown tables (``harness.rl.heldout_eval.evals_table`` /
+the same rows in the run's ``train_steps``; ``--saved start`` is the run's policy before its first
+update (step 0), and ``--questions LO:HI`` evaluates part of the held-out set, merged into
+``step-N.json`` once the parts cover it (``harness.rl.heldout_eval.merge_parts``). ``tables`` prints the markdown tables (``harness.rl.heldout_eval.evals_table`` /
 ``comparisons_table``); ``--pair A,B`` adds the paired comparison B - A.
 """
 
@@ -109,11 +117,27 @@ def step(args: argparse.Namespace) -> int:
     """A run's saved checkpoint, evaluated as the trainer does at a held-out step."""
     import json
 
-    from harness.rl.heldout_eval import HeldoutEval, evaluate_step
+    from harness.errors import ConfigError
+    from harness.rl.heldout_eval import HeldoutEval, evaluate_step, heldout_questions
     from harness.rl.recipe import Recipe
-    from harness.rl.trainer import saved_policy
+    from harness.rl.trainer import saved_policy, start_policy
 
-    if (args.saved / "harness_train.json").is_file():
+    part = None
+    if args.questions is not None:
+        lo, sep, hi = args.questions.partition(":")
+        if not sep or not lo.isdigit() or not hi.isdigit():
+            raise ConfigError(f"--questions {args.questions!r}: expected LO:HI, e.g. 0:100")
+        part = (int(lo), int(hi))
+    if str(args.saved) == "start":
+        # the run's policy before its first update, with the recipe the run saved
+        recipe_file = args.run / "checkpoint" / "recipe.json"
+        if not recipe_file.is_file():
+            raise ConfigError(
+                f"--saved start: {recipe_file} is missing (the run's recipe); give a kept checkpoint"
+            )
+        recipe = Recipe.model_validate_json(recipe_file.read_text())
+        model, policy, n = args.model, start_policy(args.model, recipe), 0
+    elif (args.saved / "harness_train.json").is_file():
         # the run's final checkpoint (LoRA merged; no checkpoint is saved at the last step):
         # evaluated as a model, its difference to the packaged base one adapter
         model, policy = str(args.saved), None
@@ -124,12 +148,6 @@ def step(args: argparse.Namespace) -> int:
         policy, recipe, n = saved_policy(args.model, args.saved)
     start_file = args.run / "heldout" / "step-0.json"
     start = HeldoutEval.from_dict(json.loads(start_file.read_text())) if start_file.is_file() else None
-    store, run_id = None, ""
-    if args.db is not None:
-        from harness.results.store import Store
-
-        store = Store(args.db, create=False)
-        run_id = json.loads((args.run / "train-run.json").read_text())["run_id"]
     ev = evaluate_step(
         recipe,
         model,
@@ -137,12 +155,19 @@ def step(args: argparse.Namespace) -> int:
         n,
         args.run,
         samples=args.samples,
-        store=store,
-        run_id=run_id,
         start=start if start is not None and start.k == args.samples else None,
         threads=args.threads,
+        questions=part,
     )
-    print(f"{args.run}/heldout/step-{n}.json: {ev.line()}")
+    whole = len(ev.sample_ids) == len(heldout_questions(recipe.split))
+    if args.db is not None and whole:
+        # opened only now: an evaluation holds it for minutes, and two may run side by side
+        from harness.results.store import Store
+        from harness.rl.heldout_eval import record_heldout_eval
+
+        run_id = json.loads((args.run / "train-run.json").read_text())["run_id"]
+        record_heldout_eval(Store(args.db, create=False), run_id, n, ev, against=start)
+    print(f"{args.run}/heldout/step-{n}: {ev.line()}")
     return 0
 
 
@@ -279,7 +304,15 @@ def main(argv: list[str] | None = None) -> int:
         "--saved",
         type=Path,
         required=True,
-        help="a checkpoint folder (recipe.json, progress.json, policy_state.pt) or the run's final/",
+        help="a checkpoint folder (recipe.json, progress.json, policy_state.pt), the run's final/, or 'start': "
+        "the policy before the first update (step 0; the recipe from <run>/checkpoint/recipe.json)",
+    )
+    st.add_argument(
+        "--questions",
+        default=None,
+        metavar="LO:HI",
+        help="only held-out questions LO to HI-1, written as heldout/step-N.qLO-HI.json; the parts are merged "
+        "into step-N.json once they cover the set (each samples with the whole evaluation's seeds)",
     )
     st.add_argument("--model", required=True, help="the run's --model (its warm start; unused for final/)")
     st.add_argument("--samples", type=int, default=0, help="sampled answers a question (default 0: greedy)")

@@ -37,9 +37,9 @@ def build(args: argparse.Namespace) -> int:
     run_ids = [*args.resumed_from, run_id]
     curve, segments = stitched_curve([train_curve(args.db, r) for r in run_ids])
     evaluations = []
-    for f in sorted(
-        (args.out_dir / "heldout").glob("step-*.json"), key=lambda p: int(re.findall(r"\d+", p.stem)[0])
-    ):
+    # whole evaluations only: step-N.qLO-HI.json are parts, in step-N.json once they cover the set
+    whole = [f for f in (args.out_dir / "heldout").glob("step-*.json") if re.fullmatch(r"step-\d+", f.stem)]
+    for f in sorted(whole, key=lambda p: int(p.stem.removeprefix("step-"))):
         evaluations.append(json.loads(f.read_text()))
     labels = [e["label"] for e in evaluations]
     record = {

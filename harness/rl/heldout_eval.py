@@ -424,13 +424,17 @@ def evaluate_heldout(
     label: str = "",
     progress: bool = True,
     spin: bool = False,
+    first: int = 0,
 ) -> HeldoutEval:
     """``checkpoint`` (a packaged preset, or a ``harness sft`` / ``harness train`` checkpoint
     directory) on ``questions``: greedy, then ``samples`` answers each at ``temperature`` (0: no
     sampled pass). ``adapters``: GGUF LoRA adapters applied on top (a live learner's current
     adapter); ``backend``: an engine already serving the policy (then ``checkpoint`` only names it
     and the caller closes the engine). ``protocol``: default ``mini`` (what ``harness run``
-    evaluates under). ``spin``: see :func:`open_engine`. Nothing is written to a results database."""
+    evaluates under). ``spin``: see :func:`open_engine`. ``first``: the position of
+    ``questions[0]`` in the list a whole evaluation covers, so that a part of it (questions
+    ``first`` on) samples each question with the seeds the whole one would (:func:`merge_parts`).
+    Nothing is written to a results database."""
     import tempfile
 
     from tqdm import tqdm
@@ -442,6 +446,8 @@ def evaluate_heldout(
     from harness.metrics.registry import score_answer
     from harness.types import SamplingParams
 
+    if first < 0:
+        raise ConfigError(f"evaluate_heldout: first {first} (need >= 0)")
     if samples < 0 or (samples and temperature <= 0):
         raise ConfigError(
             f"evaluate_heldout: samples {samples} at temperature {temperature} (need samples >= 0, temperature > 0)"
@@ -480,7 +486,7 @@ def evaluate_heldout(
         if samples:
             expanded = [e for e in qs for _ in range(samples)]
             ctx.sampling = SamplingParams(temperature=temperature, top_p=1.0, seed=seed)
-            base_seed = seed * 1_000_003
+            base_seed = seed * 1_000_003 + first * samples
             sampled = _solve(
                 m, expanded, ctx, batch_size * samples, lambda start: base_seed + start, bar.update
             )
@@ -707,44 +713,182 @@ def evaluate_step(
     threads: int | None = None,
     data_dir: Path | None = None,
     log: Callable[[str], None] = print,
+    questions: tuple[int, int] | None = None,
 ) -> HeldoutEval:
     """:func:`heldout_at_step` off the schedule, with ``samples`` samples a question: what the
     trainer does at a held-out step, for a policy saved at ``step`` and evaluated afterwards
     (:func:`harness.rl.trainer.saved_policy`). The files are the same (``out_dir/heldout/step-<step>.gguf`` and
-    ``.json``), so a run's record reads both kinds alike."""
+    ``.json``), so a run's record reads both kinds alike.
+
+    ``questions``: ``(lo, hi)``, only the held-out questions ``lo`` to ``hi - 1``, written as the
+    part ``step-<step>.q<lo>-<hi>.json`` (returned); when the parts of the same weights and settings
+    cover the held-out set, they are merged (:func:`merge_parts`) into ``step-<step>.json``, which is
+    what a whole evaluation writes, and recorded. Why: mean@8 over 400 questions costs hours on 2
+    CPU cores (one thread an evaluation, two side by side, gives the most answers an hour), more
+    than one sitting may hold."""
     from harness.llm.gguf_lora import write_lora_gguf
 
+    qs = heldout_questions(recipe.split, data_dir)
+    lo, hi = questions if questions is not None else (0, len(qs))
+    if not 0 <= lo < hi <= len(qs):
+        raise ConfigError(
+            f"evaluate_step: questions {lo}:{hi} are not a part of the {len(qs)} held-out questions of "
+            f"split {recipe.split!r}"
+        )
+    whole = (lo, hi) == (0, len(qs))
+    name = f"step-{step}" if whole else f"step-{step}.q{lo}-{hi}"
     folder = Path(out_dir) / "heldout"
     folder.mkdir(parents=True, exist_ok=True)
-    adapter, written = folder / f"step-{step}.gguf", folder / f"step-{step}.json"
-    fresh = write_lora_gguf(policy, folder / f"step-{step}.new.gguf") if policy is not None else None
+    adapter, written = folder / f"step-{step}.gguf", folder / f"{name}.json"
+    fresh = write_lora_gguf(policy, folder / f"{name}.new.gguf") if policy is not None else None
     done = _same_evaluation(written, adapter, fresh, model, recipe, samples)
     if fresh is not None:
-        fresh.replace(adapter)
-    if done is not None:
+        fresh.replace(adapter)  # an atomic rename: parts of one step may run side by side
+    weights = _sha256(adapter) if fresh is not None else None
+    if done is not None and (whole or done.meta.get("adapter_sha256") == weights):
         log(f"{written}: the same weights and settings were evaluated already; reused")
-        if store is not None and run_id:
+        if whole and store is not None and run_id:
             record_heldout_eval(store, run_id, step, done, against=start)
-        return done
+        return done if whole else _merge_step_parts(folder, step, done, qs, store, run_id, start, log)
     adapters = [adapter] if fresh is not None else []
     ev = evaluate_heldout(
         model,
-        heldout_questions(recipe.split, data_dir),
+        qs[lo:hi],
         method=recipe.method,
         samples=samples,
         temperature=recipe.algo.temperature,
         seed=recipe.seed,
         adapters=adapters,
         threads=threads,
-        work_dir=folder / "engine",
+        # a folder of the step's own: evaluations of two steps may run side by side (one thread each
+        # gives more throughput on 2 cores than one evaluation on two), each with its checkpoint delta
+        work_dir=folder / "engine" / name,
         label=f"step {step}",
         progress=False,
         spin=True,  # the trainer's own engine is suspended while this runs (Trainer._train)
+        first=lo,
     )
-    (folder / f"step-{step}.json").write_text(json.dumps(ev.to_dict(), indent=1, ensure_ascii=False) + "\n")
+    if not whole:
+        from dataclasses import replace
+
+        ev = replace(ev, meta={**ev.meta, "questions": [lo, hi], "adapter_sha256": weights})
+    written.write_text(json.dumps(ev.to_dict(), indent=1, ensure_ascii=False) + "\n")
+    if not whole:
+        log(f"{written}: {ev.line()}")
+        return _merge_step_parts(folder, step, ev, qs, store, run_id, start, log)
     if store is not None and run_id:
         record_heldout_eval(store, run_id, step, ev, against=start)
     log(ev.line() + (f"\n  {comparison_line(compare(start, ev))}" if start is not None else ""))
+    return ev
+
+
+def _sha256(path: Path) -> str:
+    import hashlib
+
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+def merge_parts(parts: Sequence[HeldoutEval], questions: Sequence[QAExample]) -> HeldoutEval:
+    """One evaluation of ``questions`` from evaluations of its disjoint parts, each made with the
+    same model, engine, method, protocol, samples, temperature and seed, and sampled with the
+    whole evaluation's seeds (:func:`evaluate_heldout`'s ``first``): so the parts of a deterministic
+    engine give what one evaluation would. Rows in ``questions``' order; the seconds add up;
+    ``meta`` is the first part's with ``parts`` ([lo, hi], seconds, threads of each) in place of
+    its own range."""
+    if not parts:
+        raise ConfigError("merge_parts: no parts")
+    key = ("label", "model", "engine", "method", "protocol_id", "temperature", "seed", "k")
+    for p in parts[1:]:
+        other = [k for k in key if getattr(p, k) != getattr(parts[0], k)]
+        if other:
+            raise ConfigError(
+                f"merge_parts: the parts of {parts[0].label!r} differ in {', '.join(other)}; evaluate every "
+                "part with the same settings"
+            )
+    row: dict[str, tuple[HeldoutEval, int]] = {}
+    for p in parts:
+        for i, q in enumerate(p.sample_ids):
+            if q in row:
+                raise ConfigError(f"merge_parts: question {q} is in two parts of {p.label!r}")
+            row[q] = (p, i)
+    ids = [e.id for e in questions]
+    missing = [q for q in ids if q not in row]
+    if missing or len(row) != len(ids):
+        raise ConfigError(
+            f"merge_parts: the parts of {parts[0].label!r} cover {len(row)} questions, not the {len(ids)} "
+            f"asked (first missing: {missing[0] if missing else 'none; others extra'})"
+        )
+
+    def col(name: str) -> tuple[Any, ...]:
+        return tuple(getattr(row[q][0], name)[row[q][1]] for q in ids)
+
+    from dataclasses import replace
+
+    meta = {k: v for k, v in parts[0].meta.items() if k != "questions"}
+    meta["parts"] = [
+        {
+            "questions": p.meta.get("questions"),
+            "seconds": round(p.seconds, 1),
+            "threads": p.meta.get("threads"),
+        }
+        for p in sorted(parts, key=lambda p: ids.index(p.sample_ids[0]))
+    ]
+    k = parts[0].k
+    return replace(
+        parts[0],
+        sample_ids=tuple(ids),
+        greedy=col("greedy"),
+        greedy_em=col("greedy_em"),
+        greedy_f1=col("greedy_f1"),
+        greedy_cover_em=col("greedy_cover_em"),
+        sampled=col("sampled") if k else (),
+        sampled_em=col("sampled_em") if k else (),
+        seconds=sum(p.seconds for p in parts),
+        meta=meta,
+    )
+
+
+def _merge_step_parts(
+    folder: Path,
+    step: int,
+    part: HeldoutEval,
+    questions: Sequence[QAExample],
+    store: Any,
+    run_id: str,
+    start: HeldoutEval | None,
+    log: Callable[[str], None],
+) -> HeldoutEval:
+    """After ``part`` of step ``step`` is written: when the parts in ``folder`` of its weights and
+    settings cover ``questions`` (a chain of ranges from 0 to the end), write their merge as
+    ``step-<step>.json``, record it, and return it; else return ``part``."""
+    same = []
+    for f in sorted(folder.glob(f"step-{step}.q*-*.json")):
+        p = HeldoutEval.from_dict(json.loads(f.read_text()))
+        if p.meta.get("adapter_sha256") == part.meta.get("adapter_sha256") and all(
+            getattr(p, k) == getattr(part, k) for k in ("model", "method", "k", "seed", "temperature")
+        ):
+            same.append(p)
+    ranges = {tuple(p.meta["questions"]): p for p in same}
+    chain, at = [], 0
+    while at < len(questions):
+        nxt = [r for r in ranges if r[0] == at]
+        if not nxt:
+            log(
+                f"{folder}/step-{step}: held-out questions {at} on not evaluated yet with these weights and settings"
+            )
+            return part
+        r = max(nxt, key=lambda r: r[1])
+        chain.append(ranges[r])
+        at = r[1]
+    ev = merge_parts(chain, questions)
+    (folder / f"step-{step}.json").write_text(json.dumps(ev.to_dict(), indent=1, ensure_ascii=False) + "\n")
+    if store is not None and run_id:
+        record_heldout_eval(store, run_id, step, ev, against=start)
+    log(
+        f"{folder}/step-{step}.json (merged from {len(chain)} parts): "
+        + ev.line()
+        + (f"\n  {comparison_line(compare(start, ev))}" if start is not None else "")
+    )
     return ev
 
 

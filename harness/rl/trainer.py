@@ -880,6 +880,17 @@ def saved_policy(model: str, saved: Path, *, device: Any = "cpu") -> tuple[Any, 
     return policy, recipe, step
 
 
+def start_policy(model: str, recipe: Recipe, *, device: Any = "cpu") -> Any:
+    """The policy a run of ``recipe`` from ``model`` holds before its first update (its step 0):
+    ``model`` with the recipe's LoRA adapters initialised as :meth:`Trainer.train` does (seeded
+    with ``recipe.seed``; LoRA's B is zero, so it is ``model`` itself). Why: a run that deferred
+    its held-out evaluations evaluates its step 0 afterwards as well (more samples, say)."""
+    torch.manual_seed(recipe.seed)
+    policy, _ref, _tok = load_policy(model, recipe, with_reference=False, device=device)
+    policy.eval()
+    return policy
+
+
 def make_adamw(params: list[Any], *, lr: float, betas: Any, weight_decay: float) -> torch.optim.AdamW:
     """AdamW over ``params``; on a GPU torch's fused kernel (TRL's default there too), which keeps
     no full-size intermediates (the default multi-tensor version holds e.g. sqrt(v) for every

@@ -390,3 +390,109 @@ def test_a_saved_checkpoint_is_evaluated_as_the_trainers_held_out_step(tiny_dir,
     (saved / "progress.json").unlink()
     with pytest.raises(ConfigError, match="progress.json"):
         saved_policy(str(tiny_dir), saved)
+
+
+def test_parts_sample_with_the_whole_evaluations_seeds_and_merge_into_it():
+    """An evaluation made in parts (evaluate_heldout's ``first``) draws each question's samples with
+    the seeds one evaluation of every question would, so merge_parts gives that evaluation, row for
+    row; parts of other settings, overlapping or leaving a question out are refused."""
+    from harness.rl.heldout_eval import evaluate_heldout, merge_parts
+
+    qs = _questions(5)
+
+    def ev(part, first):
+        return evaluate_heldout(
+            "scripted",
+            part,
+            method="direct",
+            samples=2,
+            temperature=0.7,
+            seed=3,
+            backend=_SeedRecorder(),
+            batch_size=2,
+            progress=False,
+            first=first,
+        )
+
+    whole = ev(qs, 0)
+    a, b = ev(qs[:2], 0), ev(qs[2:], 2)
+    assert b.sampled == whole.sampled[2:] and a.sampled == whole.sampled[:2]
+    assert ev(qs[2:], 0).sampled != whole.sampled[2:]  # without ``first`` the seeds would repeat a's
+    merged = merge_parts([b, a], qs)
+    assert replace(merged, seconds=0.0, meta={}) == replace(whole, seconds=0.0, meta={})
+    assert merged.seconds == a.seconds + b.seconds
+    with pytest.raises(ConfigError, match="differ in seed"):
+        merge_parts([a, replace(b, seed=4)], qs)
+    with pytest.raises(ConfigError, match="two parts"):
+        merge_parts([a, b, a], qs)
+    with pytest.raises(ConfigError, match="cover 3 questions"):
+        merge_parts([b], qs)
+
+
+def test_a_step_evaluated_in_parts_is_merged_and_recorded_once_the_parts_cover_the_set(tmp_path, monkeypatch):
+    """evaluate_step(questions=(lo, hi)) writes heldout/step-N.qLO-HI.json; step-N.json (what a
+    whole evaluation writes) and its train_steps rows come only when the parts of the same weights
+    cover the held-out set, and never from a part of other weights."""
+    import json
+
+    from harness.methods_registry import get_method
+    from harness.rl import heldout_eval as he
+
+    r = get_method("search_r1").recipes()["cpu-grpo-long"].with_overrides(["heldout_samples=0"])
+    qs = he.heldout_questions(r.split)
+    asked, recorded = [], []
+
+    def evaluate(model, questions, **kw):
+        asked.append((questions[0].id, len(questions), kw["first"]))
+        n = len(questions)
+        return replace(
+            _eval("step 20", [1, 0] * (n // 2) + [1] * (n % 2), [[1, 0]] * n, ids=[e.id for e in questions]),
+            model=model,
+            seed=kw["seed"],
+            temperature=kw["temperature"],
+        )
+
+    monkeypatch.setattr(he, "evaluate_heldout", evaluate)
+    monkeypatch.setattr(
+        he, "record_heldout_eval", lambda store, run_id, step, ev, against: recorded.append(ev)
+    )
+    run, log = tmp_path / "run", []
+
+    def part(lo, hi):
+        return he.evaluate_step(
+            r,
+            "runs/sft/final",
+            None,
+            20,
+            run,
+            samples=2,
+            store="db",
+            run_id="train-x",
+            log=log.append,
+            questions=(lo, hi),
+        )
+
+    first = part(0, 150)
+    assert first.n == 150 and asked == [(qs[0].id, 150, 0)]
+    assert (run / "heldout" / "step-20.q0-150.json").is_file() and not (
+        run / "heldout" / "step-20.json"
+    ).exists()
+    assert not recorded
+    part(0, 150)  # the same part again: reused, not evaluated
+    assert len(asked) == 1
+    # a part of other weights does not complete this one
+    other = replace(
+        evaluate("runs/other/final", qs[150:], first=150, seed=r.seed, temperature=1.0),
+        meta={"questions": [150, len(qs)]},
+    )
+    (run / "heldout" / f"step-20.q150-{len(qs)}.json").write_text(json.dumps(other.to_dict()))
+    with pytest.raises(ConfigError, match="questions 150:401"):
+        part(150, len(qs) + 1)
+    assert not (run / "heldout" / "step-20.json").exists()
+    merged = part(150, len(qs))
+    assert asked[-1] == (qs[150].id, len(qs) - 150, 150)
+    assert merged.n == len(qs) and merged.sample_ids == tuple(e.id for e in qs)
+    assert [p["questions"] for p in merged.meta["parts"]] == [[0, 150], [150, len(qs)]]
+    written = he.HeldoutEval.from_dict(json.loads((run / "heldout" / "step-20.json").read_text()))
+    assert written.to_dict() == merged.to_dict()  # the file's rows are sorted by id
+    assert recorded == [merged]

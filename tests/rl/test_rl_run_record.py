@@ -39,6 +39,8 @@ def test_build_keeps_every_step_and_evaluation_and_pairs_later_ones_with_step_0(
     for step, em in ((0, [1, 0, 0, 1]), (10, [1, 1, 0, 1])):
         ev = _eval(f"step {step}", em)
         (out / "heldout" / f"step-{step}.json").write_text(json.dumps(ev.to_dict()))
+    # a part of a later evaluation (evaluate_step's questions=) is not an evaluation of the record
+    (out / "heldout" / "step-20.q0-2.json").write_text(json.dumps(_eval("step 20", [1, 1]).to_dict()))
     rec = Path("r.json")
     mod = _script()
     argv = ["build", "--out-dir", str(out), "--db", str(db), "--record", str(rec), "--about", "a test"]
