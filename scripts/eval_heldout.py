@@ -45,7 +45,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import subprocess
 import sys
 from pathlib import Path
 
@@ -66,8 +65,9 @@ def _record(path: Path, split: str) -> dict:
 def _write(path: Path, rec: dict) -> None:
     import json
 
-    commit = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
-    rec = {**rec, "commit": commit}
+    from harness.results.lifecycle import git_commit
+
+    rec = {**rec, "commit": git_commit()}  # +dirty when the code that ran differed from HEAD
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(rec, indent=1, ensure_ascii=False) + "\n")
 
