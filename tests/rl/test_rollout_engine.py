@@ -46,11 +46,11 @@ def test_llamacpp_applies_to_a_lora_recipe_over_a_packaged_model_on_the_cpu(tmp_
         engine_base(str(tmp_path))
 
 
-def test_an_unwired_rollout_backend_is_refused_before_any_work(tmp_path):
+def test_an_unknown_rollout_backend_is_refused_before_any_work(tmp_path):
     from harness.rl.trainer import Trainer
     from tests.rl.test_trainer import PROTO, FavouriteWords, toy_recipe
 
-    with pytest.raises(ConfigError, match="not wired"):
+    with pytest.raises(ConfigError, match="not one of transformers, llamacpp, vllm"):
         Trainer(
             FavouriteWords(),
             toy_recipe(1),
@@ -58,7 +58,7 @@ def test_an_unwired_rollout_backend_is_refused_before_any_work(tmp_path):
             out_dir=tmp_path,
             protocol=PROTO,
             retriever=None,
-            rollout_backend="vllm",
+            rollout_backend="sglang",
         )
 
 
@@ -189,3 +189,47 @@ def test_q8_rollout_weights_are_written_once_per_run_and_served(tmp_path):
     assert target.stat().st_mtime_ns == stamp
     with pytest.raises(ConfigError, match="--rollout-weights 'q4_k': not one of packaged, q8_0"):
         LlamaCppRollout("default", recipe, tmp_path, threads=1, parallel=1, weights="q4_k")
+
+
+def test_merged_weights_are_the_merged_policys_and_leave_the_policy_as_it_was(tiny_dir):
+    """What the vLLM rollout engine loads each step: every weight of the model under its Hugging
+    Face name, the adapted linears' ``W + scale * B @ A`` exactly PEFT's own merge, the rest the
+    base weights; and the policy keeps its adapters."""
+    import copy
+
+    from harness.methods_registry import get_method
+    from harness.rl.rollout_engine import merged_weights
+    from harness.rl.trainer import load_policy
+
+    r = get_method("search_r1").recipes()["cpu-grpo-long"].with_overrides(["lora.layers=[1]"])
+    policy, _, _ = load_policy(str(tiny_dir), r, with_reference=False)
+    torch.manual_seed(0)
+    with torch.no_grad():
+        for name, p in policy.named_parameters():
+            if "lora_B" in name:
+                p.normal_(0, 0.05)
+    before = {n: p.clone() for n, p in policy.named_parameters()}
+    got = dict(merged_weights(policy))
+    merged = dict(copy.deepcopy(policy).merge_and_unload().named_parameters())
+    assert set(got) == set(merged)  # Hugging Face names, every parameter, no adapter tensors
+    for name, w in got.items():
+        assert torch.equal(w, merged[name]), name
+    base = {n.replace(".base_layer.", ".").removeprefix("base_model.model."): p for n, p in before.items()}
+    changed = sorted(n for n in got if not torch.equal(got[n], base[n]))
+    # exactly the adapted linears of layer 1 differ from the base, each by its adapter
+    assert sorted(n.split(".")[-2] for n in changed) == sorted(r.lora.target_modules)
+    assert all(n.startswith("model.layers.1.") for n in changed)
+    assert all(torch.equal(p, before[n]) for n, p in policy.named_parameters())  # still unmerged
+
+
+def test_vllm_rollouts_are_refused_in_one_line_where_vllm_is_not_installed():
+    import argparse
+    import importlib.util
+
+    from harness.cli.cmd_train import rollout_backend_of
+
+    if importlib.util.find_spec("vllm") is not None:
+        pytest.skip("vLLM is installed here (tests/vllm covers the vllm rollout engine)")
+    args = argparse.Namespace(rollout_backend="vllm", model="default")
+    with pytest.raises(ConfigError, match="vLLM is not installed"):
+        rollout_backend_of(args, None, torch.device("cpu"))
