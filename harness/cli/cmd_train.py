@@ -86,7 +86,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         default="auto",
         help="where rollouts are generated: llamacpp (llama.cpp over the base GGUF with the learner's LoRA "
         "written as a GGUF adapter each step), transformers (the learner's own model), vllm (vLLM in this "
-        "process, the learner's changed weights loaded into it each step; needs vLLM installed). auto (default): llamacpp where it applies (on the CPU, a LoRA recipe over a packaged model or a "
+        "process, the learner's weights, LoRA merged, reloaded into it each step; needs vLLM installed). auto (default): llamacpp where it applies (on the CPU, a LoRA recipe over a packaged model or a "
         "checkpoint of one; measured faster: harness/rl/rollout_engine.py), else transformers",
     )
     p.add_argument(

@@ -34,7 +34,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
@@ -769,8 +769,6 @@ def evaluate_step(
         first=lo,
     )
     if not whole:
-        from dataclasses import replace
-
         ev = replace(ev, meta={**ev.meta, "questions": [lo, hi], "adapter_sha256": weights})
     written.write_text(json.dumps(ev.to_dict(), indent=1, ensure_ascii=False) + "\n")
     if not whole:
@@ -821,8 +819,6 @@ def merge_parts(parts: Sequence[HeldoutEval], questions: Sequence[QAExample]) ->
 
     def col(name: str) -> tuple[Any, ...]:
         return tuple(getattr(row[q][0], name)[row[q][1]] for q in ids)
-
-    from dataclasses import replace
 
     meta = {k: v for k, v in parts[0].meta.items() if k != "questions"}
     meta["parts"] = [

