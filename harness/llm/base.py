@@ -376,6 +376,15 @@ def eos_ids(tokenizer: Any, generation_config: Any = None) -> frozenset[int]:
     return frozenset(ids)
 
 
+def pad_token_id(tokenizer: Any, what: str) -> int:
+    """The id sequences are padded with: the tokenizer's pad token, else its eos token (padded
+    positions are masked, so any id the model knows serves). ``what`` names the model in the error."""
+    pid = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+    if pid is None:
+        raise ConfigError(f"{what}: the tokenizer has neither a pad nor an eos token")
+    return int(pid)
+
+
 BACKENDS: Registry[type[Backend]] = Registry("backend")
 BACKENDS.register_lazy("transformers", "harness.llm.transformers_backend:TransformersBackend")
 BACKENDS.register_lazy("llamacpp", "harness.llm.llamacpp_backend:LlamaCppBackend")

@@ -59,7 +59,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from harness.errors import ConfigError
-from harness.llm.base import BackendSpec, GenerateArgs, HFTokenizerMixin, TokenBackend, eos_ids
+from harness.llm.base import BackendSpec, GenerateArgs, HFTokenizerMixin, TokenBackend, eos_ids, pad_token_id
 from harness.llm.decoding import StopScanner
 from harness.llm.model_files import canonical_name, model_revision, resolve_model
 from harness.types import Completion, SamplingParams
@@ -118,9 +118,7 @@ class TransformersBackend(HFTokenizerMixin, TokenBackend):
         self.model = model
         self.cache_kw = cache_kwarg(model)
         self.tokenizer = tokenizer
-        self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
-        if self.pad_id is None:
-            raise ConfigError(f"{self.spec.model}: the tokenizer has neither a pad nor an eos token")
+        self.pad_id = pad_token_id(tokenizer, self.spec.model)
         self.eos_ids = eos_ids(tokenizer, getattr(model, "generation_config", None))
         self.unaligned = 0  # completions whose token ids could not be made to match the text
         self._revision: str | None = None

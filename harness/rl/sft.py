@@ -420,7 +420,7 @@ def run_sft(
         label=f"sft recipe {recipe.name}",
         runtime=describe_device(dev),
     )
-    pad_id = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
+    pad_id = backend.pad_id  # the tokenizer's pad id, else its eos (harness.llm.base.pad_token_id)
     with running(store, run_id):
         train_sft(
             policy,

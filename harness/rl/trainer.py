@@ -294,12 +294,12 @@ class Trainer:
 
     # -- main loop ---------------------------------------------------------------------------
     def train(self) -> TrainResult:
-        from harness.llm.base import BackendSpec
+        from harness.llm.base import BackendSpec, pad_token_id
         from harness.llm.transformers_backend import TransformersBackend
 
         torch.manual_seed(self.recipe.seed)
         policy, ref, tok = self._load_policy()
-        pad_id = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
+        pad_id = pad_token_id(tok, self.model_name)
         engine: Any = None  # the rollout engine: LlamaCppRollout or VLLMRollout (sync, suspend, close)
         if self.rollout_backend == "llamacpp":
             from harness.rl.rollout_engine import LlamaCppRollout

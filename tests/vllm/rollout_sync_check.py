@@ -13,6 +13,7 @@ import sys
 
 import torch
 
+from harness.llm.base import pad_token_id
 from harness.methods_registry import get_method
 from harness.rl.rollout_engine import VLLMRollout
 from harness.rl.sequences import sequence_logprobs
@@ -60,7 +61,7 @@ def main() -> None:
     recipe = get_method("search_r1").recipes()["cpu-grpo-long"]
     torch.manual_seed(0)
     policy, _, tok = load_policy(model, recipe, with_reference=False)
-    pad_id = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
+    pad_id = pad_token_id(tok, model)
     with torch.no_grad():
         for name, p in policy.named_parameters():
             if "lora_B" in name:
