@@ -25,6 +25,7 @@ other trainable tensor is refused with a message.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -67,11 +68,7 @@ def lora_tensors(policy: Any, *, permute: bool = True) -> tuple[dict[str, Any], 
         raise ConfigError(
             "only plain LoRA can be written for llama.cpp (the recipe's lora uses DoRA / rsLoRA)"
         )
-    cfg = policy.get_base_model().config
-    n_head, n_kv = (
-        cfg.num_attention_heads,
-        getattr(cfg, "num_key_value_heads", None) or cfg.num_attention_heads,
-    )
+    n_head, n_kv = _heads(policy.get_base_model().config)
     out: dict[str, Any] = {}
     for name, p in policy.named_parameters():
         if not p.requires_grad:
@@ -97,6 +94,30 @@ def write_lora_gguf(policy: Any, path: Path, *, arch: str = "llama", permute: bo
     return write_tensors_gguf(tensors, alpha, path, arch=arch)
 
 
+def _changed_linears(base: Any, merged: Any) -> Iterator[tuple[int, str, Any]]:
+    """(layer, module, ``merged - base`` in float64) of every linear where two Llama-family
+    Hugging Face models differ; a difference anywhere else is refused with a message."""
+    b_sd, m_sd = base.state_dict(), merged.state_dict()
+    if set(b_sd) != set(m_sd):
+        raise ConfigError(
+            "the checkpoint and its base model do not have the same tensors; not one architecture"
+        )
+    pat = re.compile(r"(?:^|\.)layers\.(\d+)\.(self_attn\.[qkvo]_proj|mlp\.(?:gate|up|down)_proj)\.weight$")
+    for name, w in m_sd.items():
+        d = w.detach().double() - b_sd[name].detach().double()
+        if not bool(d.abs().max() > 0):
+            continue
+        m = pat.search(name)
+        if m is None:
+            raise ConfigError(f"tensor {name!r} differs from the base model and is not a LoRA-adapted linear")
+        yield int(m.group(1)), m.group(2), d
+
+
+def _heads(cfg: Any) -> tuple[int, int]:
+    """(query heads, key/value heads) of a Llama-family config: the q and k row permutations."""
+    return cfg.num_attention_heads, getattr(cfg, "num_key_value_heads", None) or cfg.num_attention_heads
+
+
 def delta_lora_tensors(
     base: Any, merged: Any, *, permute: bool = True, rel_tol: float = 1e-3
 ) -> tuple[dict[str, Any], int]:
@@ -109,32 +130,17 @@ def delta_lora_tensors(
     factors do not reproduce to ``rel_tol`` (Frobenius) ."""
     import torch
 
-    b_sd, m_sd = base.state_dict(), merged.state_dict()
-    if set(b_sd) != set(m_sd):
-        raise ConfigError(
-            "the checkpoint and its base model do not have the same tensors; not one architecture"
-        )
-    cfg = base.config
-    n_head, n_kv = (
-        cfg.num_attention_heads,
-        getattr(cfg, "num_key_value_heads", None) or cfg.num_attention_heads,
-    )
+    n_head, n_kv = _heads(base.config)
     factors: dict[tuple[int, str], tuple[Any, Any]] = {}
-    pat = re.compile(r"(?:^|\.)layers\.(\d+)\.(self_attn\.[qkvo]_proj|mlp\.(?:gate|up|down)_proj)\.weight$")
-    for name, w in m_sd.items():
-        d = w.detach().double() - b_sd[name].detach().double()
-        if not bool(d.abs().max() > 0):
-            continue
-        m = pat.search(name)
-        if m is None:
-            raise ConfigError(f"tensor {name!r} differs from the base model and is not a LoRA-adapted linear")
+    for layer, module, d in _changed_linears(base, merged):
         u, s, vh = torch.linalg.svd(d, full_matrices=False)
         r = int((s > s[0] * 1e-5).sum())
         b_f, a_f = u[:, :r] * s[:r], vh[:r]
         err = float((b_f @ a_f - d).norm() / d.norm())
         if err > rel_tol:
+            name = f"layers.{layer}.{module}.weight"
             raise ConfigError(f"tensor {name!r}: the difference is not low-rank (rank {r} leaves {err:.2g})")
-        factors[(int(m.group(1)), m.group(2))] = (a_f, b_f)
+        factors[(layer, module)] = (a_f, b_f)
     if not factors:
         raise ConfigError("the checkpoint equals its base model: no adapter to write")
     rank = max(a.shape[0] for a, _ in factors.values())
@@ -149,6 +155,22 @@ def delta_lora_tensors(
         out[f"{stem}.lora_a"] = a_f.float().contiguous().numpy()
         out[f"{stem}.lora_b"] = b_f.float().contiguous().numpy()
     return out, rank
+
+
+def delta_weights(base: Any, merged: Any) -> dict[str, Any]:
+    """The difference ``merged - base`` of two Llama-family Hugging Face models on the linears where
+    they differ, as dense float32 arrays (out, in) under llama.cpp's tensor names, q/k rows in
+    llama.cpp's order: what :func:`harness.llm.gguf_requant.requantize_gguf` adds to the base GGUF's
+    dequantised weights to serve the merged model itself, with no adapter."""
+    n_head, n_kv = _heads(base.config)
+    out: dict[str, Any] = {}
+    for layer, module, d in _changed_linears(base, merged):
+        if module in ("self_attn.q_proj", "self_attn.k_proj"):
+            d = permute_rows(d, n_head if module == "self_attn.q_proj" else n_kv)
+        out[f"blk.{layer}.{HF_TO_GGUF[module]}.weight"] = d.float().contiguous().numpy()
+    if not out:
+        raise ConfigError("the checkpoint equals its base model: no difference to add")
+    return out
 
 
 def write_tensors_gguf(tensors: dict[str, Any], alpha: float, path: Path, *, arch: str = "llama") -> Path:
@@ -185,3 +207,17 @@ def checkpoint_adapter(base: str, checkpoint: Path, path: Path) -> Path:
     m = AutoModelForCausalLM.from_pretrained(str(checkpoint), **kw)
     tensors, rank = delta_lora_tensors(b, m)
     return write_tensors_gguf(tensors, float(rank), path)
+
+
+def checkpoint_delta(base: str, checkpoint: Path) -> dict[str, Any]:
+    """:func:`delta_weights` of merged ``checkpoint`` against the packaged ``base`` model, both loaded
+    in float32 (the learner's dequantised base and its merged checkpoint)."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from harness.llm.model_files import resolve_model
+
+    kw = {"dtype": torch.float32}
+    b = AutoModelForCausalLM.from_pretrained(str(resolve_model(base)), **kw)
+    m = AutoModelForCausalLM.from_pretrained(str(checkpoint), **kw)
+    return delta_weights(b, m)

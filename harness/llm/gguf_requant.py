@@ -11,6 +11,13 @@ implementations of ggml's formats).
 
 Every metadata key (tokenizer, chat template, hyper-parameters) is copied unchanged; tensors
 already in float32, or already in the target type, are copied byte for byte.
+
+``add``: a difference added to some weights before they are quantised
+(:func:`harness.llm.gguf_lora.checkpoint_delta`: a merged fine-tuned checkpoint's change to the
+base). The trainer's engine then serves the checkpoint itself instead of the base plus the change
+as a second LoRA adapter, which llama.cpp applies at every token: with SmolLM2 Q8_0 on 2 threads a
+450-token prompt and 50 new tokens took 2.4 s with that adapter and the policy's, 1.7 s with the
+policy's alone (docs/training.md).
 """
 
 from __future__ import annotations
@@ -38,10 +45,12 @@ def _field_value(field: Any) -> tuple[Any, Any, Any]:
     return field.parts[field.data[0]].tolist()[0], vt, None
 
 
-def requantize_gguf(src: Path, dst: Path, target: str = "q8_0") -> Path:
+def requantize_gguf(src: Path, dst: Path, target: str = "q8_0", *, add: dict[str, Any] | None = None) -> Path:
     """Write ``src`` (a GGUF model) to ``dst`` with every quantised weight re-quantised to
     ``target`` (``q8_0`` or ``f16``) from its dequantised values; returns ``dst`` (written beside
-    and renamed, so a reader never sees half a file)."""
+    and renamed, so a reader never sees half a file). ``add``: {tensor name: float32 array of the
+    tensor's shape (out, in)} added to those weights' dequantised values first, each then quantised
+    to ``target`` whatever its type in ``src``."""
     import gguf
     import numpy as np
     from gguf import GGMLQuantizationType as Q
@@ -64,12 +73,22 @@ def requantize_gguf(src: Path, dst: Path, target: str = "q8_0") -> Path:
             continue
         value, vt, sub = _field_value(field)
         w.add_key_value(name, value, vt, sub_type=sub)
+    add = dict(add or {})
+    missing = sorted(set(add) - {t.name for t in reader.tensors})
+    if missing:
+        raise ConfigError(f"{src}: no tensor {missing[0]!r} to add a difference to ({len(missing)} missing)")
     for t in reader.tensors:
-        if t.tensor_type in (Q.F32, want):
+        if t.name not in add and t.tensor_type in (Q.F32, want):
             w.add_tensor(t.name, t.data, raw_shape=t.data.shape, raw_dtype=t.tensor_type)
             continue
         shape = tuple(int(x) for x in reversed(t.shape.tolist()))  # ggml lists dimensions inner first
         x = dequantize(t.data, t.tensor_type).reshape(shape)
+        if t.name in add:
+            if add[t.name].shape != x.shape:
+                raise ConfigError(
+                    f"{src}: tensor {t.name!r} is {x.shape}, the difference to add is {add[t.name].shape}"
+                )
+            x = x.astype(np.float32) + add[t.name].astype(np.float32)
         if want == Q.F16:
             w.add_tensor(t.name, x.astype(np.float16))
         else:

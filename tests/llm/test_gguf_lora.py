@@ -21,7 +21,7 @@ import pytest
 import torch
 
 from harness.llm.base import BackendSpec
-from harness.llm.gguf_lora import delta_lora_tensors, write_lora_gguf, write_tensors_gguf
+from harness.llm.gguf_lora import delta_lora_tensors, delta_weights, write_lora_gguf, write_tensors_gguf
 from harness.rl.recipe import LoraConfig, Recipe
 from harness.rl.sequences import sequence_logprobs
 from harness.types import SamplingParams
@@ -60,6 +60,7 @@ def lora_policy():
             layers=tuple(range(20, 30)),
         ),
     )
+    torch.manual_seed(0)  # PEFT draws lora_A from the global generator
     policy, _, tok = load_policy("default", recipe, with_reference=False, device="cpu")
     policy.eval()
     g = torch.Generator().manual_seed(0)
@@ -136,3 +137,75 @@ def test_a_merged_checkpoint_served_as_base_plus_its_difference(lora_policy, eng
     assert gap <= 1.5 * BASE_GAP, gap  # measured 0.049
     assert engine_gap(engine, base, tok) >= 3 * gap  # the difference adapter matters (measured 0.57)
     engine.set_adapters([])
+
+
+def test_delta_weights_are_the_factored_adapters_product_densely(lora_policy):
+    """What the Q8_0 rollout weights add to the base (delta_weights): for every adapted linear the
+    dense difference merged - base in llama.cpp's row order, equal to the product of the adapter
+    delta_lora_tensors factors it into (whose q/k rows carry the permutation the engine test above
+    shows it needs); nothing else."""
+    import numpy as np
+    from transformers import AutoModelForCausalLM
+
+    from harness.llm.model_files import resolve_model
+
+    policy, _tok = lora_policy
+    base = AutoModelForCausalLM.from_pretrained(str(resolve_model("default")), dtype=torch.float32)
+    merged = copy.deepcopy(policy).merge_and_unload()
+    dense = delta_weights(base, merged)
+    tensors, _rank = delta_lora_tensors(base, merged)
+    assert len(dense) == 70  # 7 linears x layers 20-29
+    assert set(dense) == {k.removesuffix(".lora_a") for k in tensors if k.endswith(".lora_a")}
+    for name, d in dense.items():
+        product = tensors[f"{name}.lora_b"].astype(np.float64) @ tensors[f"{name}.lora_a"].astype(np.float64)
+        # merged - base carries the float32 rounding of the merged weight (relative to the weight's
+        # own magnitude, not the difference's): measured at most 1.9e-7 where |W| reaches about 1
+        assert np.abs(d - product).max() <= 2e-6 * max(1.0, np.abs(product).max()), name
+    q = "blk.20.attn_q.weight"
+    hf = (
+        merged.model.layers[20].self_attn.q_proj.weight - base.model.layers[20].self_attn.q_proj.weight
+    ).detach()
+    assert not np.allclose(dense[q], hf.numpy(), atol=0)  # q's rows are in llama.cpp's order, not HF's
+
+
+@pytest.mark.slow
+def test_a_merged_checkpoint_served_as_its_own_q8_weights(lora_policy, tmp_path: Path):
+    """--rollout-weights q8_0 from a merged checkpoint: the base re-quantised with the checkpoint's
+    difference added (no adapter at all) serves the checkpoint as closely as the Q8_0 base with
+    the difference as an adapter does."""
+    from transformers import AutoModelForCausalLM
+
+    from harness.llm.gguf_requant import requantize_gguf
+    from harness.llm.llamacpp_backend import LlamaCppBackend
+    from harness.llm.model_files import resolve_gguf, resolve_model
+
+    policy, tok = lora_policy
+    base = AutoModelForCausalLM.from_pretrained(str(resolve_model("default")), dtype=torch.float32)
+    merged = copy.deepcopy(policy).merge_and_unload()
+    q8_base = requantize_gguf(resolve_gguf("default"), tmp_path / "base.gguf", "q8_0")
+    q8_merged = requantize_gguf(
+        resolve_gguf("default"), tmp_path / "merged.gguf", "q8_0", add=delta_weights(base, merged)
+    )
+    tensors, rank = delta_lora_tensors(base, merged)
+    start = write_tensors_gguf(tensors, float(rank), tmp_path / "start.gguf")
+    gaps = {}
+    for name, gguf, lora, model in (
+        ("base", q8_base, [], base),
+        ("adapter", q8_base, [start], merged),
+        ("merged", q8_merged, [], merged),
+        ("merged_vs_base", q8_merged, [], base),
+    ):
+        e = LlamaCppBackend(
+            BackendSpec(kind="llamacpp", model=str(gguf), threads=1, n_ctx=512),
+            lora=lora,
+            logprobs=True,
+            child=True,
+        )
+        try:
+            gaps[name] = engine_gap(e, model, tok)
+        finally:
+            e.close()
+    # as close to the checkpoint as the base + difference adapter on the same Q8_0 base (the route
+    # it replaces; measured over unseeded adapters: 0.94-1.09x of it, 1.2-1.8x the base's own gap)
+    assert gaps["merged"] <= 1.25 * gaps["adapter"], gaps
+    assert gaps["merged_vs_base"] >= 3 * gaps["merged"], gaps  # the difference is served

@@ -69,6 +69,31 @@ def test_every_key_and_tensor_is_kept_and_each_weight_within_q8_rounding(q8: Pat
     assert changed == 210  # SmolLM2-135M Q4_1: every linear of the 30 layers
 
 
+def test_a_difference_is_added_before_quantising(q8: Path, tmp_path: Path):
+    """``add``: the named weights are quantised from dequantised + difference (exactly what
+    quantising that sum gives), every other tensor as without it; a name or shape that does not
+    fit is refused in one line."""
+    import gguf
+    from gguf import GGMLQuantizationType as Q
+    from gguf.quants import dequantize, quantize
+
+    src = {t.name: t for t in gguf.GGUFReader(str(resolve_gguf("default"))).tensors}
+    name = "blk.3.attn_k.weight"
+    shape = tuple(int(x) for x in reversed(src[name].shape.tolist()))
+    d = np.random.default_rng(0).normal(0, 0.01, shape).astype(np.float32)
+    out = requantize_gguf(resolve_gguf("default"), tmp_path / "add.gguf", "q8_0", add={name: d})
+    got = {t.name: t for t in gguf.GGUFReader(str(out)).tensors}
+    plain = {t.name: t for t in gguf.GGUFReader(str(q8)).tensors}
+    want = quantize(dequantize(src[name].data, src[name].tensor_type).reshape(shape) + d, Q.Q8_0)
+    assert got[name].tensor_type == Q.Q8_0 and np.array_equal(np.asarray(got[name].data), want)
+    assert not np.array_equal(np.asarray(got[name].data), np.asarray(plain[name].data))
+    assert all(np.array_equal(got[n].data, plain[n].data) for n in plain if n != name)
+    with pytest.raises(ConfigError, match="no tensor 'blk.99.attn_k.weight' to add a difference to"):
+        requantize_gguf(resolve_gguf("default"), tmp_path / "x.gguf", "q8_0", add={"blk.99.attn_k.weight": d})
+    with pytest.raises(ConfigError, match="the difference to add is \\(3, 3\\)"):
+        requantize_gguf(resolve_gguf("default"), tmp_path / "x.gguf", "q8_0", add={name: np.zeros((3, 3))})
+
+
 def test_an_unknown_target_is_refused(tmp_path: Path):
     with pytest.raises(ConfigError, match="q4_k.*not one of q8_0, f16"):
         requantize_gguf(resolve_gguf("default"), tmp_path / "x.gguf", "q4_k")

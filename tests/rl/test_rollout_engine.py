@@ -191,6 +191,52 @@ def test_q8_rollout_weights_are_written_once_per_run_and_served(tmp_path):
         LlamaCppRollout("default", recipe, tmp_path, threads=1, parallel=1, weights="q4_k")
 
 
+@pytest.mark.llamacpp
+@pytest.mark.integration
+def test_q8_rollout_weights_of_a_merged_checkpoint_are_the_checkpoint_itself(tmp_path, monkeypatch):
+    """From a merged checkpoint (``harness sft``'s final), --rollout-weights q8_0 serves
+    start-q8_0.gguf, the base with the checkpoint's difference added before quantising
+    (harness.llm.gguf_lora.checkpoint_delta), and no start adapter: only the policy's adapter is
+    applied per token. The packaged weights keep the difference as an adapter."""
+    import gguf
+    import numpy as np
+
+    import harness.llm.gguf_lora as gl
+    from harness.llm.model_files import resolve_gguf
+    from harness.rl.rollout_engine import LlamaCppRollout
+
+    ckpt = tmp_path / "sft"
+    ckpt.mkdir()
+    (ckpt / "harness_train.json").write_text(json.dumps({"base_model": "default", "stage": "sft"}))
+    name = "blk.2.ffn_up.weight"
+    shape = next(
+        tuple(int(x) for x in reversed(t.shape.tolist()))
+        for t in gguf.GGUFReader(str(resolve_gguf("default"))).tensors
+        if t.name == name
+    )
+    asked = []
+
+    def delta(base, checkpoint):  # a stand-in difference: loading a real checkpoint is the slow part
+        asked.append((base, checkpoint))
+        return {name: np.full(shape, 0.5, dtype=np.float32)}
+
+    monkeypatch.setattr(gl, "checkpoint_delta", delta)
+    engine = LlamaCppRollout(
+        str(ckpt), _recipe("cpu-sft-grpo"), tmp_path / "run", threads=1, parallel=1, weights="q8_0"
+    )
+    target = tmp_path / "run" / "rollout-adapters" / "start-q8_0.gguf"
+    try:
+        assert asked == [("default", ckpt)]
+        assert engine.backend.gguf == target and engine.start == () and engine.backend.lora == ()
+    finally:
+        engine.close()
+    got = next(t for t in gguf.GGUFReader(str(target)).tensors if t.name == name)
+    from gguf.quants import dequantize
+
+    assert float(np.mean(dequantize(got.data, got.tensor_type))) > 0.4  # the difference is in the weights
+    assert not (tmp_path / "run" / "rollout-adapters" / "base-q8_0.gguf").exists()
+
+
 def test_merged_weights_are_the_merged_policys_and_leave_the_policy_as_it_was(tiny_dir):
     """What the vLLM rollout engine loads each step: every weight of the model under its Hugging
     Face name, the adapted linears' ``W + scale * B @ A`` exactly PEFT's own merge, the rest the
