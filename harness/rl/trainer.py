@@ -240,6 +240,7 @@ class Trainer:
         # the policy to out_dir/kept/step-N every N steps and at the last (0: never)
         self.keep_every = keep_every
         self._rollout_lp: torch.Tensor | None = None  # see _update
+        self._old_pending: set[int] = set()  # rows whose old log-probs the loss forward fills (_update)
         self._drawn: list[str] = []  # the questions rolled out, in first-drawn order
         self._drawn_set: set[str] = set()
 
@@ -543,7 +544,19 @@ class Trainer:
             # exact up to float rounding; gradient checkpointing turns off the KV cache it needs
             share_prompts=not self.recipe.gradient_checkpointing,
         )
-        old_logp, ref_logp = self._fixed_logprobs(policy, ref, b, pad_id)
+        g = a.group_size
+        minis = [
+            [
+                r
+                for gi in range(s0, min(s0 + a.mini_batch_size, len(groups)))
+                for r in range(gi * g, (gi + 1) * g)
+            ]
+            for s0 in range(0, len(groups), a.mini_batch_size)
+        ]
+        update_actor = a.critic is None or step >= a.critic.warmup_steps
+        early = self._on_policy_rows(minis) if update_actor else []
+        old_logp, ref_logp = self._fixed_logprobs(policy, ref, b, pad_id, minis, set(early))
+        self._old_pending = set(early) if old_logp is not None else set()
         # the learner's log-probs under the rollout policy, to compare with the engine's: the fixed
         # old log-probs when there are any, else filled by the single update's micro-batches
         self._rollout_lp = None
@@ -573,7 +586,6 @@ class Trainer:
         adv = compute_advantages(a.adv_estimator, adv_batch, a.advantage_params(), adjust)
         if critic is not None:
             returns = gae_advantages_returns(adv_batch, a.advantage_params())[1].float()
-        update_actor = a.critic is None or step >= a.critic.warmup_steps
 
         stats: dict[str, list[float]] = {
             k: []
@@ -595,14 +607,8 @@ class Trainer:
         if critic is not None:
             for k in ("vf_loss", "vf_clip_frac", "values_mean", "returns_mean", "grad_norm"):
                 stats[f"critic/{k}"] = []
-        g = a.group_size
         for _epoch in range(a.ppo_epochs):
-            for start in range(0, len(groups), a.mini_batch_size):
-                rows = [
-                    r
-                    for gi in range(start, min(start + a.mini_batch_size, len(groups)))
-                    for r in range(gi * g, (gi + 1) * g)
-                ]
+            for rows in minis:
                 if critic is not None:
                     self._critic_update(
                         critic, b.prompts, b.responses, rows, b.mask, old_values, returns, pad_id, stats
@@ -631,30 +637,36 @@ class Trainer:
             out["critic/lr"] = critic.sched.get_last_lr()[0]
         return out
 
+    def _on_policy_rows(self, minis: list[list[int]]) -> list[int]:
+        """The rows whose old log-probs the loss forward takes as its own: the first mini-batch of
+        the first epoch is trained before any optimizer step, by the policy that generated it, so
+        its old log-probs are its own detached ones (verl v0.6.0 verl/workers/actor/dp_actor.py
+        lines 390 and 430-433 do so for a step of one on-policy mini-batch), and the separate pass
+        runs only over the later mini-batches. None with a KL in the reward (it needs every old
+        log-prob before the update) or a critic (whose warm-up may hold the actor back)."""
+        a = self.algo
+        return list(minis[0]) if a.critic is None and a.kl_placement != "reward" else []
+
     def _fixed_logprobs(
-        self, policy, ref, b: _UpdateBatch, pad_id: int
+        self, policy, ref, b: _UpdateBatch, pad_id: int, minis: list[list[int]], later: set[int]
     ) -> tuple[torch.Tensor | None, torch.Tensor | None]:
         """The log-probs that stay fixed through the update, without gradients: the rollout
         policy's (needed for more than one update per step, or for a KL in the reward) and the
-        reference model's (KL), each (B, T) over the loss mask."""
+        reference model's (KL), each (B, T) over the loss mask. The rollout policy's are computed
+        per micro-batch of the mini-batches ``minis`` (the update's own, so each shares its frozen
+        trunk), except for the rows in ``later``: 0 here, the loss forward fills them
+        (:meth:`_micro_loss`)."""
         a = self.algo
         mb = self.recipe.micro_batch_size
         old_logp = ref_logp = None
         with torch.no_grad():
             if a.updates_per_step > 1 or a.kl_placement == "reward":
-                old_logp = b.per_chunk(
-                    mb,
-                    lambda c: sequence_logprobs(
-                        policy,
-                        *b.pairs(c),
-                        pad_id=pad_id,
-                        temperature=a.temperature,
-                        with_entropy=False,
-                        keep=b.mask[c],
-                        trunk=b.trunk(c),
-                        share_prompts=b.share_prompts,
-                    )[0],
-                )
+                old_logp = torch.zeros_like(b.mask)
+                for rows in minis:
+                    for c0 in range(0, len(rows), mb):
+                        c = [r for r in rows[c0 : c0 + mb] if r not in later]
+                        if c:
+                            old_logp[c] = b.pad(self._old_chunk(policy, b, c, pad_id))
             if a.needs_reference_model:
                 ref_logp = b.per_chunk(
                     mb,
@@ -663,6 +675,20 @@ class Trainer:
                     ),
                 )
         return old_logp, ref_logp
+
+    def _old_chunk(self, policy, b: _UpdateBatch, c: list[int], pad_id: int) -> torch.Tensor:
+        """The rollout policy's log-probs of rows ``c`` (the policy before this step's updates)."""
+        a = self.algo
+        return sequence_logprobs(
+            policy,
+            *b.pairs(c),
+            pad_id=pad_id,
+            temperature=a.temperature,
+            with_entropy=False,
+            keep=b.mask[c],
+            trunk=b.trunk(c),
+            share_prompts=b.share_prompts,
+        )[0]
 
     def _micro_loss(
         self,
@@ -696,6 +722,11 @@ class Trainer:
             share_prompts=b.share_prompts,
         )
         logp = b.pad(logp)
+        if old_logp is not None and self._old_pending.intersection(rows):
+            # rows of the first mini-batch, before any optimizer step: the rollout policy is this one
+            pending = [i for i, r in enumerate(rows) if r in self._old_pending]
+            old_logp[[rows[i] for i in pending]] = logp.detach()[pending]
+            self._old_pending.difference_update(rows)
         old = old_logp[rows] if old_logp is not None else logp.detach()
         if self._rollout_lp is not None:
             self._rollout_lp[rows] = logp.detach()
