@@ -89,7 +89,9 @@ def llamacpp_applies(recipe: Recipe, model: str, device: Any) -> bool:
 # been slower (results/rl-step-bench-2026-11-27.json: each slot prefilled its own copy of a
 # group's prompt and observations). With 2 threads, the engine spinning while it rolls out and
 # suspended for the update (results/rl-step-bench-2026-11-28.json): step 150 s on the packaged Q4_1,
-# 142 s with --rollout-weights q8_0, against transformers' 204 s.
+# 142 s with --rollout-weights q8_0, against transformers' 204 s; with the warm start served as the
+# engine's own Q8_0 weights and one learner pass fewer (results/rl-step-bench-2026-11-28b.json):
+# 138, 123 and 181 s.
 CPU_LORA_DEFAULT: RolloutBackend = "llamacpp"
 
 
