@@ -197,6 +197,11 @@ class Recipe(_Strict):
     # by a step's passes; harness.rl.sequences): "model" (exactly the full forward) or "bfloat16"
     # (autocast; master LoRA weights, upper layers and optimizer stay in the model's dtype)
     trunk_dtype: Literal["model", "bfloat16"] = "model"
+    # the dtype of the frozen base products inside the LoRA-adapted linears
+    # (harness.rl.sequences.low_precision_bases): "model" (exact) or "bfloat16" (the base weight and
+    # its input in bfloat16, the adapter's product in the model's dtype and added after, so every pass
+    # of a step rounds the bases alike and the ratio follows the adapter's update, unlike autocast)
+    adapted_dtype: Literal["model", "bfloat16"] = "model"
     # recompute each layer's activations in the backward pass (transformers' gradient
     # checkpointing): less memory for more compute; TRL's GRPOConfig turns it on by default
     gradient_checkpointing: bool = False
@@ -224,6 +229,10 @@ class Recipe(_Strict):
                 src.setdefault(key, "none: no held-out evaluation during training")
         if data.get("trunk_dtype", "model") == "model":
             src.setdefault("trunk_dtype", "none: the frozen trunk in the model's own dtype (exact)")
+        if data.get("adapted_dtype", "model") == "model":
+            src.setdefault(
+                "adapted_dtype", "none: the adapted linears' base products in the model's dtype (exact)"
+            )
         algo = data.get("algo")
         critic = algo.critic if isinstance(algo, AlgoConfig) else (algo or {}).get("critic")
         if critic is None:
@@ -244,6 +253,8 @@ class Recipe(_Strict):
         if not starts or starts[0] != 0 or starts != sorted(set(starts)):
             raise ValueError("reward_stages must start at step 0 with strictly increasing start_step")
         check_number_bounds(self)
+        if self.adapted_dtype != "model" and self.lora is None:
+            raise ValueError("adapted_dtype applies to LoRA-adapted linears: set lora, or leave it 'model'")
         if self.heldout_every and self.split is None:
             raise ValueError("heldout_every > 0 evaluates a split's held-out questions: set split")
         return self

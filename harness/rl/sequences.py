@@ -464,3 +464,65 @@ def sequence_logprobs(
     m = F.pad(m, (0, t_len - m.shape[1]))
     ent = torch.zeros(b, t_len, dtype=en.dtype, device=en.device).masked_scatter(sel, en)
     return logp, ent * m
+
+
+class _LowPrecisionProduct:
+    """The forward of a frozen ``torch.nn.Linear`` computed in ``dtype``: input, weight and bias
+    rounded to it, the product returned in the input's dtype. The rounded weight is kept beside
+    the module (not a parameter: checkpoints keep the module's own weight)."""
+
+    def __init__(self, linear: torch.nn.Linear, dtype: torch.dtype):
+        self.dtype = dtype
+        self.weight = linear.weight.detach().to(dtype)
+        self.bias = None if linear.bias is None else linear.bias.detach().to(dtype)
+
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        return F.linear(x.to(self.dtype), self.weight, self.bias).to(x.dtype)
+
+
+def low_precision_bases(policy: Any, dtype: torch.dtype) -> int:
+    """Compute the frozen base product of every LoRA-adapted linear of PEFT ``policy`` in ``dtype``
+    (bfloat16), the adapter's product staying in the model's dtype and added after it, as PEFT's
+    ``lora.Linear`` does. Returns how many linears changed (0 where the model is already in
+    ``dtype``).
+
+    Why not autocast: under CPU autocast PEFT's adapter product is itself computed in bfloat16 and
+    rounded into the base's output, and a small update of the adapter is largely lost: on a tiny
+    Llama, B moved by 1% of itself moved the log-probs 61% off the float32 move
+    (tests/rl/test_adapted_dtype.py), and on SmolLM2 a step's second update saw a ratio of exactly
+    1 (docs/training.md). Here the adapter's product stays float32 and every pass of a step rounds
+    the frozen bases alike, so the ratio follows the float32 one up to the rounding of the inputs of
+    the bfloat16 products after the update (2.6% in that test), while the base products (most of
+    the upper layers' work) run at bfloat16's speed.
+    The weights must stay frozen afterwards: the rounded copy is taken once."""
+    from peft.tuners.lora import LoraLayer
+
+    n = 0
+    for module in policy.modules():
+        if not isinstance(module, LoraLayer):
+            continue
+        base = module.get_base_layer()
+        if not isinstance(base, torch.nn.Linear):
+            raise ConfigError(
+                f"adapted_dtype: a LoRA-adapted {type(base).__name__} is not a linear layer; leave it 'model'"
+            )
+        if base.weight.requires_grad:
+            raise ConfigError(
+                "adapted_dtype: the adapted linear's base weight is trainable; leave it 'model'"
+            )
+        if base.weight.dtype == dtype:
+            continue
+        base.forward = _LowPrecisionProduct(base, dtype)
+        n += 1
+    return n
+
+
+def full_precision_bases(policy: Any) -> int:
+    """Undo :func:`low_precision_bases` (before merging the adapters into the base weights, whose
+    rounded copies would then be stale); returns how many linears changed back."""
+    n = 0
+    for module in policy.modules():
+        if isinstance(module.__dict__.get("forward"), _LowPrecisionProduct):
+            del module.forward
+            n += 1
+    return n

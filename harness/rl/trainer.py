@@ -897,6 +897,10 @@ def load_policy(
                 task_type="CAUSAL_LM",
             ),
         )
+        if recipe.adapted_dtype != "model":
+            from harness.rl.sequences import low_precision_bases
+
+            low_precision_bases(policy, TRUNK_DTYPES[recipe.adapted_dtype] or policy.dtype)
     policy.train()
     return policy, ref, tok
 
@@ -1061,6 +1065,10 @@ def save_final(
     final = out_dir / "final"
     tmp = out_dir / "final.tmp"
     shutil.rmtree(tmp, ignore_errors=True)
+    if recipe.lora is not None:
+        from harness.rl.sequences import full_precision_bases
+
+        full_precision_bases(policy)  # the merge changes the base weights their rounded copies came from
     model = policy.merge_and_unload() if recipe.lora is not None else policy
     model.save_pretrained(tmp)
     tok.save_pretrained(tmp)
