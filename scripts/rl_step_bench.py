@@ -6,6 +6,7 @@ side in one sitting (issue 43's speed acceptance: at most 1/5 of the recorded 42
     python scripts/rl_step_bench.py --backends llamacpp --out /tmp/bench.json
     python scripts/rl_step_bench.py --model runs/sft/final --recipe-override trunk_dtype='"bfloat16"'
     python scripts/rl_step_bench.py --model runs/sft/final --threads 2 --backends llamacpp llamacpp-q8_0 transformers
+    python scripts/rl_step_bench.py --model runs/sft/final --recipe-override trunk_dtype='"bfloat16"' adapted_dtype='"bfloat16"'
 
 Each backend runs ``harness train --method search_r1 --recipe cpu-sft-grpo --steps 1`` (the
 recorded run's recipe: 4 questions x groups of 8, DAPO dynamic sampling over up to 2 rounds, 2
