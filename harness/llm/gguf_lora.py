@@ -68,7 +68,7 @@ def lora_tensors(policy: Any, *, permute: bool = True) -> tuple[dict[str, Any], 
         raise ConfigError(
             "only plain LoRA can be written for llama.cpp (the recipe's lora uses DoRA / rsLoRA)"
         )
-    n_head, n_kv = _heads(policy.get_base_model().config)
+    cfg = policy.get_base_model().config
     out: dict[str, Any] = {}
     for name, p in policy.named_parameters():
         if not p.requires_grad:
@@ -80,8 +80,8 @@ def lora_tensors(policy: Any, *, permute: bool = True) -> tuple[dict[str, Any], 
             )
         layer, module, ab = int(m.group(1)), m.group(2), m.group(3)
         w = p.detach().to(device="cpu", dtype=torch.float32)
-        if ab == "B" and permute and module in ("self_attn.q_proj", "self_attn.k_proj"):
-            w = permute_rows(w, n_head if module == "self_attn.q_proj" else n_kv)
+        if ab == "B" and permute:
+            w = _llamacpp_rows(w, module, cfg)
         out[f"blk.{layer}.{HF_TO_GGUF[module]}.weight.lora_{ab.lower()}"] = w.contiguous().numpy()
     if not out:
         raise ConfigError("the policy has no trainable LoRA tensor to write")
@@ -113,9 +113,14 @@ def _changed_linears(base: Any, merged: Any) -> Iterator[tuple[int, str, Any]]:
         yield int(m.group(1)), m.group(2), d
 
 
-def _heads(cfg: Any) -> tuple[int, int]:
-    """(query heads, key/value heads) of a Llama-family config: the q and k row permutations."""
-    return cfg.num_attention_heads, getattr(cfg, "num_key_value_heads", None) or cfg.num_attention_heads
+def _llamacpp_rows(w: Any, module: str, cfg: Any) -> Any:
+    """``w`` (out, ...) of HF ``module`` with its rows in llama.cpp's order: q and k permuted head
+    by head (:func:`permute_rows` over the config's query / key-value heads), the rest as they are."""
+    if module == "self_attn.q_proj":
+        return permute_rows(w, cfg.num_attention_heads)
+    if module == "self_attn.k_proj":
+        return permute_rows(w, getattr(cfg, "num_key_value_heads", None) or cfg.num_attention_heads)
+    return w
 
 
 def delta_lora_tensors(
@@ -130,7 +135,6 @@ def delta_lora_tensors(
     factors do not reproduce to ``rel_tol`` (Frobenius) ."""
     import torch
 
-    n_head, n_kv = _heads(base.config)
     factors: dict[tuple[int, str], tuple[Any, Any]] = {}
     for layer, module, d in _changed_linears(base, merged):
         u, s, vh = torch.linalg.svd(d, full_matrices=False)
@@ -149,8 +153,8 @@ def delta_lora_tensors(
         pad = rank - a_f.shape[0]
         a_f = torch.nn.functional.pad(a_f, (0, 0, 0, pad))
         b_f = torch.nn.functional.pad(b_f, (0, pad))
-        if permute and module in ("self_attn.q_proj", "self_attn.k_proj"):
-            b_f = permute_rows(b_f, n_head if module == "self_attn.q_proj" else n_kv)
+        if permute:
+            b_f = _llamacpp_rows(b_f, module, base.config)
         stem = f"blk.{layer}.{HF_TO_GGUF[module]}.weight"
         out[f"{stem}.lora_a"] = a_f.float().contiguous().numpy()
         out[f"{stem}.lora_b"] = b_f.float().contiguous().numpy()
@@ -162,11 +166,9 @@ def delta_weights(base: Any, merged: Any) -> dict[str, Any]:
     they differ, as dense float32 arrays (out, in) under llama.cpp's tensor names, q/k rows in
     llama.cpp's order: what :func:`harness.llm.gguf_requant.requantize_gguf` adds to the base GGUF's
     dequantised weights to serve the merged model itself, with no adapter."""
-    n_head, n_kv = _heads(base.config)
     out: dict[str, Any] = {}
     for layer, module, d in _changed_linears(base, merged):
-        if module in ("self_attn.q_proj", "self_attn.k_proj"):
-            d = permute_rows(d, n_head if module == "self_attn.q_proj" else n_kv)
+        d = _llamacpp_rows(d, module, base.config)
         out[f"blk.{layer}.{HF_TO_GGUF[module]}.weight"] = d.float().contiguous().numpy()
     if not out:
         raise ConfigError("the checkpoint equals its base model: no difference to add")
@@ -194,30 +196,29 @@ def write_tensors_gguf(tensors: dict[str, Any], alpha: float, path: Path, *, arc
     return path
 
 
-def checkpoint_adapter(base: str, checkpoint: Path, path: Path) -> Path:
-    """Write merged ``checkpoint``'s exact difference to the packaged ``base`` model as one
-    llama.cpp GGUF LoRA adapter at ``path`` (:func:`delta_lora_tensors`, in float32)."""
+def _float32_pair(base: str, checkpoint: Path) -> tuple[Any, Any]:
+    """The packaged ``base`` model and merged ``checkpoint``, both loaded in float32 (the learner's
+    dequantised base and its merged checkpoint)."""
     import torch
     from transformers import AutoModelForCausalLM
 
     from harness.llm.model_files import resolve_model
 
     kw = {"dtype": torch.float32}
-    b = AutoModelForCausalLM.from_pretrained(str(resolve_model(base)), **kw)
-    m = AutoModelForCausalLM.from_pretrained(str(checkpoint), **kw)
-    tensors, rank = delta_lora_tensors(b, m)
+    return (
+        AutoModelForCausalLM.from_pretrained(str(resolve_model(base)), **kw),
+        AutoModelForCausalLM.from_pretrained(str(checkpoint), **kw),
+    )
+
+
+def checkpoint_adapter(base: str, checkpoint: Path, path: Path) -> Path:
+    """Write merged ``checkpoint``'s exact difference to the packaged ``base`` model as one
+    llama.cpp GGUF LoRA adapter at ``path`` (:func:`delta_lora_tensors`, in float32)."""
+    tensors, rank = delta_lora_tensors(*_float32_pair(base, checkpoint))
     return write_tensors_gguf(tensors, float(rank), path)
 
 
 def checkpoint_delta(base: str, checkpoint: Path) -> dict[str, Any]:
     """:func:`delta_weights` of merged ``checkpoint`` against the packaged ``base`` model, both loaded
-    in float32 (the learner's dequantised base and its merged checkpoint)."""
-    import torch
-    from transformers import AutoModelForCausalLM
-
-    from harness.llm.model_files import resolve_model
-
-    kw = {"dtype": torch.float32}
-    b = AutoModelForCausalLM.from_pretrained(str(resolve_model(base)), **kw)
-    m = AutoModelForCausalLM.from_pretrained(str(checkpoint), **kw)
-    return delta_weights(b, m)
+    in float32 (:func:`_float32_pair`)."""
+    return delta_weights(*_float32_pair(base, checkpoint))

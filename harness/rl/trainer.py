@@ -648,13 +648,13 @@ class Trainer:
         return list(minis[0]) if a.critic is None and a.kl_placement != "reward" else []
 
     def _fixed_logprobs(
-        self, policy, ref, b: _UpdateBatch, pad_id: int, minis: list[list[int]], later: set[int]
+        self, policy, ref, b: _UpdateBatch, pad_id: int, minis: list[list[int]], from_loss: set[int]
     ) -> tuple[torch.Tensor | None, torch.Tensor | None]:
         """The log-probs that stay fixed through the update, without gradients: the rollout
         policy's (needed for more than one update per step, or for a KL in the reward) and the
         reference model's (KL), each (B, T) over the loss mask. The rollout policy's are computed
         per micro-batch of the mini-batches ``minis`` (the update's own, so each shares its frozen
-        trunk), except for the rows in ``later``: 0 here, the loss forward fills them
+        trunk), except for the rows in ``from_loss``: 0 here, the loss forward fills them
         (:meth:`_micro_loss`)."""
         a = self.algo
         mb = self.recipe.micro_batch_size
@@ -664,7 +664,7 @@ class Trainer:
                 old_logp = torch.zeros_like(b.mask)
                 for rows in minis:
                     for c0 in range(0, len(rows), mb):
-                        c = [r for r in rows[c0 : c0 + mb] if r not in later]
+                        c = [r for r in rows[c0 : c0 + mb] if r not in from_loss]
                         if c:
                             old_logp[c] = b.pad(self._old_chunk(policy, b, c, pad_id))
             if a.needs_reference_model:
@@ -900,7 +900,9 @@ def load_policy(
         if recipe.adapted_dtype != "model":
             from harness.rl.sequences import low_precision_bases
 
-            low_precision_bases(policy, TRUNK_DTYPES[recipe.adapted_dtype] or policy.dtype)
+            low_precision = TRUNK_DTYPES[recipe.adapted_dtype]
+            assert low_precision is not None  # "model" is the only key mapping to None
+            low_precision_bases(policy, low_precision)
     policy.train()
     return policy, ref, tok
 
