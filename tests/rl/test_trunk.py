@@ -127,6 +127,56 @@ def test_the_shared_prompt_forward_gives_the_padded_forwards_log_probs_and_gradi
             sequence_logprobs(policy, prompts, responses, trunk=trunk, share_prompts=True, **kw)
 
 
+@pytest.mark.parametrize("with_trunk", [False, True])
+def test_responses_that_start_alike_share_their_start_and_keep_the_padded_forwards_numbers(
+    toy_model_dir: Path, with_trunk: bool
+):
+    """A search group's rollouts often issue the same query and see the same documents: the
+    common start of a prompt's responses joins its prefix. Group 1's three responses share 4
+    tokens, two of them a fifth (the first token after the prefix: one hidden state, two labels);
+    group 2's two responses are identical (all but the last token shared)."""
+    policy = _lora_policy(toy_model_dir, (1,))
+    g = torch.Generator().manual_seed(5)
+
+    def draw(n: int) -> list[int]:
+        return torch.randint(4, 64, (n,), generator=g).tolist()
+
+    p1, p2, start, same = draw(7), draw(4), draw(4), draw(6)
+    t = draw(1)
+    prompts = [p1, p1, p1, p2, p2]
+    responses = [start + t, start + [(t[0] + 1) % 60 + 4, *draw(4)], start + t + draw(1), same, list(same)]
+    pk = pack_shared(policy, prompts, responses, pad_id=0)
+    assert pk.shared is not None
+    assert pk.shared.prompt_ids.shape == (2, 11)  # p1 + 4 shared tokens; p2 + 5 (left-padded to 11)
+    assert pk.shared.suffix_ids.shape == (5, 5)  # the longest rest: group 1's second response
+    assert pk.shared.attention.sum(-1).tolist() == [12, 16, 13, 10, 10]  # prefix + suffix = the row
+    depth = frozen_depth(policy)
+    t_len = max(map(len, responses))
+    keep = torch.tensor([[1.0] * len(r) + [0.0] * (t_len - len(r)) for r in responses])
+    kw = dict(pad_id=0, temperature=0.7, with_entropy=True, mask=keep, keep=keep)
+
+    def run(share: bool):
+        trunk = None
+        if with_trunk:
+            pack = pack_shared if share else pack_sequences
+            trunk = frozen_trunk(policy, pack(policy, prompts, responses, pad_id=0), depth)
+        policy.zero_grad(set_to_none=True)
+        lp, ent = sequence_logprobs(policy, prompts, responses, trunk=trunk, share_prompts=share, **kw)
+        weights = torch.linspace(-1.0, 2.0, lp.numel()).reshape(lp.shape)  # each row its own weight
+        (lp * weights + 0.1 * ent).sum().backward()
+        return lp.detach(), ent.detach(), [p.grad.clone() for p in policy.parameters() if p.requires_grad]
+
+    lp0, ent0, g0 = run(False)
+    lp1, ent1, g1 = run(True)
+    assert bool((lp0[keep.bool()] != 0).all())
+    assert lp1[0, 4] != lp1[1, 4] and float(lp1[0, 4]) == float(lp1[2, 4])  # same state, own labels
+    assert_close_rel(lp1, lp0, what="log-probs")
+    assert_close_rel(ent1, ent0, what="entropy")
+    for a, b in zip(g1, g0, strict=True):
+        assert float(b.abs().max()) > 0
+        assert_close_rel(a, b, what="LoRA gradient")
+
+
 def test_a_bfloat16_trunk_is_a_rounding_of_the_float32_one(toy_model_dir: Path):
     policy = _lora_policy(toy_model_dir, (1,))
     prompts, responses = _pairs()
