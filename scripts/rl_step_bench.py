@@ -49,7 +49,13 @@ KEYS = (
 
 
 def run_one(
-    backend: str, model: str, recipe: str, work: Path, threads: int, overrides: list[str]
+    backend: str,
+    model: str,
+    recipe: str,
+    work: Path,
+    threads: int,
+    overrides: list[str],
+    engines: int | None = None,
 ) -> dict[str, float]:
     import duckdb
 
@@ -72,6 +78,7 @@ def run_one(
         "--rollout-backend",
         engine,
         *(["--rollout-weights", weights] if weights else []),
+        *(["--rollout-engines", str(engines)] if engines is not None and engine == "llamacpp" else []),
         "--rollout-threads",
         str(threads),
         "--out",
@@ -111,12 +118,27 @@ def main(argv: list[str] | None = None) -> int:
         default=[],
         help="recipe fields for both runs (harness train --recipe-override), e.g. trunk_dtype='\"bfloat16\"'",
     )
+    ap.add_argument(
+        "--rollout-engines",
+        type=int,
+        default=None,
+        help="llama.cpp engines for the llamacpp backends (harness train --rollout-engines; default: "
+        "harness train's, one per thread)",
+    )
     ap.add_argument("--out", type=Path, default=None, help="also write the numbers as JSON here")
     args = ap.parse_args(argv)
     results: dict[str, dict[str, float]] = {}
     with tempfile.TemporaryDirectory(prefix="rl-step-bench-") as tmp:
         for b in args.backends:
-            results[b] = run_one(b, args.model, args.recipe, Path(tmp), args.threads, args.recipe_override)
+            results[b] = run_one(
+                b,
+                args.model,
+                args.recipe,
+                Path(tmp),
+                args.threads,
+                args.recipe_override,
+                args.rollout_engines,
+            )
             print(f"{b}: {json.dumps(results[b])}", file=sys.stderr)
     cols = (*KEYS, "cpu_seconds", "load_before", "load_after")
     print("| rollout backend | " + " | ".join(cols) + " |")
@@ -131,6 +153,7 @@ def main(argv: list[str] | None = None) -> int:
                     "recipe": args.recipe,
                     "recipe_override": args.recipe_override,
                     "threads": args.threads,
+                    "rollout_engines": args.rollout_engines,
                     "steps": results,
                 },
                 indent=1,

@@ -32,6 +32,9 @@ EXAMPLES = """\
   harness run --method search_r1 --model runs/sr1/final --bench mini-multihop   # evaluate the result
   harness train --method search_r1 --recipe cpu-grpo-long --model runs/sft/final --rollout-backend llamacpp
   harness train --method search_r1 --recipe cpu-sft-grpo --rollout-backend transformers  # rollouts on the learner
+  OMP_NUM_THREADS=2 harness train --method search_r1 --recipe cpu-grpo-long --model runs/sft/final \\
+      --rollout-weights q8_0 --rollout-threads 2    # the fastest on 2 cores: two one-thread engines
+  harness train --method search_r1 --recipe cpu-grpo-long --rollout-threads 2 --rollout-engines 1  # one engine
   harness train --method search_r1 --recipe cpu-grpo-long --model runs/sft/final --keep-every 20 \\
       --recipe-override heldout_every=0     # held-out evaluations afterwards: scripts/eval_heldout.py step
 """
@@ -96,6 +99,15 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="llama.cpp threads for the rollouts (default: OMP_NUM_THREADS, else 1)",
     )
     p.add_argument(
+        "--rollout-engines",
+        type=positive_int,
+        default=None,
+        help="llama.cpp engines the rollout threads are split between, one slot each, a group's "
+        "requests kept on one engine (harness/llm/llamacpp_engines.py). Default: one per rollout "
+        "thread, at most one per group of a round (2 threads: two one-thread engines, measured faster "
+        "than one two-thread engine: harness/rl/rollout_engine.py default_rollout_engines)",
+    )
+    p.add_argument(
         "--rollout-weights",
         choices=["packaged", "q8_0"],
         default="packaged",
@@ -133,6 +145,11 @@ def run_training(method, recipe, args: argparse.Namespace) -> int:
     proto = setup.protocol
     device = resolve_device(args.device)  # a GPU asked for but absent fails here, before any row
     rollout_backend = rollout_backend_of(args, recipe, device)
+    if args.rollout_engines not in (None, 1) and rollout_backend != "llamacpp":
+        raise ConfigError(
+            f"--rollout-engines {args.rollout_engines}: only llama.cpp rollouts run on several engines, "
+            f"and this run rolls out on {rollout_backend}; drop it or add --rollout-backend llamacpp"
+        )
     if args.rollout_weights != "packaged" and rollout_backend != "llamacpp":
         raise ConfigError(
             f"--rollout-weights {args.rollout_weights}: only llama.cpp rollouts serve re-quantised weights, "
@@ -174,11 +191,23 @@ def run_training(method, recipe, args: argparse.Namespace) -> int:
             rollout_backend=rollout_backend,
             rollout_threads=args.rollout_threads,
             rollout_weights=args.rollout_weights,
+            rollout_engines=rollout_engines_of(args, recipe),
             keep_every=args.keep_every,
         )
         result = trainer.train()
     print(f"checkpoint: {result.checkpoint}\nrun: {run_id} (metrics in {args.db}, table train_steps)")
     return 0
+
+
+def rollout_engines_of(args: argparse.Namespace, recipe) -> int:
+    """``--rollout-engines``, its default resolved (:func:`harness.rl.rollout_engine.default_rollout_engines`
+    over the rollout threads and the groups of a round)."""
+    from harness.llm.server import llama_threads
+    from harness.rl.rollout_engine import default_rollout_engines
+
+    if args.rollout_engines is not None:
+        return int(args.rollout_engines)
+    return default_rollout_engines(llama_threads(args.rollout_threads), recipe.algo.train_batch_size)
 
 
 def rollout_backend_of(args: argparse.Namespace, recipe, device) -> str:

@@ -321,7 +321,19 @@ class LlamaCppBackend(TokenBackend):
 
     # -- generation ----------------------------------------------------------------------------
     def _complete_ids(self, prompt_ids: Sequence[Sequence[int]], args: GenerateArgs) -> list[Completion]:
+        seed = args.sampling.seed
+        base_seed = seed if seed is not None else random.SystemRandom().randrange(2**31)
+        return self.complete_seeded(prompt_ids, [base_seed + i for i in range(len(prompt_ids))], args)
+
+    def complete_seeded(
+        self, prompt_ids: Sequence[Sequence[int]], seeds: Sequence[int], args: GenerateArgs
+    ) -> list[Completion]:
+        """:meth:`generate_ids`'s work with prompt ``i`` sampled with seed ``seeds[i]`` (what
+        :class:`~harness.llm.llamacpp_engines.LlamaCppEngines` gives each engine its share of a
+        call with, so a prompt keeps its seed whichever engine serves it)."""
         prompts = [[int(t) for t in ids] for ids in prompt_ids]
+        if len(seeds) != len(prompts):
+            raise ValueError(f"complete_seeded: {len(seeds)} seeds for {len(prompts)} prompts")
         args.check_prompt_ids(
             prompts,
             limit=self.spec.n_ctx,
@@ -329,12 +341,11 @@ class LlamaCppBackend(TokenBackend):
             fix="raise BackendSpec.n_ctx or shorten the prompt (e.g. max_obs_tokens)",
         )
         sampling, max_new_tokens = args.sampling, args.max_new_tokens
-        base_seed = sampling.seed if sampling.seed is not None else random.SystemRandom().randrange(2**31)
         stops = [s for s in args.stop if s]
         # all prompts at once: the server decodes up to `parallel` of them in one batch
         futures = [
-            self._pool.submit(self._request, ids, base_seed + i, stops, max_new_tokens, sampling)
-            for i, ids in enumerate(prompts)
+            self._pool.submit(self._request, ids, int(seed), stops, max_new_tokens, sampling)
+            for ids, seed in zip(prompts, seeds, strict=True)
         ]
         out = []
         for ids, fut in zip(prompts, futures, strict=True):

@@ -207,6 +207,7 @@ class Trainer:
         rollout_backend: str = "transformers",
         rollout_threads: int | None = None,
         rollout_weights: str = "packaged",
+        rollout_engines: int = 1,
         keep_every: int = 0,
     ):
         from harness.device import resolve_device
@@ -235,6 +236,7 @@ class Trainer:
         self.rollout_backend = rollout_backend
         self.rollout_threads = rollout_threads
         self.rollout_weights = rollout_weights
+        self.rollout_engines = rollout_engines
         if keep_every < 0:
             raise ConfigError(f"--keep-every {keep_every}: give 0 (keep none) or a number of steps")
         # the policy to out_dir/kept/step-N every N steps and at the last (0: never)
@@ -315,6 +317,7 @@ class Trainer:
                 # 4 x 8 cpu-sft-grpo rollouts and cost 143 against 102 engine CPU-s (docs/training.md)
                 parallel=1,
                 weights=self.rollout_weights,
+                engines=self.rollout_engines,
             )
             backend: Any = engine.backend
         elif self.rollout_backend == "vllm":

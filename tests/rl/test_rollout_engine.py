@@ -13,6 +13,7 @@ from harness.errors import ConfigError
 from harness.rl.rollout_engine import (
     CPU_LORA_DEFAULT,
     default_rollout_backend,
+    default_rollout_engines,
     engine_base,
     llamacpp_applies,
 )
@@ -129,6 +130,41 @@ def test_re_quantised_weights_without_llamacpp_rollouts_are_refused_before_any_r
     err = capsys.readouterr().err
     assert "--rollout-weights q8_0: only llama.cpp rollouts" in err and "rolls out on transformers" in err
     assert not db.exists() and not (tmp_path / "o").exists()
+
+
+def test_engines_default_to_one_per_thread_and_at_most_one_per_group():
+    # (threads, groups of a round) -> engines: the largest count <= both that divides the threads
+    cases = {(2, 4): 2, (1, 4): 1, (4, 4): 4, (4, 3): 2, (6, 4): 3, (2, 1): 1, (3, 2): 1}
+    assert {k: default_rollout_engines(*k) for k in cases} == cases
+
+
+def test_several_engines_without_llamacpp_rollouts_are_refused_before_any_row(tmp_path, capsys):
+    from harness.cli import main
+
+    db = tmp_path / "r.duckdb"
+    argv = ["train", "--method", "search_r1", "--recipe", "cpu-sft-grpo", "--out", str(tmp_path / "o")]
+    argv += ["--db", str(db), "--rollout-backend", "transformers", "--rollout-engines", "2"]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "--rollout-engines 2: only llama.cpp rollouts run on several engines" in err
+    assert not db.exists() and not (tmp_path / "o").exists()
+
+
+@pytest.mark.llamacpp
+@pytest.mark.integration
+def test_two_engines_split_the_rollout_threads(tmp_path):
+    from harness.llm.llamacpp_engines import LlamaCppEngines
+    from harness.rl.rollout_engine import LlamaCppRollout
+
+    engine = LlamaCppRollout("default", _recipe("cpu-sft-grpo"), tmp_path, threads=2, parallel=1, engines=2)
+    try:
+        assert isinstance(engine.backend, LlamaCppEngines)
+        assert [e.threads for e in engine.backend.engines] == [1, 1]
+        assert all(e.child and e.spin for e in engine.backend.engines)
+        engine.suspend()  # the learner's turn: both stopped
+        assert all(e._proc is None for e in engine.backend.engines)
+    finally:
+        engine.close()
 
 
 def test_engine_logprobs_of_a_turn_that_ends_on_a_stop_string_keep_every_token_before_it():
