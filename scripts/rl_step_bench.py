@@ -7,9 +7,12 @@ side in one sitting (issue 43's speed acceptance: at most 1/5 of the recorded 42
     python scripts/rl_step_bench.py --model runs/sft/final --recipe-override trunk_dtype='"bfloat16"'
     python scripts/rl_step_bench.py --model runs/sft/final --threads 2 --backends llamacpp llamacpp-q8_0 transformers
     python scripts/rl_step_bench.py --model runs/sft/final --recipe-override trunk_dtype='"bfloat16"' adapted_dtype='"bfloat16"'
+    python scripts/rl_step_bench.py --model runs/long-sft/final --threads 2 --recipe cpu-grpo-long \
+        --backends llamacpp-q8_0 llamacpp transformers --recipe-override heldout_every=0 save_every=0
+    python scripts/rl_step_bench.py --model runs/sft/final --threads 2 --backends llamacpp-q8_0 --rollout-engines 1
 
 Each backend runs ``harness train --method search_r1 --recipe cpu-sft-grpo --steps 1`` (the
-recorded run's recipe: 4 questions x groups of 8, DAPO dynamic sampling over up to 2 rounds, 2
+recorded run's recipe by default; ``--recipe cpu-grpo-long`` is the learning recipe: 4 questions x groups of 8, DAPO dynamic sampling over up to 2 rounds, 2
 optimizer updates, 48 tokens a turn, one search) in its own process, one after the other, with
 one thread for torch and one for llama.cpp, and the same seed, so both draw the same questions
 (the first 4 of the RL order). The step's ``seconds`` (rollouts + learner update; ``seconds_rollout``

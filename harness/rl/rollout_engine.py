@@ -91,7 +91,8 @@ def llamacpp_applies(recipe: Recipe, model: str, device: Any) -> bool:
 # suspended for the update (results/rl-step-bench-2026-11-28.json): step 150 s on the packaged Q4_1,
 # 142 s with --rollout-weights q8_0, against transformers' 204 s; with the warm start served as the
 # engine's own Q8_0 weights and one learner pass fewer (results/rl-step-bench-2026-11-28b.json):
-# 138, 123 and 181 s.
+# 138, 123 and 181 s; with two one-thread engines and a group's common start computed once by the
+# learner (results/rl-step-bench-2026-11-28d.json, the learning recipe cpu-grpo-long): 72, 63 and 86 s.
 CPU_LORA_DEFAULT: RolloutBackend = "llamacpp"
 
 
