@@ -120,15 +120,22 @@ def test_a_training_step_on_llamacpp_rollouts_logs_a_small_engine_learner_mismat
     assert (tmp_path / "out" / "rollout-adapters" / "current.gguf").exists()
 
 
-def test_re_quantised_weights_without_llamacpp_rollouts_are_refused_before_any_row(tmp_path, capsys):
+@pytest.mark.parametrize(
+    ("flag", "said"),
+    [
+        (["--rollout-weights", "q8_0"], "--rollout-weights q8_0: only llama.cpp rollouts serve"),
+        (["--rollout-engines", "2"], "--rollout-engines 2: only llama.cpp rollouts run on several engines"),
+    ],
+)
+def test_llamacpp_options_without_llamacpp_rollouts_are_refused_before_any_row(tmp_path, capsys, flag, said):
     from harness.cli import main
 
     db = tmp_path / "r.duckdb"
     argv = ["train", "--method", "search_r1", "--recipe", "cpu-sft-grpo", "--out", str(tmp_path / "o")]
-    argv += ["--db", str(db), "--rollout-backend", "transformers", "--rollout-weights", "q8_0"]
+    argv += ["--db", str(db), "--rollout-backend", "transformers", *flag]
     assert main(argv) == 2
     err = capsys.readouterr().err
-    assert "--rollout-weights q8_0: only llama.cpp rollouts" in err and "rolls out on transformers" in err
+    assert said in err and "rolls out on transformers" in err
     assert not db.exists() and not (tmp_path / "o").exists()
 
 
@@ -136,18 +143,6 @@ def test_engines_default_to_one_per_thread_and_at_most_one_per_group():
     # (threads, groups of a round) -> engines: the largest count <= both that divides the threads
     cases = {(2, 4): 2, (1, 4): 1, (4, 4): 4, (4, 3): 2, (6, 4): 3, (2, 1): 1, (3, 2): 1}
     assert {k: default_rollout_engines(*k) for k in cases} == cases
-
-
-def test_several_engines_without_llamacpp_rollouts_are_refused_before_any_row(tmp_path, capsys):
-    from harness.cli import main
-
-    db = tmp_path / "r.duckdb"
-    argv = ["train", "--method", "search_r1", "--recipe", "cpu-sft-grpo", "--out", str(tmp_path / "o")]
-    argv += ["--db", str(db), "--rollout-backend", "transformers", "--rollout-engines", "2"]
-    assert main(argv) == 2
-    err = capsys.readouterr().err
-    assert "--rollout-engines 2: only llama.cpp rollouts run on several engines" in err
-    assert not db.exists() and not (tmp_path / "o").exists()
 
 
 @pytest.mark.llamacpp

@@ -87,6 +87,35 @@ def test_the_trunk_gives_the_full_forwards_log_probs_and_gradients(toy_model_dir
         sequence_logprobs(policy, prompts[:2], responses[:2], trunk=trunk, **kw)
 
 
+def _shared_against_padded(policy, prompts, responses, keep, with_trunk: bool):
+    """Run the padded forward and the shared-prefix one (each over its own trunk when
+    ``with_trunk``) with ``keep`` as the LM head's and the entropy's mask, backpropagate a sum that
+    weighs every position differently, and assert the same log-probs, entropies and non-zero LoRA
+    gradients; returns both log-probs (padded, shared)."""
+    depth = frozen_depth(policy)
+    kw = dict(pad_id=0, temperature=0.7, with_entropy=True, mask=keep, keep=keep)
+
+    def run(share: bool):
+        trunk = None
+        if with_trunk:
+            pack = pack_shared if share else pack_sequences
+            trunk = frozen_trunk(policy, pack(policy, prompts, responses, pad_id=0), depth)
+        policy.zero_grad(set_to_none=True)
+        lp, ent = sequence_logprobs(policy, prompts, responses, trunk=trunk, share_prompts=share, **kw)
+        weights = torch.linspace(-1.0, 2.0, lp.numel()).reshape(lp.shape)  # each row its own weight
+        (lp * weights + 0.1 * ent).sum().backward()
+        return lp.detach(), ent.detach(), [p.grad.clone() for p in policy.parameters() if p.requires_grad]
+
+    lp0, ent0, g0 = run(False)
+    lp1, ent1, g1 = run(True)
+    assert_close_rel(lp1, lp0, what="log-probs")
+    assert_close_rel(ent1, ent0, what="entropy")
+    for a, b in zip(g1, g0, strict=True):
+        assert float(b.abs().max()) > 0
+        assert_close_rel(a, b, what="LoRA gradient")
+    return lp0, lp1
+
+
 @pytest.mark.parametrize("with_trunk", [False, True])
 def test_the_shared_prompt_forward_gives_the_padded_forwards_log_probs_and_gradients(
     toy_model_dir: Path, with_trunk: bool
@@ -102,25 +131,8 @@ def test_the_shared_prompt_forward_gives_the_padded_forwards_log_probs_and_gradi
     keep[:, 0] = 0.0  # the first response token is predicted at the prompt's last position: keep some
     keep[0, 0] = 1.0
     kw = dict(pad_id=0, temperature=0.7, with_entropy=True, mask=keep, keep=keep)
-
-    def run(share: bool):
-        trunk = None
-        if with_trunk:
-            pack = pack_shared if share else pack_sequences
-            trunk = frozen_trunk(policy, pack(policy, prompts, responses, pad_id=0), depth)
-        policy.zero_grad(set_to_none=True)
-        lp, ent = sequence_logprobs(policy, prompts, responses, trunk=trunk, share_prompts=share, **kw)
-        (lp * torch.linspace(-1.0, 2.0, lp.shape[1]) + 0.1 * ent).sum().backward()
-        return lp.detach(), ent.detach(), [p.grad.clone() for p in policy.parameters() if p.requires_grad]
-
-    lp0, ent0, g0 = run(False)
-    lp1, ent1, g1 = run(True)
+    lp0, lp1 = _shared_against_padded(policy, prompts, responses, keep, with_trunk)
     assert float(lp0.abs().sum()) > 0 and float(lp0[0, 0]) != 0.0
-    assert_close_rel(lp1, lp0, what="log-probs")
-    assert_close_rel(ent1, ent0, what="entropy")
-    for a, b in zip(g1, g0, strict=True):
-        assert float(b.abs().max()) > 0
-        assert_close_rel(a, b, what="LoRA gradient")
     if with_trunk:  # a trunk packed the other way is refused
         trunk = frozen_trunk(policy, pack_sequences(policy, prompts, responses, pad_id=0), depth)
         with pytest.raises(ValueError, match="share_prompts"):
@@ -150,31 +162,11 @@ def test_responses_that_start_alike_share_their_start_and_keep_the_padded_forwar
     assert pk.shared.prompt_ids.shape == (2, 11)  # p1 + 4 shared tokens; p2 + 5 (left-padded to 11)
     assert pk.shared.suffix_ids.shape == (5, 5)  # the longest rest: group 1's second response
     assert pk.shared.attention.sum(-1).tolist() == [12, 16, 13, 10, 10]  # prefix + suffix = the row
-    depth = frozen_depth(policy)
     t_len = max(map(len, responses))
     keep = torch.tensor([[1.0] * len(r) + [0.0] * (t_len - len(r)) for r in responses])
-    kw = dict(pad_id=0, temperature=0.7, with_entropy=True, mask=keep, keep=keep)
-
-    def run(share: bool):
-        trunk = None
-        if with_trunk:
-            pack = pack_shared if share else pack_sequences
-            trunk = frozen_trunk(policy, pack(policy, prompts, responses, pad_id=0), depth)
-        policy.zero_grad(set_to_none=True)
-        lp, ent = sequence_logprobs(policy, prompts, responses, trunk=trunk, share_prompts=share, **kw)
-        weights = torch.linspace(-1.0, 2.0, lp.numel()).reshape(lp.shape)  # each row its own weight
-        (lp * weights + 0.1 * ent).sum().backward()
-        return lp.detach(), ent.detach(), [p.grad.clone() for p in policy.parameters() if p.requires_grad]
-
-    lp0, ent0, g0 = run(False)
-    lp1, ent1, g1 = run(True)
+    lp0, lp1 = _shared_against_padded(policy, prompts, responses, keep, with_trunk)
     assert bool((lp0[keep.bool()] != 0).all())
     assert lp1[0, 4] != lp1[1, 4] and float(lp1[0, 4]) == float(lp1[2, 4])  # same state, own labels
-    assert_close_rel(lp1, lp0, what="log-probs")
-    assert_close_rel(ent1, ent0, what="entropy")
-    for a, b in zip(g1, g0, strict=True):
-        assert float(b.abs().max()) > 0
-        assert_close_rel(a, b, what="LoRA gradient")
 
 
 def test_a_bfloat16_trunk_is_a_rounding_of_the_float32_one(toy_model_dir: Path):
