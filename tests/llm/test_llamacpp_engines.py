@@ -74,3 +74,36 @@ def test_two_engines_sample_what_one_one_thread_engine_samples_and_reuse_their_c
     finally:
         engines.close()
         one.close()
+
+
+@pytest.mark.llamacpp
+@pytest.mark.integration
+def test_close_aborts_both_engines_generations_in_flight():
+    """An interrupted training run closes its rollout engine mid-rollout: both engines' requests are
+    aborted (each engine's own close), not decoded to the token limit, and the call in flight ends
+    with that one-line error."""
+    import threading
+    import time
+
+    from harness.errors import HarnessError
+
+    engines = LlamaCppEngines(BackendSpec(kind="llamacpp", model="default", threads=2, n_ctx=1024), 2)
+    # two prompts neither of which extends the other: one to each engine
+    prompts = [engines.prompt_ids(", ".join(str(i) for i in range(a, a + 29))) for a in (1, 100)]
+    outcome: list[object] = []
+
+    def generate() -> None:
+        try:
+            outcome.append(engines.generate_ids(prompts, max_new_tokens=900))
+        except HarnessError as e:
+            outcome.append(e)
+
+    t = threading.Thread(target=generate)
+    t.start()
+    time.sleep(2)  # 2 x 900 tokens take tens of seconds: both engines are decoding
+    assert t.is_alive() and engines.served == [1, 1]
+    engines.close()
+    t.join(timeout=60)
+    assert not t.is_alive()
+    (e,) = outcome
+    assert isinstance(e, HarnessError) and "aborted by close()" in str(e), e
