@@ -23,6 +23,7 @@ the end-of-sequence id when ``finish_reason == "eos"``; see :mod:`harness.llm.de
 
 from __future__ import annotations
 
+import random
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -329,6 +330,12 @@ class TokenBackend(Backend):
     @abstractmethod
     def _complete_ids(self, prompt_ids: Sequence[Sequence[int]], args: GenerateArgs) -> list[Completion]:
         """:meth:`generate_ids`'s work: one completion per prompt, in order."""
+
+
+def base_seed(sampling: SamplingParams, bound: int = 2**31) -> int:
+    """The seed of a call's first prompt (prompt ``i`` is sampled with ``base + i``): the
+    sampling's seed, else a fresh draw below ``bound`` from the OS (an unseeded call)."""
+    return sampling.seed if sampling.seed is not None else random.SystemRandom().randrange(bound)
 
 
 def hf_encode(tokenizer: Any, text: str, *, prompt: bool = False) -> list[int]:

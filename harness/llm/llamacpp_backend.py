@@ -58,7 +58,6 @@ import http.client
 import json
 import math
 import os
-import random
 import signal
 import socket
 import subprocess
@@ -72,7 +71,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import ConfigError, HarnessError
-from harness.llm.base import BackendSpec, GenerateArgs, TokenBackend
+from harness.llm.base import BackendSpec, GenerateArgs, TokenBackend, base_seed
 from harness.llm.model_files import PRESETS, canonical_name, sha256_file
 from harness.llm.server import llama_threads, resolve_gguf, server_params
 from harness.types import Completion, SamplingParams
@@ -321,9 +320,8 @@ class LlamaCppBackend(TokenBackend):
 
     # -- generation ----------------------------------------------------------------------------
     def _complete_ids(self, prompt_ids: Sequence[Sequence[int]], args: GenerateArgs) -> list[Completion]:
-        seed = args.sampling.seed
-        base_seed = seed if seed is not None else random.SystemRandom().randrange(2**31)
-        return self.complete_seeded(prompt_ids, [base_seed + i for i in range(len(prompt_ids))], args)
+        first = base_seed(args.sampling)
+        return self.complete_seeded(prompt_ids, [first + i for i in range(len(prompt_ids))], args)
 
     def complete_seeded(
         self, prompt_ids: Sequence[Sequence[int]], seeds: Sequence[int], args: GenerateArgs

@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from harness.errors import ConfigError
-from harness.llm.base import BackendSpec, Completion, GenerateArgs, TokenBackend
+from harness.llm.base import BackendSpec, Completion, GenerateArgs, TokenBackend, base_seed
 from harness.llm.llamacpp_backend import LlamaCppBackend
 
 T = TypeVar("T")
@@ -120,18 +120,11 @@ class LlamaCppEngines(TokenBackend):
         return [f.result() for f in futures]
 
     @property
-    def lora(self) -> tuple[Path, ...]:
-        return self.engines[0].lora
-
-    @property
     def logprobs_unaligned(self) -> int:
         return sum(e.logprobs_unaligned for e in self.engines)
 
     def _complete_ids(self, prompt_ids: Sequence[Sequence[int]], args: GenerateArgs) -> list[Completion]:
-        import random
-
-        seed = args.sampling.seed
-        base = seed if seed is not None else random.SystemRandom().randrange(2**31)
+        base = base_seed(args.sampling)
         where = route(prompt_ids, self._history, len(self.engines))
         shares = [[i for i, e in enumerate(where) if e == k] for k in range(len(self.engines))]
 

@@ -50,7 +50,6 @@ attention layers) are refused with ``prefix_cache_tokens > 0``.
 from __future__ import annotations
 
 import os
-import random
 import time
 from collections import OrderedDict
 from collections.abc import Sequence
@@ -59,7 +58,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from harness.errors import ConfigError
-from harness.llm.base import BackendSpec, GenerateArgs, HFTokenizerMixin, TokenBackend, eos_ids, pad_token_id
+from harness.llm.base import (
+    BackendSpec,
+    GenerateArgs,
+    HFTokenizerMixin,
+    TokenBackend,
+    base_seed,
+    eos_ids,
+    pad_token_id,
+)
 from harness.llm.decoding import StopScanner
 from harness.llm.model_files import canonical_name, model_revision, resolve_model
 from harness.types import Completion, SamplingParams
@@ -165,7 +172,7 @@ class TransformersBackend(HFTokenizerMixin, TokenBackend):
         limit = getattr(self.model.config, "max_position_embeddings", None)
         args.check_prompt_ids(prompt_ids, limit=limit, room=f"the model's {limit} positions")
         sampling = args.sampling
-        base_seed = sampling.seed if sampling.seed is not None else random.SystemRandom().randrange(2**62)
+        first_seed = base_seed(sampling, 2**62)
         prompts = [list(p) for p in prompt_ids]
         pc = self.prefix_cache
         if pc is not None:
@@ -186,7 +193,7 @@ class TransformersBackend(HFTokenizerMixin, TokenBackend):
                     idx = order[k : k + bs]
                     done, entries = self._generate_batch(
                         [prompts[i] for i in idx],
-                        [base_seed + i for i in idx],
+                        [first_seed + i for i in idx],
                         [bases[i] for i in idx],
                         args,
                     )

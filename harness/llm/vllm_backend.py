@@ -39,13 +39,12 @@ runs and training loops that want generation in the same process.
 from __future__ import annotations
 
 import os
-import random
 import time
 from collections.abc import Sequence
 from typing import Any
 
 from harness.errors import ConfigError, HarnessError
-from harness.llm.base import BackendSpec, GenerateArgs, HFTokenizerMixin, TokenBackend
+from harness.llm.base import BackendSpec, GenerateArgs, HFTokenizerMixin, TokenBackend, base_seed
 from harness.llm.model_files import canonical_name, model_revision, resolve_model
 from harness.types import Completion, SamplingParams
 
@@ -188,14 +187,14 @@ class VLLMBackend(HFTokenizerMixin, TokenBackend):
         stop, max_new_tokens, sampling = args.stop, args.max_new_tokens, args.sampling
         if not prompt_ids:
             return []
-        base_seed = sampling.seed if sampling.seed is not None else random.SystemRandom().randrange(2**31)
+        first_seed = base_seed(sampling)
         params = [
             VSamplingParams(
                 **sampling_kwargs(
                     sampling,
                     stop=stop,
                     max_new_tokens=max_new_tokens,
-                    seed=base_seed + i,
+                    seed=first_seed + i,
                     logprobs=self.logprobs,
                 )
             )

@@ -111,7 +111,7 @@ def pack_shared(model: Any, prompts: list[list[int]], responses: list[list[int]]
     rows_of: list[list[int]] = [[] for _ in distinct]
     for i, u in enumerate(index):
         rows_of[u].append(i)
-    common = [_common_start([responses[i] for i in rows]) if rows else 0 for rows in rows_of]
+    common = [_common_start([responses[i] for i in rows]) for rows in rows_of]  # each has a row
     prefixes = [list(p) + responses[rows_of[u][0]][: common[u]] for u, p in enumerate(distinct)]
     p_len = max(len(p) for p in prefixes)
     shared = [common[u] for u in index]
