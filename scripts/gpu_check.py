@@ -1,7 +1,8 @@
 """The GPU acceptance check: our GRPO trainer against TRL's ``GRPOTrainer`` on one device, plus
 greedy equality, seeded repeatability and dense-encoder throughput. No network.
 
-What it runs (``python scripts/gpu_check.py``, one GPU, about 6-7 minutes on an H200):
+What it runs (``python scripts/gpu_check.py``, one GPU: 215-249 s on an H200 with
+``--skip encoder`` on 2026-11-28, the encoder adding seconds):
 
 1. **Greedy equality.** The transformers backend's greedy output equals ``model.generate``'s,
    token for token, on a fixed prompt set (one prompt at a time on both sides; batched output is
@@ -231,6 +232,7 @@ def check_generation(model_dir: Path, device: torch.device, dtype: str, new_toke
     sampled1 = ours(1, s)
     return {
         "dtype": dtype,
+        "decode": backend(1).decode_mode,  # the trainer's rollouts resolve BackendSpec.decode alike
         "prompts": len(PROMPT_SET),
         "new_tokens": new_tokens,
         "greedy_equal_batch1": equal1,
@@ -626,7 +628,7 @@ def main(argv: list[str] | None = None) -> int:
             ]
             for r in report["generation"]:
                 log(
-                    f"generation {r['dtype']}: greedy == model.generate {r['greedy_equal_batch1']}/{r['prompts']} "
+                    f"generation {r['dtype']} (decode {r['decode']}): greedy == model.generate {r['greedy_equal_batch1']}/{r['prompts']} "
                     f"(batched {r['greedy_equal_batch8']}/{r['prompts']}); seeded repeat "
                     f"{r['seeded_repeat_equal']}/{r['prompts']} (batch 1 vs 8: "
                     f"{r['seeded_batch1_vs_batch8_equal']}/{r['prompts']})"

@@ -91,6 +91,11 @@ class BackendSpec(BaseModel):
     # transformers only: tokens of KV the cross-call prefix cache may hold (0 = off); see
     # harness.llm.transformers_backend (SmolLM2-135M fp32: 45 KB per token, 32768 tokens = 1.5 GB)
     prefix_cache_tokens: int = Field(default=32768, ge=0)
+    # transformers only: how the decode loop keeps its KV (harness.llm.transformers_backend):
+    # "dynamic" grows it and drops finished rows; "static" preallocates it so that one decode step
+    # has fixed shapes and addresses; "graph" is static with the step replayed as a CUDA graph
+    # (CUDA only); "auto" is "graph" on a CUDA device and "dynamic" elsewhere
+    decode: Literal["auto", "dynamic", "static", "graph"] = "auto"
     concurrency: int = Field(default=4, ge=1)
     timeout: float = Field(default=120.0, gt=0)
     retries: int = Field(default=2, ge=0)
