@@ -68,6 +68,19 @@ def test_repeated_query_terms_count_like_lucene(tiny_corpus):
     assert twice == pytest.approx(2 * once)
 
 
+@pytest.mark.parametrize(
+    "query", ["capital of France", "France france paris capital, Paris!", "cats mice python berlin", "zebra"]
+)
+def test_one_bincount_and_a_term_at_a_time_give_bit_identical_scores(tiny_corpus, monkeypatch, query):
+    from harness.retrieval import bm25
+
+    r = Bm25sRetriever(tiny_corpus)
+    together = r.scores(query)
+    monkeypatch.setattr(bm25, "_BINCOUNT_POSTINGS", 0)  # the loop, for postings too long to hold twice
+    assert np.array_equal(together, r.scores(query))
+    assert together.shape == (5,) and together.dtype == np.float64
+
+
 def test_no_matching_term_gives_no_hits_and_blank_query_is_an_error(tiny_corpus):
     r = Bm25sRetriever(tiny_corpus)
     assert r.search(["the of and", "zebra quantum"], 3) == [[], []]
