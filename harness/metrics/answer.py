@@ -198,8 +198,7 @@ def _token_f1(pred_counts: dict[str, int], n_pred: int, gold_tokens: list[str]) 
 def em_pair(pair: AnswerPair) -> float:
     if pair.empty:
         return 0.0
-    p = pair.pred_norm
-    return 1.0 if any(p == g for g in pair.golds_norm) else 0.0
+    return 1.0 if pair.pred_norm in pair.golds_norm else 0.0
 
 
 def f1_pair(pair: AnswerPair) -> float:
@@ -237,7 +236,7 @@ def cover_em_tokens_pair(pair: AnswerPair) -> float:
         return 0.0
     pred_tokens = pair.pred_tokens_r1
     for gold_tokens in pair.golds_tokens_r1:
-        if all(t in pred_tokens for t in gold_tokens):
+        if pred_tokens.issuperset(gold_tokens):  # every gold token is a prediction token
             return 1.0
     return 0.0
 
