@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import re
 import string
+from typing import Any
 
 _ARTICLES = re.compile(r"\b(a|an|the)\b")
 _DELETE_PUNCT = str.maketrans("", "", string.punctuation)
@@ -60,7 +61,7 @@ def normalize_answer_r1searcher(s: str) -> str:
 _SEP = "\x00"  # joins a block of strings: not cased, not case-ignorable, not a word character, not whitespace
 
 
-def _many(strings: list[str], table: dict[int, int | None]) -> list[str]:
+def _many(strings: list[str], table: dict[int, Any]) -> list[str]:
     """``" ".join(articles(s.lower().translate(table)).split())`` for each string, computed on the
     strings joined by ``_SEP`` so that lower-casing, translation and the article regex run once per
     block instead of once per string (the result is the same: ``_SEP`` behaves at every join as a
