@@ -63,12 +63,18 @@ def llama_threads(threads: int | None) -> int:
 
 
 def free_cores(*, load: float | None = None, cores: int | None = None) -> int:
-    """The cores no other process is using: the CPUs this process may run on
-    (``os.sched_getaffinity``) less the 1-minute load average, rounded, at least 1. Read when a
-    command starts, before its own work shows in the load."""
-    cores = len(os.sched_getaffinity(0)) if cores is None else cores
+    """The cores no other process is using: the CPUs this process may run on (:func:`_cpus`) less
+    the 1-minute load average, rounded, at least 1. Read when a command starts, before its own
+    work shows in the load."""
+    cores = _cpus() if cores is None else cores
     load = os.getloadavg()[0] if load is None else load
     return max(1, min(cores, round(cores - load)))
+
+
+def _cpus() -> int:
+    """The CPUs this process may run on (``os.cpu_count()`` where there is no affinity call: macOS)."""
+    affinity = getattr(os, "sched_getaffinity", None)
+    return len(affinity(0)) if affinity is not None else os.cpu_count() or 1
 
 
 def fit_threads(
@@ -86,7 +92,7 @@ def fit_threads(
         return threads
     print(
         f"{what} {threads}: only {free} core(s) free (load average {load:.1f} on "
-        f"{len(os.sched_getaffinity(0)) if cores is None else cores}); using {free} thread(s), "
+        f"{_cpus() if cores is None else cores}); using {free} thread(s), "
         "as more would wait on busy cores",
         file=sys.stderr,
     )
