@@ -124,7 +124,12 @@ def add_command(
     return p
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
+    """The ``harness`` parser. Given the command line ``argv``, only the invoked engine command's
+    module is imported (``harness score`` reads no other ``cmd_*.py`` and not the entry points:
+    importing them all was a tenth of scoring 100k rows); with no command, ``--help`` first, or a
+    name that is not an engine command, every command is added, so the listing and the one-line
+    error for an unknown command stay as they were."""
     parser = Parser(
         prog="harness",
         description="Benchmark and evaluation harness for retrieval-augmented reasoning.",
@@ -132,9 +137,33 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=HelpFormatter,
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    invoked = _invoked_command(argv)
+    # ``serve-retriever`` lives in cmd_serve_retriever.py; a name with "_" is not a command's name
+    module = invoked.replace("-", "_") if invoked is not None and "_" not in invoked else None
+    if module is not None and module in _engine_command_modules():
+        importlib.import_module(f"harness.cli.cmd_{module}").add_parser(sub)
+        return parser
     for _, add in sorted(commands().items()):
         add(sub)
     return parser
+
+
+def _invoked_command(argv: Sequence[str] | None) -> str | None:
+    """The command named on the command line: its first word, when no option comes before it (the
+    top-level parser's only options are ``-h``/``--help``)."""
+    args = sys.argv[1:] if argv is None else list(argv)
+    return args[0] if args and not args[0].startswith("-") else None
+
+
+def _engine_command_modules() -> list[str]:
+    """The names of the engine's ``harness/cli/cmd_*.py`` commands, without importing them."""
+    import harness.cli as pkg
+
+    return [
+        info.name.removeprefix("cmd_")
+        for info in pkgutil.iter_modules(pkg.__path__)
+        if info.name.startswith("cmd_")
+    ]
 
 
 COMMANDS_GROUP = "rar_harness.commands"
@@ -148,14 +177,9 @@ def commands() -> dict[str, Callable[[argparse._SubParsersAction], object]]:
     installed :data:`COMMANDS_GROUP` entry points."""
     from importlib.metadata import entry_points
 
-    import harness.cli as pkg
-
     out: dict[str, Callable[[argparse._SubParsersAction], object]] = {}
-    for info in pkgutil.iter_modules(pkg.__path__):
-        if info.name.startswith("cmd_"):
-            out[info.name.removeprefix("cmd_")] = importlib.import_module(
-                f"harness.cli.{info.name}"
-            ).add_parser
+    for name in _engine_command_modules():
+        out[name] = importlib.import_module(f"harness.cli.cmd_{name}").add_parser
     for ep in entry_points(group=COMMANDS_GROUP):
         if ep.name in out:
             raise ConfigError(
@@ -190,7 +214,7 @@ def _sigterm_interrupts():
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
+    parser = build_parser(argv)
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):
         parser.print_help()

@@ -107,7 +107,8 @@ def _add_execution_args(p: argparse.ArgumentParser) -> None:
         type=positive_int,
         default=None,
         help="llama.cpp / transformers threads (default $OMP_NUM_THREADS, else 1); 2 on an idle "
-        "2-core machine is about twice as fast, but collapses when another process is busy",
+        "2-core machine is about twice as fast, but collapses when another process is busy, so more "
+        "threads than cores free (the load average) are lowered, with one line",
     )
     add_device_arg(p, what="the model of the transformers backend", default=None)
     p.add_argument(
@@ -289,7 +290,9 @@ def backend_options(args: argparse.Namespace) -> dict[str, object]:
             from harness.errors import ConfigError
 
             raise ConfigError("--threads sets an in-process model's threads; a --base-url server has its own")
-        opts["threads"] = args.threads
+        from harness.llm.server import fit_threads
+
+        opts["threads"] = fit_threads(args.threads, "--threads")  # lowered where the cores are busy
     if args.device is not None:
         # auto picks transformers only for a local HF directory (a training checkpoint)
         hf_dir = args.backend == "auto" and Path(args.model).is_dir()

@@ -141,10 +141,10 @@ def run_training(method, recipe, args: argparse.Namespace) -> int:
     out = output_dir(args.out or Path("runs") / f"{method.name}-{recipe.name}")
     if args.resume and saved_checkpoint(out) is None and not Path(args.db).exists():
         nothing_saved(out, recipe)  # no row to close either: refused before any file is made
+    device = resolve_device(args.device)  # a GPU asked for but absent fails here, before any row
+    rollout_backend = rollout_backend_of(args, recipe, device)  # refused here, in seconds
     setup = RunSetup.from_choices(run_choices(args))  # the protocol; --retriever-url asked now
     proto = setup.protocol
-    device = resolve_device(args.device)  # a GPU asked for but absent fails here, before any row
-    rollout_backend = rollout_backend_of(args, recipe, device)
     if args.rollout_engines not in (None, 1) and rollout_backend != "llamacpp":
         raise ConfigError(
             f"--rollout-engines {args.rollout_engines}: only llama.cpp rollouts run on several engines, "
@@ -212,12 +212,17 @@ def rollout_engines_of(args: argparse.Namespace, recipe) -> int:
 
 def rollout_backend_of(args: argparse.Namespace, recipe, device) -> str:
     """``--rollout-backend``, ``auto`` resolved (:func:`harness.rl.rollout_engine.default_rollout_backend`);
-    vllm is refused in one line where vLLM is not installed."""
+    llamacpp is refused in one line where it cannot serve the recipe or model
+    (:func:`harness.rl.rollout_engine.check_llamacpp_rollout`), vllm where vLLM is not installed."""
     from harness.rl.rollout_engine import default_rollout_backend
 
     rollout_backend = args.rollout_backend
     if rollout_backend == "auto":
         rollout_backend = default_rollout_backend(recipe, args.model, device)
+    if rollout_backend == "llamacpp":  # refused now, not after the model is converted and loaded
+        from harness.rl.rollout_engine import check_llamacpp_rollout
+
+        check_llamacpp_rollout(recipe, args.model, args.rollout_weights)
     if rollout_backend == "vllm":
         import importlib.util
 

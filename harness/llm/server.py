@@ -40,7 +40,15 @@ from harness.errors import ConfigError, HarnessError, ServerError
 from harness.llm.front import FrontLimits
 from harness.llm.model_files import cache_root, resolve_gguf
 
-__all__ = ["ModelServer", "free_port", "port_is_free", "resolve_gguf", "server_params", "llama_threads"]
+__all__ = [
+    "ModelServer",
+    "fit_threads",
+    "free_port",
+    "llama_threads",
+    "port_is_free",
+    "resolve_gguf",
+    "server_params",
+]
 
 LOG_DIR = "logs"
 CHILD_KEY_ENV = "_HARNESS_SERVE_MODEL_API_KEY"  # the clients' key, parent -> child (not argv)
@@ -52,6 +60,43 @@ def llama_threads(threads: int | None) -> int:
         return threads
     env = os.environ.get("OMP_NUM_THREADS", "").strip()
     return int(env) if env.isdigit() and int(env) > 0 else 1
+
+
+def free_cores(*, load: float | None = None, cores: int | None = None) -> int:
+    """The cores no other process is using: the CPUs this process may run on (:func:`_cpus`) less
+    the 1-minute load average, rounded, at least 1. Read when a command starts, before its own
+    work shows in the load."""
+    cores = _cpus() if cores is None else cores
+    load = os.getloadavg()[0] if load is None else load
+    return max(1, min(cores, round(cores - load)))
+
+
+def _cpus() -> int:
+    """The CPUs this process may run on (``os.cpu_count()`` where there is no affinity call: macOS)."""
+    affinity = getattr(os, "sched_getaffinity", None)
+    return len(affinity(0)) if affinity is not None else os.cpu_count() or 1
+
+
+def fit_threads(
+    threads: int, what: str = "--threads", *, load: float | None = None, cores: int | None = None
+) -> int:
+    """``threads``, lowered to :func:`free_cores` with one line on stderr when more are asked for
+    than are free: llama.cpp's threads wait for each other at every step, so a thread that shares
+    its core with a busy process stalls them all (``--threads 2`` beside other work measured 9-11x
+    slower than one thread, with the same tokens)."""
+    if threads <= 1:
+        return threads
+    load = os.getloadavg()[0] if load is None else load
+    free = free_cores(load=load, cores=cores)
+    if threads <= free:
+        return threads
+    print(
+        f"{what} {threads}: only {free} core(s) free (load average {load:.1f} on "
+        f"{_cpus() if cores is None else cores}); using {free} thread(s), "
+        "as more would wait on busy cores",
+        file=sys.stderr,
+    )
+    return free
 
 
 def passive_omp_env(threads: int, env: dict[str, str] | None = None) -> dict[str, str]:

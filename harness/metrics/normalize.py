@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import re
 import string
+from typing import Any
 
 _ARTICLES = re.compile(r"\b(a|an|the)\b")
 _DELETE_PUNCT = str.maketrans("", "", string.punctuation)
@@ -55,3 +56,34 @@ def normalize_answer_r1searcher(s: str) -> str:
     """R1-Searcher normalisation: True/False -> yes/no, punctuation (with ‘ ’ ´ `) and ``_`` -> space."""
     s = r1searcher_bool_mapping(s)
     return " ".join(_ARTICLES.sub(" ", s.lower().translate(_SPACE_PUNCT)).split())
+
+
+_SEP = "\x00"  # joins a block of strings: not cased, not case-ignorable, not a word character, not whitespace
+
+
+def _many(strings: list[str], table: dict[int, Any]) -> list[str]:
+    """``" ".join(articles(s.lower().translate(table)).split())`` for each string, computed on the
+    strings joined by ``_SEP`` so that lower-casing, translation and the article regex run once per
+    block instead of once per string (the result is the same: ``_SEP`` behaves at every join as a
+    string's start and end do, final-sigma lower-casing and ``\\b`` included). A block where a
+    string itself contains ``_SEP`` is done one string at a time."""
+    out: list[str] = []
+    for i in range(0, len(strings), 4096):
+        block = strings[i : i + 4096]
+        joined = _SEP.join(block)
+        if joined.count(_SEP) != len(block) - 1:
+            out.extend(" ".join(_ARTICLES.sub(" ", s.lower().translate(table)).split()) for s in block)
+            continue
+        parts = _ARTICLES.sub(" ", joined.lower().translate(table)).split(_SEP)
+        out.extend([" ".join(p.split()) for p in parts])
+    return out
+
+
+def normalize_many(strings: list[str]) -> list[str]:
+    """``[normalize_answer(s) for s in strings]``, faster on many strings."""
+    return _many(strings, _DELETE_PUNCT)
+
+
+def normalize_many_r1searcher(strings: list[str]) -> list[str]:
+    """``[normalize_answer_r1searcher(s) for s in strings]``, faster on many strings."""
+    return _many([r1searcher_bool_mapping(s) for s in strings], _SPACE_PUNCT)

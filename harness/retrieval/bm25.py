@@ -89,6 +89,9 @@ def top_k_rows(scores: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
     return rows[order], vals[order]
 
 
+_BINCOUNT_POSTINGS = 4_000_000  # postings (48 MB as rows and weights) scored in one np.bincount
+
+
 class Bm25sRetriever(Retriever):
     """bm25s over a :class:`Corpus`; the index is built once and reused (see ``index.py``)."""
 
@@ -185,19 +188,50 @@ class Bm25sRetriever(Retriever):
         the scores are bit-identical to it; a term repeated n times adds ``n * w`` once instead of
         ``w`` n times, equal up to float rounding.
         """
+        spans = [
+            (int(self._indptr[tid]), int(self._indptr[tid + 1]), count)
+            for tid, count in self.term_counts(query).items()
+        ]
+        if sum(end - start for start, end, _ in spans) <= _BINCOUNT_POSTINGS:
+            # one np.bincount over the terms' postings in term order: each row's weights are added
+            # in the same order as the loop below, so the scores are bit-identical, 4-5x faster
+            # than a fancy-index add per term (1,000 mini-multihop queries: 0.43 -> 0.10 s)
+            if not spans:
+                return np.zeros(len(self.corpus))
+            rows = np.concatenate([self._indices[start:end] for start, end, _ in spans])
+            weights = np.concatenate([self._weights(start, end, count) for start, end, count in spans])
+            return np.bincount(rows, weights=weights, minlength=len(self.corpus))
         out = np.zeros(len(self.corpus))
-        for tid, count in self.term_counts(query).items():
-            start, end = int(self._indptr[tid]), int(self._indptr[tid + 1])
-            weights = self._data[start:end].astype(np.float64)
-            if count > 1:
-                weights *= count
+        for start, end, count in spans:  # postings too long to hold twice: one term at a time
             # rows are unique within one term's postings, so a fancy-index add is exact
-            out[self._indices[start:end]] += weights
+            out[self._indices[start:end]] += self._weights(start, end, count)
         return out
 
+    def _weights(self, start: int, end: int, count: int) -> np.ndarray:
+        """One term's posting weights as float64, times its count in the query."""
+        weights = self._data[start:end].astype(np.float64)
+        if count > 1:
+            weights *= count
+        return weights
+
     def _search(self, queries: list[str], k: int) -> list[list[Hit]]:
+        from harness.retrieval import bm25_numba
+
+        compiled = bm25_numba.kernel() if bm25_numba.available() else None
         out = []
         for q in queries:
-            rows, vals = top_k_rows(self.scores(q), k)
+            if compiled is not None:  # the same scores and top-k, compiled (harness.retrieval.bm25_numba)
+                counts = self.term_counts(q)
+                rows, vals = compiled(
+                    self._indptr,
+                    self._indices,
+                    self._data,
+                    np.fromiter(counts.keys(), dtype=np.int64, count=len(counts)),
+                    np.fromiter(counts.values(), dtype=np.int64, count=len(counts)),
+                    len(self.corpus),
+                    k,
+                )
+            else:
+                rows, vals = top_k_rows(self.scores(q), k)
             out.append([self.corpus.hit(int(r), float(v)) for r, v in zip(rows, vals, strict=True)])
         return out

@@ -70,6 +70,20 @@ def engine_base(model: str) -> tuple[str, Path | None]:
     )
 
 
+def check_llamacpp_rollout(recipe: Recipe, model: str, weights: str = "packaged") -> tuple[str, Path | None]:
+    """Every refusal of llama.cpp rollouts, in one line each, from the recipe and the model's name
+    alone: ``harness train`` asks before any model is converted or loaded (a recipe without LoRA
+    used to be refused after minutes of loading). Returns :func:`engine_base`."""
+    if recipe.lora is None:
+        raise ConfigError(
+            f"recipe {recipe.name!r}: --rollout-backend llamacpp needs a LoRA recipe (the adapter is what "
+            "reaches the engine each step); use --rollout-backend transformers for full fine-tuning"
+        )
+    if weights not in ROLLOUT_WEIGHTS:
+        raise ConfigError(f"--rollout-weights {weights!r}: not one of {', '.join(ROLLOUT_WEIGHTS)}")
+    return engine_base(model)
+
+
 def llamacpp_applies(recipe: Recipe, model: str, device: Any) -> bool:
     """Whether ``--rollout-backend llamacpp`` can serve this run: on the CPU, a LoRA recipe over a
     packaged GGUF model (or a checkpoint of one)."""
@@ -200,14 +214,7 @@ class LlamaCppRollout:
         from harness.llm.llamacpp_engines import LlamaCppEngines
         from harness.llm.model_files import resolve_gguf
 
-        if recipe.lora is None:
-            raise ConfigError(
-                f"recipe {recipe.name!r}: --rollout-backend llamacpp needs a LoRA recipe (the adapter is what "
-                "reaches the engine each step); use --rollout-backend transformers for full fine-tuning"
-            )
-        if weights not in ROLLOUT_WEIGHTS:
-            raise ConfigError(f"--rollout-weights {weights!r}: not one of {', '.join(ROLLOUT_WEIGHTS)}")
-        base, start = engine_base(model)
+        base, start = check_llamacpp_rollout(recipe, model, weights)
         self.dir = Path(work_dir) / "rollout-adapters"
         self.dir.mkdir(parents=True, exist_ok=True)
         served = str(resolve_gguf(base))

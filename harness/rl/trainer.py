@@ -233,6 +233,10 @@ class Trainer:
                 f"rollout backend {rollout_backend!r} is not one of transformers, llamacpp, vllm "
                 "(harness train --rollout-backend)"
             )
+        if rollout_backend == "llamacpp":  # before the policy is loaded (minutes), not after
+            from harness.rl.rollout_engine import check_llamacpp_rollout
+
+            check_llamacpp_rollout(recipe, model, rollout_weights)
         self.rollout_backend = rollout_backend
         self.rollout_threads = rollout_threads
         self.rollout_weights = rollout_weights

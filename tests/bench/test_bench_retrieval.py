@@ -133,3 +133,51 @@ def test_dense_index_build_256_passages(benchmark, tmp_path_factory):
 
     built = benchmark.pedantic(build, rounds=1, iterations=1)
     assert built.index.ntotal == 256
+
+
+def test_bench_bm25s_numba_kernel_against_the_numpy_path(benchmark, bm25s_retriever, queries):
+    """Issue 60: scores and top-3 of 1,000 queries with harness/retrieval/bm25_numba.py against
+    the numpy path (np.bincount + top_k_rows), alternating three times; the same top-k checked
+    first, the CPU ratio stored. Skipped where numba is not installed."""
+    import statistics
+    import time
+
+    import numpy as np
+
+    from harness.retrieval import bm25_numba
+    from harness.retrieval.bm25 import top_k_rows
+
+    if not bm25_numba.available():
+        pytest.skip("numba is not installed (pip install 'rar-harness[numba]')")
+    r = bm25s_retriever
+    counts = [r.term_counts(q) for q in queries]
+    args = [
+        (np.fromiter(c.keys(), np.int64, len(c)), np.fromiter(c.values(), np.int64, len(c))) for c in counts
+    ]
+    kernel, n = bm25_numba.kernel(), len(r.corpus)
+
+    def compiled():
+        return [kernel(r._indptr, r._indices, r._data, t, c, n, 3) for t, c in args]
+
+    def numpy_path():
+        return [top_k_rows(r.scores(q), 3) for q in queries]
+
+    for (a, b), (c, d) in zip(compiled(), numpy_path(), strict=True):
+        assert np.array_equal(a, c) and np.array_equal(b, d)
+    ours, theirs = [], []
+
+    def rounds():
+        for _ in range(3):
+            t0 = time.process_time()
+            compiled()
+            t1 = time.process_time()
+            numpy_path()
+            ours.append(t1 - t0)
+            theirs.append(time.process_time() - t1)
+
+    benchmark.pedantic(rounds, rounds=1, iterations=1)
+    ratio = statistics.median(theirs) / statistics.median(ours)
+    benchmark.extra_info.update({"numba_s": ours, "numpy_s": theirs, "ratio": ratio})
+    print(
+        f"\nbm25s top-3 of 1,000 queries: numba kernel {ratio:.2f}x the numpy path ({ours} vs {theirs} s CPU)"
+    )

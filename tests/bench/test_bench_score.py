@@ -130,3 +130,33 @@ def test_bench_per_sample_metrics_10k(benchmark, predictions_file: Path) -> None
 
     report = benchmark.pedantic(compute, rounds=5, iterations=1, warmup_rounds=1)
     assert len(report.values["f1"]) == N
+
+
+def test_bench_harness_score_100k_against_a_flashrag_loop(benchmark, tmp_path_factory) -> None:
+    """Issue 60: ``harness score`` (em, f1, cover_em, cover_em_tokens, 1,000-resample intervals)
+    against the FlashRAG-style loop of scripts/flashrag_score_loop.py (em, f1, cover_em, no
+    intervals) on the same 100,000 rows, whole processes, alternating; the ratio (goal >= 3x) is
+    stored in extra_info and printed. The per-sample values are checked equal first."""
+    import sys
+
+    from tests.support.side_by_side import describe, side_by_side
+
+    root = Path(__file__).resolve().parents[2]
+    path = _make_predictions(tmp_path_factory.mktemp("bench100k") / "p.jsonl", n=100_000)
+    ours = [sys.executable, "-m", "harness", "score", str(path), "--json"]
+    loop = [sys.executable, str(root / "scripts" / "flashrag_score_loop.py"), str(path)]
+    env = {**__import__("os").environ, "PYTHONPATH": str(root), "OMP_NUM_THREADS": "1"}
+
+    ps, lp = path.with_suffix(".ours"), path.with_suffix(".loop")
+    import subprocess
+
+    subprocess.run([*ours, "--per-sample", str(ps)], env=env, check=True, capture_output=True)
+    subprocess.run([*loop, "--per-sample", str(lp)], env=env, check=True, capture_output=True)
+    with ps.open() as a, lp.open() as b:
+        for x, y in zip(a, b, strict=True):
+            got, want = json.loads(x)["metrics"], json.loads(y)
+            assert {k: got[k] for k in want} == want
+
+    result = benchmark.pedantic(lambda: side_by_side(ours, loop, rounds=3, env=env), rounds=1, iterations=1)
+    benchmark.extra_info.update(result)
+    print("\n" + describe("harness score vs FlashRAG-style loop, 100k rows", result))

@@ -68,6 +68,19 @@ def test_repeated_query_terms_count_like_lucene(tiny_corpus):
     assert twice == pytest.approx(2 * once)
 
 
+@pytest.mark.parametrize(
+    "query", ["capital of France", "France france paris capital, Paris!", "cats mice python berlin", "zebra"]
+)
+def test_one_bincount_and_a_term_at_a_time_give_bit_identical_scores(tiny_corpus, monkeypatch, query):
+    from harness.retrieval import bm25
+
+    r = Bm25sRetriever(tiny_corpus)
+    together = r.scores(query)
+    monkeypatch.setattr(bm25, "_BINCOUNT_POSTINGS", 0)  # the loop, for postings too long to hold twice
+    assert np.array_equal(together, r.scores(query))
+    assert together.shape == (5,) and together.dtype == np.float64
+
+
 def test_no_matching_term_gives_no_hits_and_blank_query_is_an_error(tiny_corpus):
     r = Bm25sRetriever(tiny_corpus)
     assert r.search(["the of and", "zebra quantum"], 3) == [[], []]
@@ -214,3 +227,35 @@ def test_a_long_query_reads_each_term_once(tiny_corpus, monkeypatch):
     scores = r.scores("paris germany cats " * 33_334)
     assert len(reads) == 3
     assert np.argmax(scores) == 2  # d3: "cat", "cats" both stem to "cat" -> 2 occurrences
+
+
+@pytest.mark.skipif(
+    not __import__("harness.retrieval.bm25_numba", fromlist=["available"]).available(),
+    reason="numba is not installed (pip install numba)",
+)
+@pytest.mark.parametrize("k", [1, 2, 3, 5, 100])
+def test_the_numba_kernel_gives_the_numpy_scores_and_top_k(tiny_corpus, k):
+    """harness.retrieval.bm25_numba: bit-identical scores and the same top-k rule (ties by row)."""
+    from harness.retrieval.bm25_numba import kernel
+
+    r = Bm25sRetriever(tiny_corpus)
+    for q in ["capital of France", "France france paris capital, Paris!", "cats mice python berlin", "the"]:
+        counts = r.term_counts(q)
+        rows, vals = kernel()(
+            r._indptr,
+            r._indices,
+            r._data,
+            np.fromiter(counts.keys(), dtype=np.int64, count=len(counts)),
+            np.fromiter(counts.values(), dtype=np.int64, count=len(counts)),
+            len(tiny_corpus),
+            k,
+        )
+        want_rows, want_vals = top_k_rows(r.scores(q), k)
+        assert np.array_equal(rows, want_rows) and np.array_equal(vals, want_vals)
+    scores = np.array([0.0, 2.0, 1.0, 2.0, 2.0, -1.0])  # ties: lower row first; none below zero
+    indptr = np.array([0, 6], dtype=np.int64)
+    rows, vals = kernel()(
+        indptr, np.arange(6, dtype=np.int32), scores.astype(np.float32), np.array([0]), np.array([1]), 6, 3
+    )
+    assert rows.tolist() == [1, 3, 4] and vals.tolist() == [2.0, 2.0, 2.0]
+    assert rows.tolist() == top_k_rows(scores, 3)[0].tolist()

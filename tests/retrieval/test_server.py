@@ -416,3 +416,40 @@ def test_serve_retriever_refuses_a_bad_port_in_one_line(tiny_path, cache_dir):
         proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2 and proc.stdout == ""
     assert proc.stderr == f"error: cannot listen on 127.0.0.1:{port}: Address already in use\n"
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        b'{"queries": ["capital of France", "python language"], "topk": 2, "return_scores": true}',
+        b'{"queries": ["capital of France"], "return_scores": "true", "topk": "1"}',  # lax, as upstream
+        b'{"queries": ["capital of France", " ", ""], "topk": 2}',  # blank queries find nothing
+        b'{"queries": []}',
+        b'{"queries": ["berlin"] , "topk": 51}',  # over max_topk: 422
+        b'{"queries": "berlin"}',  # not a list: FastAPI's 422
+        b'{"queries": ["berlin"], "topk": NaN}',  # orjson refuses it: FastAPI reads it
+        b'{"queries": ["berlin"]',  # not JSON: FastAPI's 422
+    ],
+)
+def test_the_fast_retrieve_path_answers_what_fastapi_answers(tiny_corpus, body):
+    """/retrieve through the fast path (_FastRetrieve) and through FastAPI alone (the same app
+    without that middleware): the same status and the same bytes, errors included."""
+    from harness.retrieval.server import _FastRetrieve
+
+    limits = ServerLimits(max_topk=50)
+    without = create_app(Bm25sRetriever(tiny_corpus), default_topk=2, limits=limits)
+    without.user_middleware = [m for m in without.user_middleware if m.cls is not _FastRetrieve]
+    servers = [
+        Served(Bm25sRetriever(tiny_corpus), default_topk=2, limits=limits),
+        Served(app=without, limits=limits),
+    ]
+    try:
+        fast, plain = (
+            httpx.post(s.url + "/retrieve", content=body, headers={"content-type": "application/json"})
+            for s in servers
+        )
+    finally:
+        for s in servers:
+            s.stop()
+    assert (fast.status_code, fast.content) == (plain.status_code, plain.content)
+    assert fast.headers["content-type"] == plain.headers["content-type"] == "application/json"

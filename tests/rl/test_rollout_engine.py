@@ -139,6 +139,36 @@ def test_llamacpp_options_without_llamacpp_rollouts_are_refused_before_any_row(t
     assert not db.exists() and not (tmp_path / "o").exists()
 
 
+def test_llamacpp_rollouts_of_a_recipe_without_lora_are_refused_before_any_model_is_loaded(
+    tmp_path, capsys, monkeypatch
+):
+    from harness.cli import main
+    from harness.rl import trainer
+
+    def no_loading(*a, **kw):
+        raise AssertionError("the model was loaded before the refusal")
+
+    monkeypatch.setattr(trainer, "load_policy", no_loading)
+    db = tmp_path / "r.duckdb"
+    argv = ["train", "--method", "search_r1", "--recipe", "cpu-smoke", "--out", str(tmp_path / "o")]
+    assert main([*argv, "--db", str(db), "--rollout-backend", "llamacpp"]) == 2
+    assert "recipe 'cpu-smoke': --rollout-backend llamacpp needs a LoRA recipe" in capsys.readouterr().err
+    assert not db.exists() and not (tmp_path / "o").exists()
+    # and through the API: Trainer itself refuses before train() loads anything
+    from tests.rl.test_trainer import PROTO, FavouriteWords, toy_recipe
+
+    with pytest.raises(ConfigError, match="needs a LoRA recipe"):
+        trainer.Trainer(
+            FavouriteWords(),
+            toy_recipe(1),
+            model="default",
+            out_dir=tmp_path,
+            protocol=PROTO,
+            retriever=None,
+            rollout_backend="llamacpp",
+        )
+
+
 def test_engines_default_to_one_per_thread_and_at_most_one_per_group():
     # (threads, groups of a round) -> engines: the largest count <= both that divides the threads
     cases = {(2, 4): 2, (1, 4): 1, (4, 4): 4, (4, 3): 2, (6, 4): 3, (2, 1): 1, (3, 2): 1}
