@@ -13,7 +13,8 @@ import pandas as pd
 from harness.data.benches import MULTIHOP, SINGLEHOP
 from harness.errors import ConfigError
 from harness.metrics.bootstrap import Aggregate
-from harness.metrics.paired import ALPHA, PairedTest, paired_test
+from harness.metrics.exact import paired_exact
+from harness.metrics.paired import ALPHA, PairedTest
 from harness.metrics.paired import holm as paired_holm
 from harness.results.queries import choose_protocol
 from leaderboards import queries
@@ -45,8 +46,10 @@ from leaderboards.views.common import (
     uses_retrieval,
 )
 
-
 # -- leaderboard ---------------------------------------------------------------------------------
+_EQUAL = 1e-12  # two means closer than this are equal (float sums of the same values)
+
+
 @dataclass
 class Leaderboard:
     """Methods x datasets for one protocol and one metric."""
@@ -152,7 +155,20 @@ class Leaderboard:
         """Row ``b`` against row ``a`` on a score column, on the questions both scored
         (:func:`harness.metrics.paired.paired_test`: exact McNemar for 0/1 values, else the paired
         bootstrap; an average weights each dataset equally). None when either lacks a dataset."""
+        shared = self._shared(key, a, b)
+        if shared is None:
+            return None
+        keys, xa, xb, weights = shared
+        return paired_exact(xa, xb, keys=keys, weights=weights)
+
+    def _shared(
+        self, key: str, a: tuple[str, str], b: tuple[str, str]
+    ) -> tuple[list[tuple[str, str]], np.ndarray, np.ndarray, np.ndarray] | None:
+        """The questions rows ``a`` and ``b`` both scored in a score column: their ``(dataset,
+        sample_id)`` keys, both rows' values and each question's weight (an average weights
+        every dataset equally); None when either lacks a dataset or they share no question."""
         qa, qb = self.questions.get(a, {}), self.questions.get(b, {})
+        keys: list[tuple[str, str]] = []
         xa: list[float] = []
         xb: list[float] = []
         sizes: list[int] = []
@@ -162,12 +178,22 @@ class Leaderboard:
             common = [s for s in qa[d] if s in qb[d]]
             if not common:
                 return None
+            keys += [(d, s) for s in common]
             xa += [qa[d][s] for s in common]
             xb += [qb[d][s] for s in common]
             sizes += [len(common)] * len(common)
         n, k = len(xa), len(self.members(key))
         weights = np.array([n / (k * m) for m in sizes])
-        return paired_test(np.array(xa), np.array(xb), weights=weights)
+        return keys, np.array(xa), np.array(xb), weights
+
+    def shared_diff(self, key: str, a: tuple[str, str], b: tuple[str, str]) -> float | None:
+        """Mean of ``b - a`` on the questions both rows scored (datasets weighted equally); None
+        when they share none. What "better" means between a partial row and a complete one."""
+        shared = self._shared(key, a, b)
+        if shared is None:
+            return None
+        _, xa, xb, w = shared
+        return float(np.mean((xb - xa) * w))
 
     def best_and_ties(
         self, key: str, frame: pd.DataFrame | None = None, *, holm: bool = False
@@ -175,7 +201,10 @@ class Leaderboard:
         """Row positions (in ``frame``, default the board's) of the best score in a column and of
         the scores the paired test does not separate from it (``≈``): each row against the best
         row on the questions both scored, at 0.05 per pair (uncorrected; ``holm``: Holm's
-        correction across the column's rows). The tests are :meth:`tests_against_best`."""
+        correction across the column's rows). The tests are :meth:`tests_against_best`; a column
+        whose every score is equal has no best and no tie (:meth:`all_equal`)."""
+        if self.all_equal(key, frame):  # no row is better than another: nothing to mark
+            return set(), set()
         best, tests = self.tests_against_best(key, frame)
         pvals = {i: t.p for i, t in tests.items() if t is not None}
         if holm and pvals:
@@ -191,9 +220,8 @@ class Leaderboard:
         col = df[key].to_numpy(float)
         if not len(col) or np.all(np.isnan(col)):
             return set(), {}
-        top = np.nanmax(col)
-        best = {i for i, v in enumerate(col) if v == top}
         rows = list(zip(df["method"], df["model"], strict=True))
+        best = self._best(key, col, rows)
         ref = rows[min(best)]
         tests = {
             i: self.paired_with(key, ref, rows[i])
@@ -201,6 +229,41 @@ class Leaderboard:
             if i not in best and not math.isnan(v)
         }
         return best, tests
+
+    def _best(self, key: str, col: np.ndarray, rows: list[tuple[str, str]]) -> set[int]:
+        """The best rows of a column. When every row has the same n (the usual case): the rows
+        with the highest score. When some row is partial (fewer questions), "better" is decided
+        on the questions both rows answered: the fullest rows start (highest score first), and a
+        row whose mean on the questions it shares with the current best is higher takes its
+        place; the best is that row and every row equal to it on the shared questions (a partial
+        run that scored 4/8 where the best scored 6/8 on those eight is not best, whatever its
+        score over its eight questions alone)."""
+        present = [i for i, v in enumerate(col) if not math.isnan(v)]
+        cell = self.cells.get
+        ns = {i: (c.n if (c := cell((*rows[i], key))) is not None else 0) for i in present}
+        if len(set(ns.values())) <= 1:
+            top = np.nanmax(col)
+            return {i for i in present if col[i] == top}
+        order = sorted(present, key=lambda i: (-ns[i], -col[i], i))
+        champ = order[0]
+        for i in order[1:]:
+            d = self.shared_diff(key, rows[champ], rows[i])
+            if d is not None and d > _EQUAL:
+                champ = i
+        best = {champ}
+        for i in present:
+            d = None if i == champ else self.shared_diff(key, rows[champ], rows[i])
+            if d is not None and abs(d) <= _EQUAL:
+                best.add(i)
+        return best
+
+    def all_equal(self, key: str, frame: pd.DataFrame | None = None) -> bool:
+        """Every row with a score in the column has the same score (no row is best: the exports
+        bold nothing, rather than every cell of a column of zeros)."""
+        df = self.frame if frame is None else frame
+        col = df[key].to_numpy(float)
+        vals = col[~np.isnan(col)]
+        return len(vals) > 1 and bool(np.all(vals == vals[0]))
 
     def display_frame(self, *, ci: str = "text") -> pd.DataFrame:
         df = self.frame.copy()
