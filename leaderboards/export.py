@@ -20,6 +20,7 @@ from typing import Literal
 import pandas as pd
 
 from harness.errors import ConfigError
+from harness.results.agreement import MARGIN
 from harness.results.tables import markdown_table, md_cell
 from leaderboards import EXPORT_FORMATS, EXPORT_VIEWS, queries, views
 from leaderboards.schema import COST_COLUMNS, REPORTED_COLUMNS, Column, dataset_label, metric_label
@@ -150,8 +151,9 @@ def summary_table(summary: pd.DataFrame) -> PaperTable:
     caption = (
         "Across the papers: each paper's rows as printed; those with a number of ours; those with a comparable "
         "one (the row's recorded setting matches our run on corpus, retriever, top-k, prompt variant, model, "
-        "metric variant and training state); the comparable numbers, and how many agree (the paper's number "
-        "inside our 95% interval)."
+        "metric variant and training state); the comparable numbers, and how many agree (our 95% interval "
+        f"within ±{100 * MARGIN:.0f} points of the paper's number: an equivalence test), differ (the paper's "
+        "number outside our interval) or are inconclusive (neither: too few questions to tell)."
     )
     return PaperTable(header, [("", rows)], set(), caption, label="tab:reported-summary")
 
@@ -229,7 +231,7 @@ def pivot_table(p: views.ReportedPivot) -> PaperTable:
         ]
         for r in p.frame.to_dict("records")
     ]
-    unit = "%, difference in percentage points" if p.unit == "%" else "as printed"
+    unit = "%, difference in percentage points" if p.unit in ("fraction", "%") else "as printed"
     differs = f" Protocol differs: {p.protocol_differs}." if p.protocol_differs else ""
     shared = f" Avg. (shared sets): the mean over {p.shared}, both sides." if p.shared else ""
     caption = (

@@ -70,7 +70,9 @@ st.caption(
     "Per paper: its rows as printed, how many have a number of ours under this protocol, how many a "
     "comparable one (the row's recorded setting matches our run on corpus, retriever, top-k, prompt, model, "
     "metric variant and training state: harness/results/comparable.py), and how many of those comparable "
-    "numbers agree (the paper's number inside our 95% interval)."
+    "numbers agree (our 95% interval within ±5 points of the paper's number: an equivalence test, "
+    "harness/results/agreement.py), differ (the paper's number outside our interval) or are inconclusive "
+    "(neither: at n = 10 an interval is wider than the margin, so nothing can agree)."
 )
 opening = views.default_paper(everything)  # one with our runs, if any
 c1, c2, c3 = st.columns([2, 2, 1], vertical_alignment="bottom")
@@ -109,7 +111,8 @@ st.caption(
     f"**{paper}**: {len(rows)} published numbers; {int(table['measured'].notna().sum())} cells with our "
     f"number under protocol `{protocol}`, {n_diff} of them like with like. Each cell: the paper's number; "
     "below it **ours [95% interval]**; then n and **Δ = ours − paper** (% for fractions, Δ in percentage "
-    "points; counts as printed; green ✓ where the paper's number is inside our interval), `Δ —` where not "
+    "points; counts as printed; green ✓ agrees where our 95% interval lies within ±5 points of the paper's, "
+    "✗ differs where the paper's number is outside it, ? inconclusive otherwise), `Δ —` where not "
     "like with like (`differs` names the setting fields that are not the same). A cell with one number: the paper's, for a dataset we did not run. "
     "**Avg. (paper)** is the paper's own average (its datasets); **Avg. (shared sets)** compares the mean "
     "over the datasets both sides have."
