@@ -17,6 +17,7 @@ from harness.metrics.exact import paired_exact
 from harness.metrics.paired import ALPHA, PairedTest
 from harness.metrics.paired import holm as paired_holm
 from harness.results.queries import choose_protocol
+from harness.results.training_state import training_of, type_of
 from leaderboards import queries
 from leaderboards.schema import (
     DATASET_ORDER,
@@ -38,7 +39,6 @@ from leaderboards.views.common import (
     dataset_aggregate,
     is_binary,
     macro_aggregate,
-    method_type,
     model_size,
     nan_aggregate,
     paper_link,
@@ -329,11 +329,15 @@ def build_leaderboard(
     n_resamples: int = N_RESAMPLES,
     row_stats: pd.DataFrame | None = None,
     protocol: dict | None = None,
+    records: dict[str, dict] | None = None,
 ) -> Leaderboard:
     """The leaderboard of ``metric`` from :func:`queries.latest_values` rows of one protocol.
 
     ``row_stats`` (:func:`queries.latest_row_stats`) fills answered %, valid-format %, errors and
-    partial-run marks; ``protocol`` (the protocol's JSON as a dict) the retriever and top-k."""
+    partial-run marks; ``protocol`` (the protocol's JSON as a dict) the retriever and top-k;
+    ``records`` (:func:`queries.run_records`: run id -> record) each row's training state
+    (:func:`harness.results.training_state.training_of`; a run without a record is its base
+    model's) and so its type; the label never decides it."""
     if not values.empty and set(values["protocol_id"]) - {protocol_id}:
         raise ValueError(f"rows of several protocols given for leaderboard of {protocol_id}")
     v = values[values["metric"] == metric]
@@ -353,6 +357,10 @@ def build_leaderboard(
             for d, gd in g.groupby("dataset")
         }
         label = ", ".join(sorted({str(x) for x in g["label"] if x}))
+        states = sorted(
+            {str(training_of(str(method), (records or {}).get(str(run), {}))) for run in set(g["run_id"])}
+        )
+        training = states[0] if len(states) == 1 else " / ".join(states)  # runs of one row differ: say so
         retrieves = uses_retrieval(str(method))
         st = stats.loc[(method, model)] if stats is not None and (method, model) in stats.index else None
         row: dict[str, object] = {
@@ -360,7 +368,8 @@ def build_leaderboard(
             "model": model,
             "label": label,
             "size": model_size(str(model)),
-            "type": method_type(str(method), label, str(model)),
+            "type": type_of(training if len(states) == 1 else None),
+            "training": training if training != "None" else "",
             "retriever": retriever_text(protocol) if protocol and retrieves else ("—" if protocol else ""),
             "top_k": int(protocol["top_k"]) if protocol and retrieves else None,
             "paper": paper_link(str(method)),
@@ -389,7 +398,7 @@ def build_leaderboard(
         rows.append(row)
     keys = [*(g.key for g, _ in averages), *datasets]
     fixed = [c.key for c in LEADERBOARD_COLUMNS]
-    cols = [*fixed, "runs"] + [f"{k}{s}" for k in keys for s in ("", "_lo", "_hi")]
+    cols = [*fixed, "runs", "training"] + [f"{k}{s}" for k in keys for s in ("", "_lo", "_hi")]
     frame = pd.DataFrame(rows, columns=cols)
     sort_key = keys[0] if keys else None  # avg all when there are several datasets
     if sort_key is not None and len(frame):
@@ -429,6 +438,7 @@ def leaderboard_from_db(
         metric=metric,
         row_stats=queries.latest_row_stats(store, protocol_id, complete_only=complete_only),
         protocol=json.loads(raw) if raw else None,
+        records=queries.run_records(store, sorted(set(values["run_id"]))),
         **kw,  # type: ignore[arg-type]
     )
 

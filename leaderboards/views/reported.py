@@ -125,16 +125,13 @@ def build_reported(
     """
     key_of = {g.reported_name: g.key for b in boards.values() for g, _ in b.averages}
     ran = {me for b in boards.values() for (me, _m, _k) in b.cells}
-    type_of = {
-        (str(me), str(mo)): (str(t), str(lab))
+    training_of = {
+        (str(me), str(mo)): (str(t) or None)
         for b in boards.values()
-        for me, mo, t, lab in zip(
-            b.frame["method"], b.frame["model"], b.frame["type"], b.frame["label"], strict=True
-        )
+        for me, mo, t in zip(b.frame["method"], b.frame["model"], b.frame["training"], strict=True)
     }
     if recorded is None:
         recorded = registered_settings()
-    backbones = frozenset(model_key(str(m)) for m in reported["model"]) if len(reported) else frozenset()
     out = []
     for r in reported.itertuples(index=False):
         key = key_of.get(r.dataset, r.dataset)
@@ -164,9 +161,7 @@ def build_reported(
                     method=r.method,
                     model=model,
                     metric=r.metric,
-                    method_type=type_of.get((r.method, model), ("?", ""))[0],
-                    backbones=backbones,
-                    label=type_of.get((r.method, model), ("?", ""))[1],
+                    training=training_of.get((r.method, model)),
                 )
                 differs += setting_differs(theirs, ours)
             paper_cover = PAPER_AVERAGES.get(r.dataset)
@@ -703,8 +698,9 @@ def reported_data(store, protocol_id: str, reported: pd.DataFrame) -> tuple[dict
             frames["n_retrievals"] = c.assign(
                 protocol_id=protocol_id, protocol_name=name, metric="n_retrievals", value=c["retrievals"]
             )
+    records = queries.run_records(store, sorted(set(values["run_id"])))
     boards = {
-        m: build_leaderboard(v, protocol_id=protocol_id, protocol_name=name, metric=m)
+        m: build_leaderboard(v, protocol_id=protocol_id, protocol_name=name, metric=m, records=records)
         for m, v in frames.items()
     }
     samples: Samples = {

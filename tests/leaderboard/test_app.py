@@ -173,7 +173,9 @@ def test_reported_page(app):
         '<span class="paper">43.3</span><br><span class="ours">75.0 <span class="ci">[30.1, 95.4]</span></span>'
         in html
     )
-    assert "model Qwen2.5-7B vs smollm2-135m-instruct" in html and "training trained vs untrained" in html
+    assert (
+        "model Qwen2.5-7B vs smollm2-135m-instruct" in html and "training trained (ppo) vs untrained" in html
+    )
     assert len(app.dataframe) == 1  # the long table (in the expander); the pivots are plain HTML tables
     app.selectbox(key="paper").set_value("tiresrag_r1").run()
     html = "".join(m.value for m in app.markdown)
