@@ -64,6 +64,9 @@ class Leaderboard:
     binary: bool = False  # every value 0/1: Wilson intervals
     questions: dict[tuple[str, str], dict[str, dict[str, float]]] = field(default_factory=dict)
     """(method, model) -> dataset -> sample id -> value: what the paired tests pair."""
+    _tests: dict[str, tuple[set[int], dict[int, PairedTest | None]]] = field(default_factory=dict, repr=False)
+    """:meth:`tests_against_best` of the board's own frame, per column (the app, the marks and the
+    export columns ask for the same tests)."""
 
     @property
     def score_keys(self) -> list[str]:
@@ -216,6 +219,8 @@ class Leaderboard:
     ) -> tuple[set[int], dict[int, PairedTest | None]]:
         """The best rows' positions in a column and, for every other row with a score, its paired
         test against the (first) best row (None: no questions in common)."""
+        if frame is None and key in self._tests:
+            return self._tests[key]
         df = self.frame if frame is None else frame
         col = df[key].to_numpy(float)
         if not len(col) or np.all(np.isnan(col)):
@@ -228,6 +233,8 @@ class Leaderboard:
             for i, v in enumerate(col)
             if i not in best and not math.isnan(v)
         }
+        if frame is None:
+            self._tests[key] = (best, tests)
         return best, tests
 
     def _best(self, key: str, col: np.ndarray, rows: list[tuple[str, str]]) -> set[int]:
@@ -265,6 +272,42 @@ class Leaderboard:
         vals = col[~np.isnan(col)]
         return len(vals) > 1 and bool(np.all(vals == vals[0]))
 
+    def paired_frame(self, *, holm: bool = False) -> tuple[pd.DataFrame, list[Column]]:
+        """Per score column, what the marks rest on, for the data exports: ``<key>_n`` (the
+        row's questions), ``<key>_p`` (its paired test against the column's best row on the
+        questions both answered; empty for the best row itself and where none is shared;
+        Holm-adjusted with ``holm``), ``<key>_tie`` (not separated from the best: the ``≈``)
+        and ``<key>_best``; rows in :attr:`frame`'s order."""
+        out: dict[str, list[object]] = {}
+        cols: list[Column] = []
+        rows = list(zip(self.frame["method"], self.frame["model"], strict=True))
+        for key in self.score_keys:
+            best, ties = self.best_and_ties(key, holm=holm)
+            _, tests = (set(), {}) if not best else self.tests_against_best(key)
+            pvals = {i: t.p for i, t in tests.items() if t is not None}
+            if holm and pvals:
+                pvals = dict(zip(pvals, paired_holm(list(pvals.values())), strict=True))
+            ns = [
+                (c.n if (c := self.cells.get((*r, key))) is not None and not math.isnan(c.mean) else None)
+                for r in rows
+            ]
+            out[f"{key}_n"] = ns
+            out[f"{key}_p"] = [pvals.get(i, math.nan) for i in range(len(rows))]
+            out[f"{key}_tie"] = [i in ties for i in range(len(rows))]
+            out[f"{key}_best"] = [i in best for i in range(len(rows))]
+            test = (
+                "exact McNemar"
+                if self.binary
+                else "exact sign-flip (bootstrap above 30 non-zero differences)"
+            )
+            cols += [
+                Column(key=f"{key}_n", label=f"{key} n", kind="count", help="questions behind the score"),
+                Column(key=f"{key}_p", label=f"{key} p vs best", kind="number", help=f"{test}, paired"),
+                Column(key=f"{key}_tie", label=f"{key} tie", kind="text", help="p >= 0.05 against the best"),
+                Column(key=f"{key}_best", label=f"{key} best", kind="text", help="the column's best"),
+            ]
+        return pd.DataFrame(out, index=self.frame.index), cols
+
     def display_frame(self, *, ci: str = "text") -> pd.DataFrame:
         df = self.frame.copy()
         if ci == "text":
@@ -283,7 +326,11 @@ class Leaderboard:
 
 def tie_rule(binary: bool, *, holm: bool = False) -> str:
     """What a tie mark means, as the captions say it (the app's and the exports')."""
-    test = "exact McNemar" if binary else "paired bootstrap"
+    test = (
+        "exact McNemar"
+        if binary
+        else "exact sign-flip permutation test; the seeded paired bootstrap above 30 non-zero differences"
+    )
     correction = (
         "with Holm's correction across the column's rows"
         if holm
