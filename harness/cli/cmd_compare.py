@@ -116,7 +116,8 @@ def render(c: Comparison, *, show: int = 20) -> str:
     tests = list(dict.fromkeys([*(t.test for _, t in c.per_dataset), c.overall.test]))
     test = " / ".join(tests)
     out = [
-        f"{a} ({c.a.model}) vs {b} ({c.b.model}) · {c.metric} · protocol {c.a.protocol_name} ({c.a.protocol_id})",
+        f"{a} ({c.a.model}, {c.a.training or '?'}) vs {b} ({c.b.model}, {c.b.training or '?'}) · {c.metric} · "
+        f"protocol {c.a.protocol_name} ({c.a.protocol_id})",
         f"runs: {a}: {', '.join(c.a.run_ids)}; {b}: {', '.join(c.b.run_ids)}",
         "",
         line(header),

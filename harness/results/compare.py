@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import csv
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -25,6 +25,7 @@ from harness.metrics.paired import PairedTest
 from harness.results import queries
 from harness.results.comparable import ours_differs
 from harness.results.store import Store
+from harness.results.training_state import training_of
 
 PER_QUESTION_COLUMNS = (
     "dataset",
@@ -49,6 +50,7 @@ class Side:
     protocol_name: str
     run_ids: tuple[str, ...]
     values: pd.DataFrame
+    training: str = ""  # harness.results.training_state: none, untrained, trained (<algorithm>)
 
 
 @dataclass(frozen=True)
@@ -151,6 +153,14 @@ def resolve_sides(
             if not df.empty
             else _side_of_method(store, spec, pid, chosen, model)
         )
+    records = queries.run_records(store, [r for s in sides for r in s.run_ids])
+    sides = [
+        replace(
+            s,
+            training=" / ".join(sorted({str(training_of(s.method, records.get(r, {}))) for r in s.run_ids})),
+        )
+        for s in sides
+    ]
     a, b = sides
     if a.spec == b.spec:
         raise ConfigError(f"RUN_A and RUN_B are the same ({a.spec}); compare two different runs or methods")
