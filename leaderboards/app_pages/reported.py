@@ -120,9 +120,21 @@ st.caption(
 if reason:
     st.warning(reason, icon=":material/info:")
 
-for pivot in views.reported_pivots(table):
-    if chosen != "all" and pivot.metric != chosen:
-        continue
+pivots = [p for p in views.reported_pivots(table) if chosen == "all" or p.metric == chosen]
+ui.from_link("rep_ours", kind=bool, default=True)
+ours_first = st.toggle(
+    "Only tables with a number of ours",
+    key="rep_ours",
+    help="On (the default): the page opens on the first of the paper's tables that has a number of ours; "
+    "off: every table the paper prints, in its order.",
+)
+ui.to_link("rep_ours", ours_first, True)
+if ours_first and any(p.n_measured for p in pivots):
+    hidden = sum(not p.n_measured for p in pivots)
+    pivots = [p for p in pivots if p.n_measured]
+    if hidden:
+        st.caption(f"{hidden} of the paper's tables have no number of ours and are not shown (toggle above).")
+for pivot in pivots:
     st.subheader(pivot.title)
     differs = f" · **protocol differs:** {pivot.protocol_differs}" if pivot.protocol_differs else ""
     shared = f" · shared sets: {pivot.shared}" if pivot.shared else ""

@@ -244,6 +244,10 @@ def test_app_opens_on_a_paper_with_runs_over_the_showcase(showcase, monkeypatch)
     )
     assert len(at.dataframe) == 1  # only the long table in the expander; pivots never scroll inside
     at.selectbox(key="paper").set_value("arena").run()
+    # the page opens on the first table with a number of ours: tables without one are left out
+    first = next(m.value for m in at.markdown if '<table class="rar-reported">' in m.value)
+    assert '<span class="ours">' in first
+    at.toggle(key="rep_ours").set_value(False).run()  # every table the paper prints
     n_all = len(at.subheader)
     at.selectbox(key="rep_metric").set_value("f1").run()  # ARENA: 30 tables, 10 of them F1
     assert at.subheader[0].value == "Across the papers"  # the cross-paper summary opens the page
