@@ -24,10 +24,10 @@ table.rar-reported th, table.rar-reported td {border: 1px solid rgba(128,128,128
   vertical-align: top; white-space: normal; line-height: 1.25;}
 table.rar-reported th {background: rgba(128,128,128,0.12); font-weight: 600; text-align: left;}
 table.rar-reported td.name, table.rar-reported td.differs {overflow-wrap: anywhere;}
-table.rar-reported td.differs {min-width: 11rem; color: rgba(128,128,128,1);}
+table.rar-reported td.differs {min-width: 8rem; color: rgba(128,128,128,1);}
 table.rar-reported span.paper, table.rar-reported span.ci {white-space: nowrap;}
 table.rar-reported span.ours {color: #1f77b4; font-weight: 600;}
-table.rar-reported span.meta {color: rgba(128,128,128,1); font-size: 0.72rem; white-space: nowrap;}
+table.rar-reported span.meta {color: rgba(128,128,128,1); font-size: 0.72rem;}
 table.rar-reported span.delta {font-size: 0.8rem; font-weight: 700; white-space: nowrap;}
 table.rar-reported span.delta.agrees {color: #2ca02c;}
 table.rar-reported span.delta.above, table.rar-reported span.delta.below {color: #d97706;}
