@@ -19,6 +19,7 @@ EXAMPLES = """\
   harness export --format latex --metric EM --protocol mini --out table.tex   # a paper table (booktabs)
   harness export --format csv --include-partial --out all.csv                  # killed runs too, marked
   harness export --format markdown --holm --db results/showcase.duckdb         # ties Holm-corrected per column
+  harness export --run ircot-20261124-091134-f4b45c --samples --out outputs/    # results JSON + samples JSONL
 """
 
 DESCRIPTION = """\
@@ -33,7 +34,9 @@ separate from the best; --intervals puts each score's 95% interval in its cell. 
 case-insensitively (EM, em, cover-EM). Partial runs (not `complete`) are left out unless
 --include-partial. --protocol takes an id or a unique name; it may be omitted when the database
 holds a single protocol. The reported view works on any database: the registered papers' numbers
-are read from the package when the file has none."""
+are read from the package when the file has none. --run ID --samples --out DIR writes, instead of a
+view, the run's results JSON and one samples JSON Lines file per dataset under DIR/<model>/, as
+lm-evaluation-harness's --output_path --log_samples lays them out (docs/results-files.md)."""
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -47,7 +50,21 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         examples=EXAMPLES,
         handler=handle,
     )
-    p.add_argument("--format", required=True, choices=EXPORT_FORMATS, help="output format")
+    p.add_argument(
+        "--format", default=None, choices=EXPORT_FORMATS, help="output format (required for a view)"
+    )
+    p.add_argument(
+        "--run",
+        action="append",
+        default=None,
+        metavar="ID",
+        help="with --samples: the evaluation run(s) to write (repeat the flag for several)",
+    )
+    p.add_argument(
+        "--samples",
+        action="store_true",
+        help="write each --run's results JSON and samples JSONL under --out DIR (not a view)",
+    )
     p.add_argument(
         "--allow-empty",
         action="store_true",
@@ -92,6 +109,10 @@ def handle(args: argparse.Namespace) -> int:
     from leaderboards.export import build_view, write
     from leaderboards.queries import open_results
 
+    if args.samples or args.run:
+        return _write_samples(args)
+    if args.format is None:
+        raise ConfigError("--format is required to export a view (or pass --run ID --samples --out DIR)")
     if args.paper is not None and args.view != "reported":
         raise ConfigError(
             f"--paper {args.paper!r} applies to --view reported only (this is --view {args.view})"
@@ -118,4 +139,20 @@ def handle(args: argparse.Namespace) -> int:
         sys.stdout.write(text)
     else:
         print(f"wrote {args.out}: {view.title}, {len(view.frame)} rows", file=sys.stderr)
+    return 0
+
+
+def _write_samples(args: argparse.Namespace) -> int:
+    from harness.errors import ConfigError
+    from harness.results.outputs import write_run_outputs
+    from leaderboards.queries import open_results
+
+    if not (args.samples and args.run and args.out is not None):
+        raise ConfigError("--samples needs --run ID (one or more) and --out DIR, and --run needs --samples")
+    if args.out.exists() and not args.out.is_dir():
+        raise ConfigError(f"--out {args.out}: a file; --samples writes a folder of files there")
+    store = open_results(args.db)
+    for run_id in args.run:
+        paths = write_run_outputs(store, run_id, args.out)
+        print(f"wrote {paths[0]} and {len(paths) - 1} samples files", file=sys.stderr)
     return 0

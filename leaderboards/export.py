@@ -20,6 +20,7 @@ from typing import Literal
 import pandas as pd
 
 from harness.errors import ConfigError
+from harness.results.agreement import MARGIN
 from harness.results.tables import markdown_table, md_cell
 from leaderboards import EXPORT_FORMATS, EXPORT_VIEWS, queries, views
 from leaderboards.schema import COST_COLUMNS, REPORTED_COLUMNS, Column, dataset_label, metric_label
@@ -48,6 +49,8 @@ class PaperTable:
     caption: str = ""
     tied: set[tuple[int, int, int]] = field(default_factory=set)
     label: str = ""
+    notes: dict[tuple[int, int, int], str] = field(default_factory=dict)
+    """Text after a cell in markdown only (the leaderboard's ``p 0.250`` against the best)."""
 
 
 @dataclass(frozen=True)
@@ -89,11 +92,12 @@ def build_view(
     if view == "leaderboard":
         metric = views.resolve_metric(store, pid, metric, include_partial=include_partial)
         board = views.leaderboard_from_db(store, pid, metric, include_partial=include_partial)
-        cols = board.columns(ci="bounds")
+        paired, paired_cols = board.paired_frame(holm=holm)
+        frame = pd.concat([board.display_frame(ci="bounds"), paired], axis=1)
         return ExportedView(
             f"Leaderboard · {metric_label(metric)} · protocol {name} ({pid})",
-            board.display_frame(ci="bounds"),
-            cols,
+            frame,
+            [*board.columns(ci="bounds"), *paired_cols],
             [leaderboard_table(board, intervals=intervals, holm=holm)],
         )
     metric = views.resolve_metric(store, pid, metric, include_partial=include_partial)
@@ -150,8 +154,9 @@ def summary_table(summary: pd.DataFrame) -> PaperTable:
     caption = (
         "Across the papers: each paper's rows as printed; those with a number of ours; those with a comparable "
         "one (the row's recorded setting matches our run on corpus, retriever, top-k, prompt variant, model, "
-        "metric variant and training state); the comparable numbers, and how many agree (the paper's number "
-        "inside our 95% interval)."
+        "metric variant and training state); the comparable numbers, and how many agree (our 95% interval "
+        f"within ±{100 * MARGIN:.0f} points of the paper's number: an equivalence test), differ (the paper's "
+        "number outside our interval) or are inconclusive (neither: too few questions to tell)."
     )
     return PaperTable(header, [("", rows)], set(), caption, label="tab:reported-summary")
 
@@ -165,14 +170,16 @@ def leaderboard_table(board: views.Leaderboard, *, intervals: bool = False, holm
     header = ["Method", "Model", *(_avg_header(board, k) for k in keys)]
     frame = board.frame.reset_index(drop=True)
     marks = {k: board.best_and_ties(k, holm=holm) for k in keys}
-    groups, bold, tied = [], set(), set()
+    paired, _ = board.paired_frame(holm=holm)
+    groups, bold, tied, notes = [], set(), set(), {}
     order = [t for t in TYPE_GROUPS if t in set(frame["type"])] + sorted(
         set(frame["type"]) - set(TYPE_GROUPS)
     )
     for gi, t in enumerate(order):
         rows = []
         for ri, (pos, r) in enumerate(frame[frame["type"] == t].iterrows()):
-            cells = [str(r["method"]), str(r["model"])]
+            partial = str(r.get("status", "complete")) != "complete"
+            cells = [str(r["method"]) + (" (partial)" if partial else ""), str(r["model"])]
             for ci, k in enumerate(keys):
                 if intervals:
                     cells.append(board.cell_text(k, r))
@@ -182,6 +189,12 @@ def leaderboard_table(board: views.Leaderboard, *, intervals: bool = False, holm
                     bold.add((gi, ri, ci + 2))
                 elif pos in marks[k][1]:
                     tied.add((gi, ri, ci + 2))
+                p = paired.loc[pos, f"{k}_p"]
+                n = paired.loc[pos, f"{k}_n"]
+                extra = ["" if pd.isna(p) else "p <0.001" if p < 0.001 else f"p {p:.3f}"]
+                extra.append(f"n={int(n)}" if partial and n is not None and not pd.isna(n) else "")
+                if any(extra) and cells[-1]:
+                    notes[(gi, ri, ci + 2)] = ", ".join(x for x in extra if x)
             rows.append(cells)
         groups.append((TYPE_GROUPS.get(t, t), rows))
     lo, hi = (
@@ -191,7 +204,8 @@ def leaderboard_table(board: views.Leaderboard, *, intervals: bool = False, holm
     n = f"{lo}" if lo == hi else f"{lo}-{hi}"
     caption = (
         f"{metric_label(board.metric)} (%) under protocol {board.protocol_name} ({board.protocol_id}); "
-        f"n = {n} questions per dataset; best in bold; {TIE_MARK_TEXT}: {views.tie_rule(board.binary, holm=holm)} "
+        f"n = {n} questions per dataset; best in bold (none where every score is equal); "
+        f"{TIE_MARK_TEXT}: {views.tie_rule(board.binary, holm=holm)} "
         "Averages are unweighted means over the datasets named, given only for rows with all of them."
     )
     if intervals:
@@ -201,8 +215,15 @@ def leaderboard_table(board: views.Leaderboard, *, intervals: bool = False, holm
             else "percentile bootstrap over questions, seed 0; averages weight datasets equally"
         )
         caption += f" In brackets: 95% intervals ({how})."
+    if any(str(x) != "complete" for x in frame.get("status", [])):
+        caption += (
+            " (partial): a run that did not finish; its best and ties are decided on the questions it "
+            "shares with the other row, and its n is in its cells."
+        )
+    if notes:
+        caption += " In markdown, p: the paired test against the column's best row."
     label = f"tab:{board.protocol_name}-{board.metric}".replace("_", "-").replace(" ", "-")
-    return PaperTable(header, groups, bold, caption, tied=tied, label=label)
+    return PaperTable(header, groups, bold, caption, tied=tied, label=label, notes=notes)
 
 
 def _avg_header(board: views.Leaderboard, key: str) -> str:
@@ -229,7 +250,7 @@ def pivot_table(p: views.ReportedPivot) -> PaperTable:
         ]
         for r in p.frame.to_dict("records")
     ]
-    unit = "%, difference in percentage points" if p.unit == "%" else "as printed"
+    unit = "%, difference in percentage points" if p.unit in ("fraction", "%") else "as printed"
     differs = f" Protocol differs: {p.protocol_differs}." if p.protocol_differs else ""
     shared = f" Avg. (shared sets): the mean over {p.shared}, both sides." if p.shared else ""
     caption = (
@@ -310,6 +331,10 @@ def paper_markdown(t: PaperTable) -> str:
                 if (gi, ri, ci) in t.tied and c
                 else md_cell(c)
                 for ci, c in enumerate(row)
+            ]
+            cells = [
+                f"{c} ({md_cell(t.notes[(gi, ri, ci)])})" if (gi, ri, ci) in t.notes else c
+                for ci, c in enumerate(cells)
             ]
             lines.append("| " + " | ".join(cells) + " |")
     text = "\n".join(lines) + "\n"

@@ -273,7 +273,7 @@ def ci_text_column(key: str, label: str) -> Column:
 
 
 # The reported-vs-reproduced table (long format; the app pivots it per paper table). Values keep
-# the metric's unit (``unit``: "%" for fractions, "count" for counts such as n_retrievals).
+# the metric's unit (``unit``: "fraction" for fractions, "count" for counts such as n_retrievals).
 REPORTED_COLUMNS: tuple[Column, ...] = (
     Column(key="paper", label="paper", kind="text", filter="multiselect"),
     Column(key="setting", label="table", kind="text", help="paper table and variant"),
@@ -281,7 +281,12 @@ REPORTED_COLUMNS: tuple[Column, ...] = (
     Column(key="model", label="model (paper)", kind="text", filter="multiselect"),
     Column(key="dataset", label="dataset", kind="text", filter="multiselect"),
     Column(key="metric", label="metric", kind="text", filter="multiselect"),
-    Column(key="unit", label="unit", kind="text", help="%: a fraction shown in %; count: as printed"),
+    Column(
+        key="unit",
+        label="unit",
+        kind="text",
+        help="fraction: a value in [0, 1] (tables show it in %); count: as printed",
+    ),
     Column(key="reported", label="reported", kind="number", help="the paper's number (in its unit)"),
     Column(key="measured", label="ours", kind="number", help="this harness, same method, dataset, metric"),
     Column(key="measured_lo", label="ours 95% lo", kind="number"),
@@ -291,6 +296,19 @@ REPORTED_COLUMNS: tuple[Column, ...] = (
         label="ours - reported",
         kind="number",
         help="only when like with like: the same model and, for an average, the same datasets",
+    ),
+    Column(
+        key="agreement",
+        label="agreement",
+        kind="text",
+        help="agrees (our 95% interval within ±5 points of the paper's), differs (the paper's number "
+        "outside our interval) or inconclusive; only where comparable",
+    ),
+    Column(
+        key="power",
+        label="power",
+        kind="number",
+        help="chance of 'agrees' were our true value the paper's, at this interval's width",
     ),
     Column(key="n", label="n", kind="count", help="questions behind our number"),
     Column(key="measured_model", label="model (ours)", kind="text"),

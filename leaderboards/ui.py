@@ -273,6 +273,22 @@ def show_table(
 
 
 @st.cache_data(ttl=300, show_spinner=False)
+def load_provenance(db: str, version: tuple[int, int], run_ids: tuple[str, ...]) -> pd.DataFrame:
+    """Per run: id, method, model, status, start, commit, training state, versions, command."""
+    import json
+
+    from harness.results.training_state import training_of
+
+    df = queries.run_provenance(_store(db), list(run_ids))
+    versions = [json.loads(v or "{}") for v in df["versions_json"]]
+    df["training"] = [str(training_of(str(m), v)) for m, v in zip(df["method"], versions, strict=True)]
+    df["versions"] = [", ".join(f"{k} {x}" for k, x in v.items()) for v in versions]
+    return df[
+        ["run_id", "method", "model", "status", "started_at", "git_commit", "training", "versions", "command"]
+    ]
+
+
+@st.cache_data(ttl=300, show_spinner=False)
 def load_questions(db: str, version: tuple[int, int], run_id: str, dataset: str) -> pd.DataFrame:
     return queries.run_questions(_store(db), run_id, dataset)
 

@@ -30,7 +30,9 @@ primary metric). On the questions both scored it prints, per dataset and over al
 dataset weighted equally, as the papers' Avg.): the difference B - A in points with its paired
 bootstrap 95% interval, the questions where each side scores higher (for 0/1 metrics: the
 discordant pairs) and the two-sided p-value: exact McNemar (scipy binomtest of the discordant
-counts) for 0/1 metrics, the paired bootstrap otherwise; uncorrected. Then the questions whose
+counts) for 0/1 metrics; for other metrics the exact sign-flip (paired permutation) test while
+at most 30 differences are non-zero, the seeded paired bootstrap above that: the same test, on the
+same questions in the same order, as the leaderboard's tie marks; uncorrected. Then the questions whose
 value changed; --per-question FILE writes all of them (CSV, or JSON Lines for .jsonl). The
 database is opened read-only."""
 
@@ -111,9 +113,11 @@ def render(c: Comparison, *, show: int = 20) -> str:
             x.ljust(w) if i == 0 else x.rjust(w) for i, (x, w) in enumerate(zip(r, widths, strict=True))
         )
 
-    test = c.overall.test
+    tests = list(dict.fromkeys([*(t.test for _, t in c.per_dataset), c.overall.test]))
+    test = " / ".join(tests)
     out = [
-        f"{a} ({c.a.model}) vs {b} ({c.b.model}) · {c.metric} · protocol {c.a.protocol_name} ({c.a.protocol_id})",
+        f"{a} ({c.a.model}, {c.a.training or '?'}) vs {b} ({c.b.model}, {c.b.training or '?'}) · {c.metric} · "
+        f"protocol {c.a.protocol_name} ({c.a.protocol_id})",
         f"runs: {a}: {', '.join(c.a.run_ids)}; {b}: {', '.join(c.b.run_ids)}",
         "",
         line(header),
@@ -123,7 +127,7 @@ def render(c: Comparison, *, show: int = 20) -> str:
         + (
             " The interval is the paired percentile bootstrap's, which at small n can exclude 0 where the"
             " exact test does not."
-            if test == "exact McNemar"
+            if "paired bootstrap" not in tests
             else ""
         )
         + (f" {c.only_one} questions scored by one side only are left out." if c.only_one else ""),

@@ -145,6 +145,14 @@ def _add_execution_args(p: argparse.ArgumentParser) -> None:
         f"{CONFIRM_ABOVE} method x question pairs (the plan printed first says how many)",
     )
     p.add_argument("--label", default="", help="free-text label stored with the run")
+    p.add_argument(
+        "--output-path",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="also write each run's results JSON and per-dataset samples JSONL under DIR/<model>/ "
+        "(lm-evaluation-harness's --output_path --log_samples layout; docs/results-files.md)",
+    )
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
     add_judge_args(p, inline=True)
     add_remote_args(p)
@@ -197,6 +205,12 @@ def handle(args: argparse.Namespace) -> int:
         report = judge_runs(runner.store, [r.run_id for r in runs], judge)
         print_report(report, price_table=load_prices(prices_path(runner.store)))
         status = report_judge_failures(report)
+    if args.output_path is not None:
+        from harness.results.outputs import write_run_outputs
+
+        for r in runs:
+            paths = write_run_outputs(runner.store, r.run_id, args.output_path)
+            print(f"wrote {paths[0]} and {len(paths) - 1} samples files", file=sys.stderr)
     return finish(args.db, runner.store, runs, status)
 
 

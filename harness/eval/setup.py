@@ -32,6 +32,7 @@ from harness.eval.remote import protocol_retriever
 from harness.protocol import Protocol
 from harness.results.lifecycle import create_run, create_train_run, new_run_id
 from harness.results.store import Store
+from harness.results.training_state import record_for_model
 from harness.retrieval.cache import CachedRetriever, ResultCache
 
 if TYPE_CHECKING:
@@ -179,6 +180,9 @@ class RunSetup:
             command=command,
             n_expected=n_expected,
             owned=True,
+            # what trained the model (an adapter's or checkpoint's hash, the algorithm): the one
+            # record the views read a run's training state from (harness.results.training_state)
+            runtime=record_for_model(model),
         )
 
     def train_run(

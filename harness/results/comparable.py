@@ -14,22 +14,22 @@ records (``setting:``, with its source; never the harness protocol registered fo
 may run on a substitute corpus); its prompt is our implementation of the paper's own method for the paper's
 own rows (``methods/<paper>/`` holds the paper's templates) and unrecorded for any other row unless
 the file says which; its training state is ``none`` (inference only) for a registered prompt
-baseline and ``trained`` for any other row unless the file says otherwise. Ours
-(:func:`run_setting`): the run's protocol, model, metric, method (its prompt variant) and type
-(a prompt baseline: ``none``; an RL method run with its base model: ``untrained``; else
-``trained``).
+baseline and ``trained`` for any other row unless the file says otherwise, a trained row with the
+algorithm and variant its setting records (``algorithm``, ``variant``): ``trained (grpo)``. Ours
+(:func:`run_setting`): the run's protocol, model, metric, method (its prompt variant) and training
+state from the run's record (:mod:`harness.results.training_state`: ``none``, ``untrained``,
+``trained (<algorithm>)``), never from its label: a trained run compares only with paper rows of
+the same algorithm and variant.
 """
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, fields
+
+from harness.results.training_state import training_text
 
 FIELDS = ("corpus", "retriever", "top_k", "prompt", "model", "metric", "training")
 """The setting fields that move a score, in the order reasons are given."""
-
-TRAINING_OF_TYPE = {"prompt baseline": "none", "untrained policy": "untrained", "trained": "trained"}
-"""The leaderboard's method type -> training state."""
 
 _LABEL = {"top_k": "top-k"}
 
@@ -98,19 +98,11 @@ def run_setting(
     method: str,
     model: str,
     metric: str,
-    method_type: str,
-    backbones: frozenset[str] = frozenset(),
-    label: str = "",
+    training: str | None,
 ) -> Setting:
     """Our run's setting: its protocol's corpus, retriever and top-k, its method as the prompt
-    variant, its model and metric, its training state from the method type. An RL method run
-    with a model named like a published backbone (``backbones``: the papers' row models, compared
-    by :func:`model_key`) ran that backbone, so it is ``untrained`` unless its run ``label`` says
-    ``trained`` (``harness run --label trained``: a checkpoint evaluated under its backbone's name)."""
-    training = TRAINING_OF_TYPE.get(method_type)
-    says_trained = re.search(r"(?<!un)\btrained\b", label.lower()) is not None
-    if training == "trained" and model_key(model) in backbones and not says_trained:
-        training = "untrained"
+    variant, its model and metric, and its ``training`` state as
+    :func:`harness.results.training_state.training_of` reads it from the run's record."""
     return protocol_setting(protocol).replace(prompt=method, model=model, metric=metric, training=training)
 
 
@@ -134,6 +126,10 @@ def paper_setting(
         training = "none"
     else:
         training = "trained"
+    algorithm, variant = rec.get("algorithm"), rec.get("variant")
+    training = str(
+        training_text(training, str(algorithm) if algorithm else None, str(variant) if variant else None)
+    )
     prompt = rec.get("prompt", method if method == paper else None)
     return Setting(
         corpus=str(rec["corpus"]) if "corpus" in rec else None,
@@ -175,7 +171,6 @@ def not_comparable(reasons: list[str]) -> str:
 
 __all__ = [
     "FIELDS",
-    "TRAINING_OF_TYPE",
     "Setting",
     "corpus_text",
     "field_of",

@@ -4,25 +4,28 @@ A side is an evaluation run (its id) or a method's latest runs under one protoco
 the leaderboard shows it). Both sides must be under the same protocol and scored with the same
 metric (:func:`harness.results.comparable.ours_differs`); the comparison is on the questions both
 scored, per dataset and over every dataset both ran (each question weighted so that datasets count
-equally, as the papers' "Avg."), with the paired test of :mod:`harness.metrics.paired`: exact
-McNemar for 0/1 metrics, the paired bootstrap otherwise.
+equally, as the papers' "Avg."), with the board's paired test (:func:`harness.metrics.exact.
+paired_exact`): exact McNemar for 0/1 metrics, the exact sign-flip test for other metrics while the
+non-zero differences are few enough to enumerate, the seeded paired bootstrap above that.
 """
 
 from __future__ import annotations
 
 import csv
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
 from harness.errors import ConfigError
-from harness.metrics.paired import PairedTest, paired_test
+from harness.metrics.exact import paired_exact
+from harness.metrics.paired import PairedTest
 from harness.results import queries
 from harness.results.comparable import ours_differs
 from harness.results.store import Store
+from harness.results.training_state import training_of
 
 PER_QUESTION_COLUMNS = (
     "dataset",
@@ -47,6 +50,7 @@ class Side:
     protocol_name: str
     run_ids: tuple[str, ...]
     values: pd.DataFrame
+    training: str = ""  # harness.results.training_state: none, untrained, trained (<algorithm>)
 
 
 @dataclass(frozen=True)
@@ -149,6 +153,14 @@ def resolve_sides(
             if not df.empty
             else _side_of_method(store, spec, pid, chosen, model)
         )
+    records = queries.run_records(store, [r for s in sides for r in s.run_ids])
+    sides = [
+        replace(
+            s,
+            training=" / ".join(sorted({str(training_of(s.method, records.get(r, {}))) for r in s.run_ids})),
+        )
+        for s in sides
+    ]
     a, b = sides
     if a.spec == b.spec:
         raise ConfigError(f"RUN_A and RUN_B are the same ({a.spec}); compare two different runs or methods")
@@ -187,13 +199,15 @@ def compare(a: Side, b: Side, metric: str, datasets: list[str] | None = None) ->
         raise ConfigError(f"{a.spec} and {b.spec} scored no question in common; nothing to compare")
     datasets = list(dict.fromkeys(paired["dataset"]))
     per = []
+    keys = list(zip(paired["dataset"].astype(str), paired["sample_id"].astype(str), strict=True))
     for d in datasets:
         g = paired[paired["dataset"] == d]
-        per.append((d, paired_test(g["value_a"].to_numpy(float), g["value_b"].to_numpy(float))))
+        gkeys = [keys[i] for i in g.index]
+        per.append((d, paired_exact(g["value_a"].to_numpy(float), g["value_b"].to_numpy(float), keys=gkeys)))
     sizes = paired["dataset"].map(paired["dataset"].value_counts())
     weights = (len(paired) / (len(datasets) * sizes)).to_numpy(float)
-    overall = paired_test(
-        paired["value_a"].to_numpy(float), paired["value_b"].to_numpy(float), weights=weights
+    overall = paired_exact(
+        paired["value_a"].to_numpy(float), paired["value_b"].to_numpy(float), keys=keys, weights=weights
     )
     diff = paired[np.abs(paired["value_a"] - paired["value_b"]) > 0]
     changed = pd.DataFrame(

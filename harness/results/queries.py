@@ -193,6 +193,28 @@ def paired_values(store: Store, run_ids: Sequence[str], metric: str) -> pd.DataF
     )
 
 
+def run_records(store: Store, run_ids: Sequence[str]) -> dict[str, dict]:
+    """``run_id -> versions_json`` as a dict (the run's record: package versions and, for a trained
+    model, :mod:`harness.results.training_state`'s keys) of ``run_ids``."""
+    import json
+
+    df = store.query(
+        "SELECT run_id, versions_json FROM runs WHERE list_contains($run_ids, run_id)",
+        {"run_ids": _ids(run_ids)},
+    )
+    return {str(r.run_id): json.loads(r.versions_json or "{}") for r in df.itertuples()}
+
+
+def run_provenance(store: Store, run_ids: Sequence[str]) -> pd.DataFrame:
+    """``run_id, method, model, status, started_at, git_commit, versions_json, command`` of
+    ``run_ids``: where each number of a view comes from."""
+    return store.query(
+        """SELECT run_id, method, model, status, started_at, git_commit, versions_json, command FROM runs
+           WHERE list_contains($run_ids, run_id) ORDER BY method, model, run_id""",
+        {"run_ids": _ids(run_ids)},
+    )
+
+
 def eval_run(store: Store, run_id: str) -> pd.DataFrame:
     """``run_id, method, model, protocol_id, protocol_name, protocol_json, status`` of one evaluation
     run (no row when there is none)."""

@@ -38,7 +38,8 @@ The file format (``reported.yaml``; an illustration, not ARENA's real numbers)::
 
 The file, a table and a row may record the setting its numbers were produced under, for the comparability
 rule (:mod:`harness.results.comparable`): ``setting: {corpus, retriever, top_k, prompt, training,
-source}``, every key optional, a row's keys overriding its table's and a table's the file's;
+algorithm, variant, source}`` (``algorithm`` and ``variant``: what trained a trained row, e.g.
+``grpo`` and ``w/o retrieved-token masking``; a trained run compares only with rows of its own), every key optional, a row's keys overriding its table's and a table's the file's;
 ``source`` says where the
 setting is stated. What is not recorded comes from the paper's registered protocol (corpus,
 retriever, top-k) and :func:`harness.results.comparable.paper_setting`'s defaults.
@@ -175,6 +176,8 @@ class _SettingSpec(_Spec):
     top_k: Annotated[int, Strict()] | None = None
     prompt: _Str | None = None
     training: Literal["none", "untrained", "trained"] | None = None
+    algorithm: _Str | None = None  # a trained row's RL algorithm (ppo, grpo, ...; lower case)
+    variant: _Str | None = None  # a trained row's recipe variant (w/o retrieved-token masking)
     source: _Str | None = None
 
 

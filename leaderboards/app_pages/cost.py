@@ -189,17 +189,23 @@ cols += [
     by_key["usd"].model_copy(update={"kind": "text"}),
     by_key["usd_per_correct"].model_copy(update={"kind": "text"}),
 ]
-cols += [by_key[k] for k in ("retrievals", "llm_calls", "tokens", "prompt_tokens", "completion_tokens")]
-cols += [by_key[k] for k in ("tokens_per_correct", "answered", "n", "coverage")]
-cols.append(
+cols += [by_key[k] for k in ("retrievals", "tokens", "answered", "n")]
+# the rest in a second table, so that each fits the page without horizontal scroll (one table of
+# all 20 columns overflowed its frame by up to 1,534 px)
+more = [by_key["method"], by_key["model"]]
+more += [
+    by_key[k] for k in ("llm_calls", "prompt_tokens", "completion_tokens", "tokens_per_correct", "coverage")
+]
+more.append(
     Column(key="timing", label="timing", kind="text", help="batches far slower than the row's median")
 )
-cols += [by_key[k] for k in ("pareto_retrievals", "pareto_tokens", "pareto_usd")]
+more += [by_key[k] for k in ("pareto_retrievals", "pareto_tokens", "pareto_usd")]
 if shown["label"].astype(bool).any():
     cols.insert(1, by_key["label"])
 flagged = shown[shown["timing"].astype(bool)]
 st.subheader("Per method")
 ui.show_table(shown, cols, key="cost_table")
+ui.show_table(shown, more, key="cost_table_more")
 st.caption(
     f"Time: {views.SECONDS_SOURCE}. A batch is flagged when its seconds per question exceed "
     f"{views.OUTLIER_RATIO:g}× the row's median and it took at least {views.OUTLIER_EXCESS_S:.0f} s longer "

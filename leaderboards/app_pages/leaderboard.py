@@ -6,6 +6,7 @@ Metric, sort, filters and the interval/partial toggles live in the URL (a permal
 from __future__ import annotations
 
 import json
+from urllib.parse import urlencode
 
 import pandas as pd
 import streamlit as st
@@ -56,29 +57,32 @@ ui.from_link("sort", list(sort_labels))
 sort_by = c_sort.selectbox("Sort by", list(sort_labels), format_func=sort_labels.__getitem__, key="sort")
 ui.to_link("sort", sort_by, next(iter(sort_labels), None))
 
-ci = "text" if show_ci else "none"
+# one text column per score whether or not intervals are shown, so the ≈ marks never depend on
+# the interval toggle (turning intervals off used to drop them while the bold stayed)
 shown_keys = board.shown_keys()
-columns = board.columns(ci=ci)
+columns = board.columns(ci="text")
 if not include_partial:
     columns = [c for c in columns if c.key != "status"]
 full = board.display_frame(ci="bounds").join(
     board.display_frame(ci="text")[[f"{k}_text" for k in board.score_keys]]
 )
+if not show_ci:  # the score alone, as text (the tie mark follows it)
+    for k in board.score_keys:
+        full[f"{k}_text"] = ["" if pd.isna(v) else f"{100 * v:.1f}" for v in full[k]]
 full = ui.schema_filters(full, columns, "lb")
 full = full.sort_values([sort_by, "method", "model"], ascending=[False, True, True], na_position="last")
 full = full.reset_index(drop=True)
 bold: dict[str, set[int]] = {}
 for key in board.score_keys:
     best, ties = board.best_and_ties(key, full, holm=holm)
-    shown_key = f"{key}_text" if show_ci else key
+    shown_key = f"{key}_text"
     bold[shown_key] = best
-    if show_ci:
-        full[shown_key] = [t + " ≈" if i in ties else t for i, t in enumerate(full[shown_key])]
+    full[shown_key] = [t + " ≈" if i in ties else t for i, t in enumerate(full[shown_key])]
 
 # The scores table holds what ranks a row (method, type, model when several, the scores) so that
 # every dataset column fits at 1600 px without scrolling; the rest is in "Row details" below.
 models = sorted({str(m) for m in board.frame["model"]})  # of the whole board: filters do not move columns
-score_keys = {f"{k}_text" if show_ci else k: k for k in shown_keys}
+score_keys = {f"{k}_text": k for k in shown_keys}
 lead = ["method", "type"] + (["model"] if len(models) > 1 else [])
 by_key = {c.key: c for c in columns}
 main_cols = [by_key[k] for k in lead if k in by_key] + [
@@ -92,7 +96,8 @@ st.caption(
     f"newest complete run{' (else newest partial run)' if include_partial else ''} per method, model and dataset"
     + (" · score [95% interval] (methods below)" if show_ci else "")
     + " · **bold**: best in the column"
-    + (" · ≈: " + views.tie_rule(board.binary, holm=holm) if show_ci else "")
+    + " · ≈: "
+    + views.tie_rule(board.binary, holm=holm)
     + " · an average is shown only for rows with every dataset it covers."
 )
 ui.show_table(full, main_cols, key="leaderboard_table", bold=bold)
@@ -134,6 +139,23 @@ detail_cols = [
 ]
 ui.show_table(details, detail_cols, key="leaderboard_details")
 st.caption("—: does not apply (a method that does not retrieve has no retriever and no top-k; no label set).")
+
+links = []
+for r in full.itertuples(index=False):
+    system = f"{r.method} · {r.model}"
+    cells = [
+        f"[{dataset_label(d)}](trajectories?{urlencode({'protocol': protocol, 'traj_a': system, 'traj_dataset': d})})"
+        for d in board.datasets
+        if not pd.isna(getattr(r, d, float("nan")))
+    ]
+    if cells:
+        links.append(f"**{r.method}**: " + " ".join(cells))
+with st.expander("Questions behind each cell (trajectory explorer)"):
+    st.markdown("  \n".join(links))
+with st.expander("Provenance: commit, package versions, training state and command of each run"):
+    runs = sorted({x.strip() for v in full["runs"] for x in str(v).split(",") if x.strip()})
+    prov = ui.load_provenance(db, ui.stamp(db), tuple(runs))
+    st.dataframe(prov, hide_index=True, width="stretch", key="leaderboard_provenance")
 
 st.subheader("Protocol settings")
 raw = ui.load_protocol_json(db, ui.stamp(db), protocol)

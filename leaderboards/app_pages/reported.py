@@ -24,10 +24,10 @@ table.rar-reported th, table.rar-reported td {border: 1px solid rgba(128,128,128
   vertical-align: top; white-space: normal; line-height: 1.25;}
 table.rar-reported th {background: rgba(128,128,128,0.12); font-weight: 600; text-align: left;}
 table.rar-reported td.name, table.rar-reported td.differs {overflow-wrap: anywhere;}
-table.rar-reported td.differs {min-width: 11rem; color: rgba(128,128,128,1);}
+table.rar-reported td.differs {min-width: 8rem; color: rgba(128,128,128,1);}
 table.rar-reported span.paper, table.rar-reported span.ci {white-space: nowrap;}
 table.rar-reported span.ours {color: #1f77b4; font-weight: 600;}
-table.rar-reported span.meta {color: rgba(128,128,128,1); font-size: 0.72rem; white-space: nowrap;}
+table.rar-reported span.meta {color: rgba(128,128,128,1); font-size: 0.72rem;}
 table.rar-reported span.delta {font-size: 0.8rem; font-weight: 700; white-space: nowrap;}
 table.rar-reported span.delta.agrees {color: #2ca02c;}
 table.rar-reported span.delta.above, table.rar-reported span.delta.below {color: #d97706;}
@@ -70,7 +70,9 @@ st.caption(
     "Per paper: its rows as printed, how many have a number of ours under this protocol, how many a "
     "comparable one (the row's recorded setting matches our run on corpus, retriever, top-k, prompt, model, "
     "metric variant and training state: harness/results/comparable.py), and how many of those comparable "
-    "numbers agree (the paper's number inside our 95% interval)."
+    "numbers agree (our 95% interval within ±5 points of the paper's number: an equivalence test, "
+    "harness/results/agreement.py), differ (the paper's number outside our interval) or are inconclusive "
+    "(neither: at n = 10 an interval is wider than the margin, so nothing can agree)."
 )
 opening = views.default_paper(everything)  # one with our runs, if any
 c1, c2, c3 = st.columns([2, 2, 1], vertical_alignment="bottom")
@@ -109,7 +111,8 @@ st.caption(
     f"**{paper}**: {len(rows)} published numbers; {int(table['measured'].notna().sum())} cells with our "
     f"number under protocol `{protocol}`, {n_diff} of them like with like. Each cell: the paper's number; "
     "below it **ours [95% interval]**; then n and **Δ = ours − paper** (% for fractions, Δ in percentage "
-    "points; counts as printed; green ✓ where the paper's number is inside our interval), `Δ —` where not "
+    "points; counts as printed; green ✓ agrees where our 95% interval lies within ±5 points of the paper's, "
+    "✗ differs where the paper's number is outside it, ? inconclusive otherwise), `Δ —` where not "
     "like with like (`differs` names the setting fields that are not the same). A cell with one number: the paper's, for a dataset we did not run. "
     "**Avg. (paper)** is the paper's own average (its datasets); **Avg. (shared sets)** compares the mean "
     "over the datasets both sides have."
@@ -117,9 +120,21 @@ st.caption(
 if reason:
     st.warning(reason, icon=":material/info:")
 
-for pivot in views.reported_pivots(table):
-    if chosen != "all" and pivot.metric != chosen:
-        continue
+pivots = [p for p in views.reported_pivots(table) if chosen == "all" or p.metric == chosen]
+ui.from_link("rep_ours", kind=bool, default=True)
+ours_first = st.toggle(
+    "Only tables with a number of ours",
+    key="rep_ours",
+    help="On (the default): the page opens on the first of the paper's tables that has a number of ours; "
+    "off: every table the paper prints, in its order.",
+)
+ui.to_link("rep_ours", ours_first, True)
+if ours_first and any(p.n_measured for p in pivots):
+    hidden = sum(not p.n_measured for p in pivots)
+    pivots = [p for p in pivots if p.n_measured]
+    if hidden:
+        st.caption(f"{hidden} of the paper's tables have no number of ours and are not shown (toggle above).")
+for pivot in pivots:
     st.subheader(pivot.title)
     differs = f" · **protocol differs:** {pivot.protocol_differs}" if pivot.protocol_differs else ""
     shared = f" · shared sets: {pivot.shared}" if pivot.shared else ""

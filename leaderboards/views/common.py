@@ -37,21 +37,6 @@ METHOD_TYPES = ("prompt baseline", "trained", "untrained policy")
 UNTRAINED = "untrained policy"  # the run label of an RL method scored with its base model
 
 
-def method_type(method: str, label: str, model: str = "") -> str:
-    """``prompt baseline`` (not an RL method), ``untrained policy`` (an RL method run with a base
-    model: labelled so by ``harness run``, or run with a packaged model, every one of which is a
-    base model; runs stored before ``harness run`` labelled every preset carry no label) or
-    ``trained``; ``?`` for a method not registered here."""
-    from harness.llm.model_files import is_preset
-    from harness.methods_registry import METHODS, get_method
-
-    if method not in METHODS.names():
-        return "?"
-    if not get_method(method).trained:
-        return "prompt baseline"
-    return UNTRAINED if UNTRAINED in label or is_preset(model) else "trained"
-
-
 def paper_link(method: str) -> str:
     """A link to the method's paper (arXiv) or code (GitHub) from its declared source; '' if none."""
     from harness.methods_registry import METHODS, get_method
@@ -91,7 +76,6 @@ __all__ = [
     "inline_code",
     "is_binary",
     "macro_aggregate",
-    "method_type",
     "model_size",
     "paper_link",
     "retriever_text",

@@ -13,9 +13,11 @@ import pandas as pd
 from harness.data.benches import MULTIHOP, SINGLEHOP
 from harness.errors import ConfigError
 from harness.metrics.bootstrap import Aggregate
-from harness.metrics.paired import ALPHA, PairedTest, paired_test
+from harness.metrics.exact import paired_exact
+from harness.metrics.paired import ALPHA, PairedTest
 from harness.metrics.paired import holm as paired_holm
 from harness.results.queries import choose_protocol
+from harness.results.training_state import training_of, type_of
 from leaderboards import queries
 from leaderboards.schema import (
     DATASET_ORDER,
@@ -37,7 +39,6 @@ from leaderboards.views.common import (
     dataset_aggregate,
     is_binary,
     macro_aggregate,
-    method_type,
     model_size,
     nan_aggregate,
     paper_link,
@@ -45,8 +46,10 @@ from leaderboards.views.common import (
     uses_retrieval,
 )
 
-
 # -- leaderboard ---------------------------------------------------------------------------------
+_EQUAL = 1e-12  # two means closer than this are equal (float sums of the same values)
+
+
 @dataclass
 class Leaderboard:
     """Methods x datasets for one protocol and one metric."""
@@ -61,6 +64,9 @@ class Leaderboard:
     binary: bool = False  # every value 0/1: Wilson intervals
     questions: dict[tuple[str, str], dict[str, dict[str, float]]] = field(default_factory=dict)
     """(method, model) -> dataset -> sample id -> value: what the paired tests pair."""
+    _tests: dict[str, tuple[set[int], dict[int, PairedTest | None]]] = field(default_factory=dict, repr=False)
+    """:meth:`tests_against_best` of the board's own frame, per column (the app, the marks and the
+    export columns ask for the same tests)."""
 
     @property
     def score_keys(self) -> list[str]:
@@ -152,7 +158,20 @@ class Leaderboard:
         """Row ``b`` against row ``a`` on a score column, on the questions both scored
         (:func:`harness.metrics.paired.paired_test`: exact McNemar for 0/1 values, else the paired
         bootstrap; an average weights each dataset equally). None when either lacks a dataset."""
+        shared = self._shared(key, a, b)
+        if shared is None:
+            return None
+        keys, xa, xb, weights = shared
+        return paired_exact(xa, xb, keys=keys, weights=weights)
+
+    def _shared(
+        self, key: str, a: tuple[str, str], b: tuple[str, str]
+    ) -> tuple[list[tuple[str, str]], np.ndarray, np.ndarray, np.ndarray] | None:
+        """The questions rows ``a`` and ``b`` both scored in a score column: their ``(dataset,
+        sample_id)`` keys, both rows' values and each question's weight (an average weights
+        every dataset equally); None when either lacks a dataset or they share no question."""
         qa, qb = self.questions.get(a, {}), self.questions.get(b, {})
+        keys: list[tuple[str, str]] = []
         xa: list[float] = []
         xb: list[float] = []
         sizes: list[int] = []
@@ -162,12 +181,22 @@ class Leaderboard:
             common = [s for s in qa[d] if s in qb[d]]
             if not common:
                 return None
+            keys += [(d, s) for s in common]
             xa += [qa[d][s] for s in common]
             xb += [qb[d][s] for s in common]
             sizes += [len(common)] * len(common)
         n, k = len(xa), len(self.members(key))
         weights = np.array([n / (k * m) for m in sizes])
-        return paired_test(np.array(xa), np.array(xb), weights=weights)
+        return keys, np.array(xa), np.array(xb), weights
+
+    def shared_diff(self, key: str, a: tuple[str, str], b: tuple[str, str]) -> float | None:
+        """Mean of ``b - a`` on the questions both rows scored (datasets weighted equally); None
+        when they share none. What "better" means between a partial row and a complete one."""
+        shared = self._shared(key, a, b)
+        if shared is None:
+            return None
+        _, xa, xb, w = shared
+        return float(np.mean((xb - xa) * w))
 
     def best_and_ties(
         self, key: str, frame: pd.DataFrame | None = None, *, holm: bool = False
@@ -175,7 +204,10 @@ class Leaderboard:
         """Row positions (in ``frame``, default the board's) of the best score in a column and of
         the scores the paired test does not separate from it (``≈``): each row against the best
         row on the questions both scored, at 0.05 per pair (uncorrected; ``holm``: Holm's
-        correction across the column's rows). The tests are :meth:`tests_against_best`."""
+        correction across the column's rows). The tests are :meth:`tests_against_best`; a column
+        whose every score is equal has no best and no tie (:meth:`all_equal`)."""
+        if self.all_equal(key, frame):  # no row is better than another: nothing to mark
+            return set(), set()
         best, tests = self.tests_against_best(key, frame)
         pvals = {i: t.p for i, t in tests.items() if t is not None}
         if holm and pvals:
@@ -187,20 +219,94 @@ class Leaderboard:
     ) -> tuple[set[int], dict[int, PairedTest | None]]:
         """The best rows' positions in a column and, for every other row with a score, its paired
         test against the (first) best row (None: no questions in common)."""
+        if frame is None and key in self._tests:
+            return self._tests[key]
         df = self.frame if frame is None else frame
         col = df[key].to_numpy(float)
         if not len(col) or np.all(np.isnan(col)):
             return set(), {}
-        top = np.nanmax(col)
-        best = {i for i, v in enumerate(col) if v == top}
         rows = list(zip(df["method"], df["model"], strict=True))
+        best = self._best(key, col, rows)
         ref = rows[min(best)]
         tests = {
             i: self.paired_with(key, ref, rows[i])
             for i, v in enumerate(col)
             if i not in best and not math.isnan(v)
         }
+        if frame is None:
+            self._tests[key] = (best, tests)
         return best, tests
+
+    def _best(self, key: str, col: np.ndarray, rows: list[tuple[str, str]]) -> set[int]:
+        """The best rows of a column. When every row has the same n (the usual case): the rows
+        with the highest score. When some row is partial (fewer questions), "better" is decided
+        on the questions both rows answered: the fullest rows start (highest score first), and a
+        row whose mean on the questions it shares with the current best is higher takes its
+        place; the best is that row and every row equal to it on the shared questions (a partial
+        run that scored 4/8 where the best scored 6/8 on those eight is not best, whatever its
+        score over its eight questions alone)."""
+        present = [i for i, v in enumerate(col) if not math.isnan(v)]
+        cell = self.cells.get
+        ns = {i: (c.n if (c := cell((*rows[i], key))) is not None else 0) for i in present}
+        if len(set(ns.values())) <= 1:
+            top = np.nanmax(col)
+            return {i for i in present if col[i] == top}
+        order = sorted(present, key=lambda i: (-ns[i], -col[i], i))
+        champ = order[0]
+        for i in order[1:]:
+            d = self.shared_diff(key, rows[champ], rows[i])
+            if d is not None and d > _EQUAL:
+                champ = i
+        best = {champ}
+        for i in present:
+            d = None if i == champ else self.shared_diff(key, rows[champ], rows[i])
+            if d is not None and abs(d) <= _EQUAL:
+                best.add(i)
+        return best
+
+    def all_equal(self, key: str, frame: pd.DataFrame | None = None) -> bool:
+        """Every row with a score in the column has the same score (no row is best: the exports
+        bold nothing, rather than every cell of a column of zeros)."""
+        df = self.frame if frame is None else frame
+        col = df[key].to_numpy(float)
+        vals = col[~np.isnan(col)]
+        return len(vals) > 1 and bool(np.all(vals == vals[0]))
+
+    def paired_frame(self, *, holm: bool = False) -> tuple[pd.DataFrame, list[Column]]:
+        """Per score column, what the marks rest on, for the data exports: ``<key>_n`` (the
+        row's questions), ``<key>_p`` (its paired test against the column's best row on the
+        questions both answered; empty for the best row itself and where none is shared;
+        Holm-adjusted with ``holm``), ``<key>_tie`` (not separated from the best: the ``≈``)
+        and ``<key>_best``; rows in :attr:`frame`'s order."""
+        out: dict[str, list[object]] = {}
+        cols: list[Column] = []
+        rows = list(zip(self.frame["method"], self.frame["model"], strict=True))
+        for key in self.score_keys:
+            best, ties = self.best_and_ties(key, holm=holm)
+            _, tests = (set(), {}) if not best else self.tests_against_best(key)
+            pvals = {i: t.p for i, t in tests.items() if t is not None}
+            if holm and pvals:
+                pvals = dict(zip(pvals, paired_holm(list(pvals.values())), strict=True))
+            ns = [
+                (c.n if (c := self.cells.get((*r, key))) is not None and not math.isnan(c.mean) else None)
+                for r in rows
+            ]
+            out[f"{key}_n"] = ns
+            out[f"{key}_p"] = [pvals.get(i, math.nan) for i in range(len(rows))]
+            out[f"{key}_tie"] = [i in ties for i in range(len(rows))]
+            out[f"{key}_best"] = [i in best for i in range(len(rows))]
+            test = (
+                "exact McNemar"
+                if self.binary
+                else "exact sign-flip (bootstrap above 30 non-zero differences)"
+            )
+            cols += [
+                Column(key=f"{key}_n", label=f"{key} n", kind="count", help="questions behind the score"),
+                Column(key=f"{key}_p", label=f"{key} p vs best", kind="number", help=f"{test}, paired"),
+                Column(key=f"{key}_tie", label=f"{key} tie", kind="text", help="p >= 0.05 against the best"),
+                Column(key=f"{key}_best", label=f"{key} best", kind="text", help="the column's best"),
+            ]
+        return pd.DataFrame(out, index=self.frame.index), cols
 
     def display_frame(self, *, ci: str = "text") -> pd.DataFrame:
         df = self.frame.copy()
@@ -220,7 +326,11 @@ class Leaderboard:
 
 def tie_rule(binary: bool, *, holm: bool = False) -> str:
     """What a tie mark means, as the captions say it (the app's and the exports')."""
-    test = "exact McNemar" if binary else "paired bootstrap"
+    test = (
+        "exact McNemar"
+        if binary
+        else "exact sign-flip permutation test; the seeded paired bootstrap above 30 non-zero differences"
+    )
     correction = (
         "with Holm's correction across the column's rows"
         if holm
@@ -266,11 +376,15 @@ def build_leaderboard(
     n_resamples: int = N_RESAMPLES,
     row_stats: pd.DataFrame | None = None,
     protocol: dict | None = None,
+    records: dict[str, dict] | None = None,
 ) -> Leaderboard:
     """The leaderboard of ``metric`` from :func:`queries.latest_values` rows of one protocol.
 
     ``row_stats`` (:func:`queries.latest_row_stats`) fills answered %, valid-format %, errors and
-    partial-run marks; ``protocol`` (the protocol's JSON as a dict) the retriever and top-k."""
+    partial-run marks; ``protocol`` (the protocol's JSON as a dict) the retriever and top-k;
+    ``records`` (:func:`queries.run_records`: run id -> record) each row's training state
+    (:func:`harness.results.training_state.training_of`; a run without a record is its base
+    model's) and so its type; the label never decides it."""
     if not values.empty and set(values["protocol_id"]) - {protocol_id}:
         raise ValueError(f"rows of several protocols given for leaderboard of {protocol_id}")
     v = values[values["metric"] == metric]
@@ -290,6 +404,10 @@ def build_leaderboard(
             for d, gd in g.groupby("dataset")
         }
         label = ", ".join(sorted({str(x) for x in g["label"] if x}))
+        states = sorted(
+            {str(training_of(str(method), (records or {}).get(str(run), {}))) for run in set(g["run_id"])}
+        )
+        training = states[0] if len(states) == 1 else " / ".join(states)  # runs of one row differ: say so
         retrieves = uses_retrieval(str(method))
         st = stats.loc[(method, model)] if stats is not None and (method, model) in stats.index else None
         row: dict[str, object] = {
@@ -297,7 +415,8 @@ def build_leaderboard(
             "model": model,
             "label": label,
             "size": model_size(str(model)),
-            "type": method_type(str(method), label, str(model)),
+            "type": type_of(training if len(states) == 1 else None),
+            "training": training if training != "None" else "",
             "retriever": retriever_text(protocol) if protocol and retrieves else ("—" if protocol else ""),
             "top_k": int(protocol["top_k"]) if protocol and retrieves else None,
             "paper": paper_link(str(method)),
@@ -326,7 +445,7 @@ def build_leaderboard(
         rows.append(row)
     keys = [*(g.key for g, _ in averages), *datasets]
     fixed = [c.key for c in LEADERBOARD_COLUMNS]
-    cols = [*fixed, "runs"] + [f"{k}{s}" for k in keys for s in ("", "_lo", "_hi")]
+    cols = [*fixed, "runs", "training"] + [f"{k}{s}" for k in keys for s in ("", "_lo", "_hi")]
     frame = pd.DataFrame(rows, columns=cols)
     sort_key = keys[0] if keys else None  # avg all when there are several datasets
     if sort_key is not None and len(frame):
@@ -366,6 +485,7 @@ def leaderboard_from_db(
         metric=metric,
         row_stats=queries.latest_row_stats(store, protocol_id, complete_only=complete_only),
         protocol=json.loads(raw) if raw else None,
+        records=queries.run_records(store, sorted(set(values["run_id"]))),
         **kw,  # type: ignore[arg-type]
     )
 

@@ -11,6 +11,7 @@ import numpy as np
 import pandas as pd
 
 from harness.metrics.bootstrap import Aggregate
+from harness.results.agreement import AGREES, DIFFERS, INCONCLUSIVE, MARGIN, agreement
 from harness.results.comparable import (
     field_of,
     model_key,
@@ -124,16 +125,13 @@ def build_reported(
     """
     key_of = {g.reported_name: g.key for b in boards.values() for g, _ in b.averages}
     ran = {me for b in boards.values() for (me, _m, _k) in b.cells}
-    type_of = {
-        (str(me), str(mo)): (str(t), str(lab))
+    training_of = {
+        (str(me), str(mo)): (str(t) or None)
         for b in boards.values()
-        for me, mo, t, lab in zip(
-            b.frame["method"], b.frame["model"], b.frame["type"], b.frame["label"], strict=True
-        )
+        for me, mo, t in zip(b.frame["method"], b.frame["model"], b.frame["training"], strict=True)
     }
     if recorded is None:
         recorded = registered_settings()
-    backbones = frozenset(model_key(str(m)) for m in reported["model"]) if len(reported) else frozenset()
     out = []
     for r in reported.itertuples(index=False):
         key = key_of.get(r.dataset, r.dataset)
@@ -163,15 +161,15 @@ def build_reported(
                     method=r.method,
                     model=model,
                     metric=r.metric,
-                    method_type=type_of.get((r.method, model), ("?", ""))[0],
-                    backbones=backbones,
-                    label=type_of.get((r.method, model), ("?", ""))[1],
+                    training=training_of.get((r.method, model)),
                 )
                 differs += setting_differs(theirs, ours)
             paper_cover = PAPER_AVERAGES.get(r.dataset)
             if model and paper_cover is not None and set(members) != set(paper_cover):
                 differs.append(f"coverage {len(paper_cover)} vs {len(members)} sets")
             like = bool(model) and not differs
+            unit = "fraction" if is_fraction_metric(r.metric) else "count"
+            verdict = agreement(r.value, agg.lo, agg.hi, fraction=unit == "fraction") if like else None
             out.append(
                 {
                     "paper": r.paper,
@@ -180,12 +178,14 @@ def build_reported(
                     "model": r.model,
                     "dataset": r.dataset,
                     "metric": r.metric,
-                    "unit": "%" if is_fraction_metric(r.metric) else "count",
+                    "unit": unit,
                     "reported": r.value,
                     "measured": agg.mean,
                     "measured_lo": agg.lo,
                     "measured_hi": agg.hi,
                     "diff": agg.mean - r.value if like else math.nan,
+                    "agreement": verdict.verdict if verdict else "",
+                    "power": verdict.power if verdict else math.nan,
                     "n": agg.n,
                     "measured_model": model,
                     "coverage": ", ".join(members) if paper_cover is not None else "",
@@ -224,6 +224,7 @@ def _shared_average_rows(rows: list[dict], boards: dict[str, Leaderboard], sampl
         like = all(not _isnan(by_name[d]["diff"]) for d in names)
         first = by_name[names[0]]
         differs = [d for d in str(first["differs"]).split("; ") if d and not d.startswith("coverage")]
+        verdict = agreement(reported, agg.lo, agg.hi, fraction=first["unit"] == "fraction") if like else None
         out.append(
             {
                 **first,
@@ -233,6 +234,8 @@ def _shared_average_rows(rows: list[dict], boards: dict[str, Leaderboard], sampl
                 "measured_lo": agg.lo,
                 "measured_hi": agg.hi,
                 "diff": agg.mean - reported if like else math.nan,
+                "agreement": verdict.verdict if verdict else "",
+                "power": verdict.power if verdict else math.nan,
                 "n": agg.n,
                 "coverage": ", ".join(names),
                 "differs": "; ".join(differs),
@@ -297,7 +300,7 @@ def format_value(value: float, unit: str, *, signed: bool = False) -> str:
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return ""
     sign = "+" if signed else ""
-    if unit == "%":
+    if unit in ("fraction", "%"):
         return f"{100 * value:{sign}.1f}"
     return f"{value:{sign}.2f}".rstrip("0").rstrip(".")
 
@@ -322,6 +325,7 @@ class PivotCell:
     n: int = 0
     diff: float = math.nan
     measured: bool = False  # a row of our model that has this dataset
+    agreement: str = ""  # agrees / differs / inconclusive (harness.results.agreement), with a diff
 
     def ours_text(self) -> str:
         """``60.0 [31.3, 83.2] n=10``; '—' on a row of ours without a number here."""
@@ -345,7 +349,8 @@ class PivotCell:
         rep = format_value(self.reported, self.unit)
         if not self.measured:
             return rep
-        return f"{rep or '—'} / {self.ours_text()} / {self.diff_text()}"
+        verdict = f" ({self.agreement})" if self.agreement else ""
+        return f"{rep or '—'} / {self.ours_text()} / {self.diff_text()}{verdict}"
 
 
 def column_label(key: str) -> str:
@@ -379,7 +384,7 @@ class ReportedPivot:
 
     @property
     def title(self) -> str:
-        unit = "in %" if self.unit == "%" else "raw counts"
+        unit = "in %" if self.unit in ("fraction", "%") else "raw counts"
         return f"{self.setting} · {metric_label(self.metric)} ({unit})"
 
     @property
@@ -387,26 +392,39 @@ class ReportedPivot:
         return [column_label(d) for d in self.datasets]
 
 
-def agrees(reported: float, lo: float, hi: float) -> bool:
-    """The paper's number lies inside our 95% interval."""
-    return not (_isnan(lo) or _isnan(hi) or _isnan(reported)) and lo <= reported <= hi
+def agrees(reported: float, lo: float, hi: float, *, fraction: bool = True) -> bool:
+    """Our 95% interval lies within the margin of the paper's number (the equivalence test of
+    :mod:`harness.results.agreement`); "inside our interval" is not agreement."""
+    v = agreement(reported, lo, hi, fraction=fraction)
+    return v is not None and v.verdict == AGREES
 
 
-SUMMARY_COLUMNS = ["paper", "paper_rows", "with_ours", "comparable_rows", "compared", "agree"]
+SUMMARY_COLUMNS = [
+    "paper",
+    "paper_rows",
+    "with_ours",
+    "comparable_rows",
+    "compared",
+    "agree",
+    "differ",
+    "inconclusive",
+]
 SUMMARY_LABELS = {
     "paper": "Paper",
     "paper_rows": "Paper rows",
     "with_ours": "Rows with our number",
     "comparable_rows": "Rows with a comparable number",
     "compared": "Comparable numbers",
-    "agree": "Agree (paper's number inside our 95% interval)",
+    "agree": f"Agree (our 95% interval within ±{100 * MARGIN:.0f} points of the paper's)",
+    "differ": "Differ (the paper's number outside our 95% interval)",
+    "inconclusive": "Inconclusive (neither: too few questions)",
 }
 
 
 def reported_summary(table: pd.DataFrame) -> pd.DataFrame:
     """Per paper, from :func:`build_reported`'s table: its rows (one per table, method and model,
     as printed), how many have a number of ours, how many a comparable one (a difference), the
-    comparable numbers and how many of them agree (:func:`agrees`). The shared averages are not
+    comparable numbers and how many of them agree, differ or are inconclusive (:mod:`harness.results.agreement`). The shared averages are not
     counted (they repeat their datasets)."""
     out = []
     t = table[table["dataset"] != SHARED_AVG]
@@ -415,7 +433,7 @@ def reported_summary(table: pd.DataFrame) -> pd.DataFrame:
         rows = g.drop_duplicates(key)
         ours = g[g["measured"].notna()].drop_duplicates(key)
         comp = g[g["diff"].notna()]
-        n_agree = sum(agrees(r.reported, r.measured_lo, r.measured_hi) for r in comp.itertuples(index=False))
+        verdicts = Counter(str(v) for v in comp["agreement"])
         out.append(
             {
                 "paper": paper,
@@ -423,7 +441,9 @@ def reported_summary(table: pd.DataFrame) -> pd.DataFrame:
                 "with_ours": len(ours),
                 "comparable_rows": len(comp.drop_duplicates(key)),
                 "compared": len(comp),
-                "agree": int(n_agree),
+                "agree": verdicts[AGREES],
+                "differ": verdicts[DIFFERS],
+                "inconclusive": verdicts[INCONCLUSIVE],
             }
         )
     return pd.DataFrame(out, columns=SUMMARY_COLUMNS)
@@ -513,6 +533,7 @@ def reported_pivots(table: pd.DataFrame) -> list[ReportedPivot]:
                             n=int(r["n"] or 0),
                             diff=r["diff"],
                             measured=True,
+                            agreement=str(r.get("agreement") or ""),
                         )
                         n_measured += not _isnan(r["measured"])
                         n_compared += not _isnan(r["diff"])
@@ -588,9 +609,9 @@ def pivot_html(p: ReportedPivot) -> str:
                 delta = f"n={c.n} · Δ —"
                 delta_html = f'<span class="meta">{escape(delta)}</span>'
             else:
-                ok = agrees(c.reported, c.lo, c.hi)
-                kind = "agrees" if ok else ("above" if c.diff > 0 else "below")
-                mark = " ✓ agrees" if ok else ""
+                verdict = c.agreement or INCONCLUSIVE
+                kind = "agrees" if verdict == AGREES else ("above" if c.diff > 0 else "below")
+                mark = {AGREES: " ✓ agrees", DIFFERS: " ✗ differs"}.get(verdict, " ? inconclusive")
                 delta_html = (
                     f'<span class="meta">n={c.n} · </span><span class="delta {kind}">Δ {escape(c.diff_text())}'
                     f"{mark}</span>"
@@ -677,8 +698,9 @@ def reported_data(store, protocol_id: str, reported: pd.DataFrame) -> tuple[dict
             frames["n_retrievals"] = c.assign(
                 protocol_id=protocol_id, protocol_name=name, metric="n_retrievals", value=c["retrievals"]
             )
+    records = queries.run_records(store, sorted(set(values["run_id"])))
     boards = {
-        m: build_leaderboard(v, protocol_id=protocol_id, protocol_name=name, metric=m)
+        m: build_leaderboard(v, protocol_id=protocol_id, protocol_name=name, metric=m, records=records)
         for m, v in frames.items()
     }
     samples: Samples = {

@@ -77,7 +77,7 @@ def test_the_matching_setting_gets_a_difference() -> None:
         ({"recorded": {k: v for k, v in MATCHING.items() if k != "prompt"}}, "prompt not recorded"),
         ({"paper_model": "Qwen2.5-7B-Instruct"}, "model Qwen2.5-7B-Instruct vs M"),
         ({"our_model": "Other-1B"}, "model M vs Other-1B"),
-        ({"recorded": {**MATCHING, "training": "trained"}}, "training trained vs none"),
+        ({"recorded": {**MATCHING, "training": "trained"}}, "training trained (algorithm not recorded) vs none"),
     ],
 )  # fmt: skip
 def test_each_field_that_differs_removes_the_difference_and_is_named(change, reason) -> None:
@@ -143,7 +143,9 @@ def test_the_relabelled_showcase_gets_no_difference_with_the_reasons_named(relab
         & (mine["setting"] == "Table 2")
         & (mine["model"] == "Qwen2.5-3B-Instruct")
     ]
-    assert "training trained vs untrained" in sr1.iloc[0]["differs"]  # our untrained policy vs PPO-trained
+    assert (
+        "training trained (ppo) vs untrained" in sr1.iloc[0]["differs"]
+    )  # our untrained policy vs PPO-trained
     md = "\n".join(line for line in views.reported_pivots(t)[0].frame["differs"])
     assert "not comparable: corpus, retriever" in md
     measured = {"ircot": {"Qwen2.5-3B-Instruct"}, "search_r1": {"Qwen2.5-3B-Instruct"}}

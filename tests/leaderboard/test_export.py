@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pandas as pd
 import pytest
 
@@ -15,6 +17,11 @@ def _board(fixture_db, metric="em"):
     return views.leaderboard_from_db(open_results(fixture_db.path), fixture_db.protocol.protocol_id, metric)
 
 
+def _exported(board) -> pd.DataFrame:
+    """What the data exports hold: the board's frame and, per column, n, p against the best, tie, best."""
+    return pd.concat([board.display_frame(ci="bounds"), board.paired_frame()[0]], axis=1)
+
+
 def test_csv_round_trip(fixture_db, tmp_path):
     out = tmp_path / "lb.csv"
     pid = fixture_db.protocol.protocol_id
@@ -25,8 +32,12 @@ def test_csv_round_trip(fixture_db, tmp_path):
         == 0
     )
     back = pd.read_csv(out, keep_default_na=False, na_values=[""])
-    expected = _board(fixture_db).display_frame(ci="bounds")
+    expected = _exported(_board(fixture_db))
     assert list(back.columns) == list(expected.columns)
+    assert {"hotpotqa_n", "hotpotqa_p", "hotpotqa_tie", "hotpotqa_best", "status"} <= set(back.columns)
+    naive = back.set_index("method").loc["naive_rag"]
+    assert (naive["hotpotqa_n"], naive["hotpotqa_tie"], naive["hotpotqa_best"]) == (4, True, False)
+    assert naive["hotpotqa_p"] == pytest.approx(1.0)  # 2 of 4 vs search_r1's 3 of 4: one discordant pair
     assert list(back["method"]) == ["search_r1", "naive_rag", "direct", "direct"]
     for col in expected.columns:
         if expected[col].dtype.kind == "f":
@@ -51,7 +62,7 @@ def test_parquet_round_trip_is_exact(fixture_db, tmp_path):
         str(fixture_db.path),
     ]
     assert main([*args, "--out", str(out)]) == 0
-    pd.testing.assert_frame_equal(pd.read_parquet(out), _board(fixture_db, "f1").display_frame(ci="bounds"))
+    pd.testing.assert_frame_equal(pd.read_parquet(out), _exported(_board(fixture_db, "f1")))
 
 
 def test_markdown_is_a_paper_table(fixture_db, capsys):
@@ -69,9 +80,11 @@ def test_markdown_is_a_paper_table(fixture_db, capsys):
     # ≈: the paired test does not separate the row from the column's best (4 questions cannot)
     assert (
         table[1]
-        == "| naive_rag | smollm2-135m-instruct | 75.0 ≈ | 50.0 ≈ | 25.0 ≈ | 50.0 ≈ | 75.0 ≈ | 37.5 ≈ |"
+        == "| naive_rag | smollm2-135m-instruct | 75.0 ≈ (p 1.000) | 50.0 ≈ (p 1.000) | 25.0 ≈ (p 1.000) "
+        "| 50.0 ≈ (p 0.250) | 75.0 ≈ (p 1.000) | 37.5 ≈ (p 0.500) |"
     )
-    assert table[3] == "| direct | qwen-test | 25.0 ≈ |  |  |  | 25.0 ≈ |  |"  # no average over fewer sets
+    # no average over fewer sets
+    assert table[3] == "| direct | qwen-test | 25.0 ≈ (p 0.250) |  |  |  | 25.0 ≈ (p 0.250) |  |"
     assert table[4] == "| *Untrained policies* |  |  |  |  |  |  |  |"
     assert table[5] == (
         "| search_r1 | smollm2-135m-instruct | **100.0** | **75.0** | **50.0** | **75.0** | **100.0** | **62.5** |"
@@ -90,7 +103,7 @@ def test_markdown_with_intervals_puts_each_score_and_its_interval_in_one_cell(fi
     text = capsys.readouterr().out
     row = next(line for line in text.splitlines() if line.startswith("| naive_rag |"))
     ci = binomtest(3, 4).proportion_ci(confidence_level=0.95, method="wilson")  # PopQA: 3 of 4
-    assert row.split(" | ")[2] == f"75.0 [{100 * ci.low:.1f}, {100 * ci.high:.1f}] ≈"
+    assert row.split(" | ")[2] == f"75.0 [{100 * ci.low:.1f}, {100 * ci.high:.1f}] ≈ (p 1.000)"
     assert "In brackets: 95% intervals (every value is 0 or 1, so Wilson score per dataset" in text
     assert main([*args, "--metric", "f1", "--intervals"]) == 0
     assert "percentile bootstrap over questions" in capsys.readouterr().out
@@ -153,7 +166,7 @@ def test_cost_and_reported_views(fixture_db, tmp_path):
     assert (
         "| search_r1 | smollm2-135m-instruct | smollm2-135m-instruct | 2.9 / 1 [0.51, 1] n=4 / — | "
         "not comparable: corpus, retriever, top-k, prompt, training (prompt not recorded; "
-        "training trained vs untrained) |"
+        "training trained (algorithm not recorded) vs untrained) |"
     ) in text
     assert (
         "Protocol differs: corpus kilt-2019 vs closed; retriever dense bge-large-en-v1.5 vs bm25s; top-k 5 vs 3."
@@ -243,6 +256,7 @@ def _marked_cells(text: str, mark: str, *, sep: str, end: str) -> set[tuple[str,
         cells = [c.strip() for c in line.strip().strip("|").removesuffix(end).split(sep)]
         if len(cells) < 3 or cells[0].startswith(("*", "Method", "\\")):
             continue
+        cells = [re.sub(r" \(p [^)]*\)$", "", c) for c in cells]  # markdown's p against the best
         out |= {(cells[0].replace("\\_", "_"), ci) for ci, c in enumerate(cells) if c.endswith(mark)}
     return out
 

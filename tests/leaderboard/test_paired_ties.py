@@ -77,7 +77,7 @@ def test_the_pairs_overlapping_intervals_called_ties_are_separated() -> None:
     assert methods.index("naive_rag") in ties  # 27.5 vs 37.5: not separated
     md = paper_markdown(leaderboard_table(board))
     sure = next(line for line in md.splitlines() if line.startswith("| sure |"))
-    assert sure.split(" | ")[6] == "20.0"  # Avg.: no ≈
+    assert sure.split(" | ")[6] == "20.0 (p 0.016)"  # Avg.: no ≈, the exact p
     assert "paired test (exact McNemar)" in md and "not corrected for multiple comparisons" in md
 
 

@@ -48,12 +48,12 @@ def test_showcase_rows_are_never_split(search_r1):
     (t2,) = [p for p in views.reported_pivots(search_r1.frame) if p.setting == "Table 2" and p.metric == "em"]
     keys = list(zip(t2.frame["method"], t2.frame["model"], t2.frame["ours"], strict=True))
     assert len(keys) == len(set(keys)) == len(set(zip(t2.frame["method"], t2.frame["model"], strict=True)))
-    row = t2.frame.set_index(["method", "model"]).loc[("naive_rag", "Qwen2.5-3B-Instruct")]
+    row = t2.frame.set_index(["method", "model"]).loc[("direct", "Qwen2.5-3B-Instruct")]
     # the paper's NQ / TriviaQA / Bamboogle and our four datasets in ONE row
-    assert (row["ours"], row["nq"], row["triviaqa"], row["bamboogle"]) == (OURS, "34.8", "54.4", "8.0")
-    assert row["popqa"] == "38.7 / 60.0 [31.3, 83.2] n=10 / —"  # ours with its Wilson interval and n
-    assert row["avg"] == "27.0"  # the paper's 7-set average alone, never with our 4-set one
-    assert row["avg_shared"] == "22.9 / 27.5 [17.4, 41.7] n=40 / —"  # (38.7+25.5+22.6+4.7)/4 = 22.9
+    assert (row["ours"], row["nq"], row["triviaqa"], row["bamboogle"]) == (OURS, "10.6", "28.8", "2.4")
+    assert row["hotpotqa"] == "14.9 / 10.0 [1.8, 40.4] n=10 / —"  # ours with its Wilson interval and n
+    assert row["avg"] == "13.4"  # the paper's 7-set average alone, never with our 4-set one
+    assert row["avg_shared"] == "13.0 / 7.5 [2.3, 20.5] n=40 / —"  # (10.8+14.9+24.4+2.0)/4 = 13.0
     assert row["differs"] == (  # why no difference: every field that is not the same
         "not comparable: corpus, retriever, prompt, model "
         f"(prompt not recorded; model Qwen2.5-3B-Instruct vs {OURS})"
@@ -81,14 +81,14 @@ def test_shared_average_is_the_leaderboards_average_over_the_same_sets(showcase,
     store = open_results(showcase)
     board = views.leaderboard_from_db(store, views.choose_protocol(store, None), "em")
     assert board.members("avg_all") == ("popqa", "hotpotqa", "2wikimultihopqa", "musique")
-    cell = board.cells[("naive_rag", OURS, "avg_all")]
+    cell = board.cells[("direct", OURS, "avg_all")]
     t = search_r1.frame
-    row = t[(t["dataset"] == views.SHARED_AVG) & (t["method"] == "naive_rag") & (t["setting"] == "Table 2")]
+    row = t[(t["dataset"] == views.SHARED_AVG) & (t["method"] == "direct") & (t["setting"] == "Table 2")]
     row = row[(row["metric"] == "em") & (row["model"] == "Qwen2.5-3B-Instruct")].iloc[0]
     assert (row["measured"], row["measured_lo"], row["measured_hi"], row["n"]) == pytest.approx(
         (cell.mean, cell.lo, cell.hi, cell.n)
     )
-    assert row["reported"] == pytest.approx(np.mean([0.387, 0.255, 0.226, 0.047]))
+    assert row["reported"] == pytest.approx(np.mean([0.108, 0.149, 0.244, 0.020]))
     assert row["coverage"] == "popqa, hotpotqa, 2wikimultihopqa, musique" and math.isnan(row["diff"])
 
 
@@ -164,7 +164,7 @@ def test_shared_average_difference_only_like_with_like():
     assert (bare["measured_lo"], bare["measured_hi"]) == pytest.approx((want.lo, want.hi))
     (p,) = views.reported_pivots(t)
     assert p.frame.iloc[0]["avg"] == "31.0"  # the paper's own average: the paper's number alone
-    assert p.frame.iloc[0]["avg_shared"].endswith(" / +20.0")
+    assert p.frame.iloc[0]["avg_shared"].endswith(" / +20.0 (inconclusive)")
     assert p.frame.iloc[0]["nq"] == "30.0" and len(p.frame) == 1  # NQ (not run) in the same row
     # another model: no difference anywhere, the reason in differs
     other = views.reported_pivots(
@@ -239,11 +239,15 @@ def test_app_opens_on_a_paper_with_runs_over_the_showcase(showcase, monkeypatch)
     assert at.selectbox(key="paper").value == "search_r1"
     html = "".join(m.value for m in at.markdown)
     assert (
-        '<span class="ours">60.0 <span class="ci">[31.3, 83.2]</span></span><br><span class="meta">n=10 · Δ —</span>'
+        '<span class="ours">10.0 <span class="ci">[1.8, 40.4]</span></span><br><span class="meta">n=10 · Δ —</span>'
         in html
     )
     assert len(at.dataframe) == 1  # only the long table in the expander; pivots never scroll inside
     at.selectbox(key="paper").set_value("arena").run()
+    # the page opens on the first table with a number of ours: tables without one are left out
+    first = next(m.value for m in at.markdown if '<table class="rar-reported">' in m.value)
+    assert '<span class="ours">' in first
+    at.toggle(key="rep_ours").set_value(False).run()  # every table the paper prints
     n_all = len(at.subheader)
     at.selectbox(key="rep_metric").set_value("f1").run()  # ARENA: 30 tables, 10 of them F1
     assert at.subheader[0].value == "Across the papers"  # the cross-paper summary opens the page
@@ -262,7 +266,7 @@ def test_reported_page_in_chromium_at_1600x1000(showcase, tmp_path):
     from tests.leaderboard.browser import chromium_page, leaderboard_server, wait_for_app
 
     with leaderboard_server(showcase, tmp_path / "server.log") as url, chromium_page(1600, 1000) as page:
-        page.goto(f"{url}/reported")
+        page.goto(f"{url}/reported?rep_ours=0")  # every table, not only those with a number of ours
         wait_for_app(page, "Reported vs reproduced")
         page.wait_for_selector("table.rar-reported:not(.rar-summary)", timeout=60_000)
         page.wait_for_timeout(500)

@@ -290,7 +290,7 @@ def test_reported_vs_reproduced(store, fixture_db):
     t = views.build_reported(rep, boards, protocol=proto, recorded=recorded)
     t = t.set_index(["method", "dataset", "metric"])
     row = t.loc[("naive_rag", "hotpotqa", "em")]
-    assert (row["measured"], row["unit"]) == (0.5, "%")
+    assert (row["measured"], row["unit"]) == (0.5, "fraction")
     assert row["diff"] == pytest.approx(0.1)
     # averages over other dataset sets: our number shown, no difference, the coverage named
     avg = t.loc[("naive_rag", "avg", "em")]
@@ -321,7 +321,7 @@ def test_reported_vs_reproduced(store, fixture_db):
     )
     count = plain.loc[("search_r1", "hotpotqa", "n_retrievals")]
     assert math.isnan(count["diff"]) and "top-k 5 vs 3" in count["differs"]
-    assert "training trained vs untrained" in count["differs"]
+    assert "training trained (algorithm not recorded) vs untrained" in count["differs"]
 
 
 def test_reported_pivots_keep_units():
@@ -643,12 +643,15 @@ def test_an_rl_run_is_linked_to_the_sft_run_whose_checkpoint_it_trained():
     assert views.sft_checkpoint("harness train --out x", "search_r1", "recipe r") is None
 
 
-def test_an_rl_method_run_with_a_packaged_model_is_an_untrained_policy():
-    # showcase runs of search_r1 / eval_rar with the reader model were stored without a label
-    # (harness run labelled only the default model) and showed as "trained"
-    assert views.method_type("search_r1", "", "qwen2.5-coder-1.5b-instruct") == "untrained policy"
-    assert views.method_type("search_r1", "", "qwen-reader") == "untrained policy"
-    assert views.method_type("search_r1", "untrained policy", "some/base-model") == "untrained policy"
-    assert views.method_type("search_r1", "", "runs/search_r1-cpu-sft-rl/final") == "trained"
-    assert views.method_type("direct", "", "qwen2.5-coder-1.5b-instruct") == "prompt baseline"
-    assert views.method_type("no_such_method", "", "qwen2.5-coder-1.5b-instruct") == "?"
+def test_an_rl_method_run_without_a_training_record_is_an_untrained_policy():
+    # the type comes from the run's record (harness.results.training_state), never from its label or
+    # the model's name: showcase runs of search_r1 with the reader model carry no adapter or
+    # checkpoint hash, so they are untrained policies whatever they are called
+    from harness.results.training_state import training_of, type_of
+
+    assert type_of(training_of("search_r1", {})) == "untrained policy"
+    assert type_of(training_of("search_r1", {"python": "3.11"})) == "untrained policy"
+    trained = training_of("search_r1", {"checkpoint_sha256": "ab", "trained_by": "grpo"})
+    assert trained == "trained (grpo)" and type_of(trained) == "trained"
+    assert type_of(training_of("direct", {"checkpoint_sha256": "ab"})) == "prompt baseline"
+    assert type_of(training_of("no_such_method", {})) == "?"
