@@ -233,6 +233,12 @@ class TrainableMethod(Method):
             "beside the module) or override recipes()"
         )
 
+    def load_reward_models(self) -> None:
+        """Load now the models a reward of this method loads itself on first use (not the recipe's
+        auxiliary models, which come in the reward context): a reward scored from many threads at
+        once (verl's reward manager) then finds them loaded, instead of loading them in every
+        thread. Default: nothing to load."""
+
     def advantage_adjust(self, rewards: list[RewardBreakdown], group: Any, *, name: str) -> Any:
         """Optional hook ``(B,) sequence advantages -> (B,)`` applied before broadcasting to tokens
         (``harness.rl.advantages``), built from the batch's rewards; None = plain advantages.

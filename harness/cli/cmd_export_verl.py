@@ -16,7 +16,9 @@ EXAMPLES = """\
   harness export-verl --method tiresrag_r1 --model /models/Qwen2.5-3B-Instruct --out verl-jobs/tiresrag_r1
   harness export-verl --method tiresrag_r1 --recipe cpu-smoke --model smollm2-135m-instruct --out verl-jobs/t  # a preset
   harness export-verl --method arena --test-bench mini-multihop --out verl-jobs/arena
+  harness export-verl --method search_r1 --rollout sglang --out verl-jobs/search_r1_sglang
   bash verl-jobs/search_r1/run.sh --dry-run   # verl's own config validation, then exit (no GPU)
+  bash verl-jobs/search_r1/run.sh --dry-run --data-dir /shared/data   # the job moved, its data elsewhere
   # then, on the GPU cluster: harness serve-retriever --port 8000 &  bash verl-jobs/search_r1/run.sh
 """
 
@@ -47,6 +49,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "(its prompt ends with an assistant message) when --model is not a local directory",
     )
     p.add_argument("--n-gpus", type=int, default=8, help="GPUs per node (trainer.n_gpus_per_node)")
+    p.add_argument(
+        "--rollout",
+        choices=["vllm", "sglang"],
+        default="vllm",
+        help="verl's inference server (actor_rollout_ref.rollout.name; default vllm: docs/verl.md); both "
+        "are written with the tokenizer in the server, which the agent loop's stop strings need",
+    )
     p.add_argument(
         "--retriever-url", default="http://127.0.0.1:8000/retrieve", help="harness serve-retriever URL"
     )
@@ -90,6 +99,7 @@ def export(args: argparse.Namespace) -> list[Path]:
         model_path=model_path,
         data_dir=args.data_dir,
         chat_template=args.chat_template,
+        rollout=args.rollout,
     )
 
 

@@ -48,7 +48,7 @@ DEFAULT_MODEL = "smollm2-135m-instruct"
 READER_MODEL = "qwen2.5-coder-1.5b-instruct"
 ALIASES = {"default": DEFAULT_MODEL, "smollm2": DEFAULT_MODEL, "qwen-reader": READER_MODEL}
 MARKER = ".rar-harness-model.json"
-FORMAT_VERSION = 1  # bump when the conversion itself changes
+FORMAT_VERSION = 2  # bump when the conversion itself changes (2: special tokens from the GGUF's ids)
 SIDECAR_SUFFIX = ".verified.json"
 
 
@@ -502,6 +502,11 @@ def _marker_ok(out_dir: Path, digest: str) -> bool:
 def convert_gguf(gguf: Path, out_dir: Path) -> None:
     """Dequantise a GGUF into a float32 safetensors directory with its tokenizer and chat template."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    if importlib.util.find_spec("gguf") is None:  # transformers' GGUF reader and ours need it
+        raise ConfigError(
+            f"{gguf.name}: converting a model preset needs the gguf package, which is not installed: "
+            "pip install gguf (it comes with the cpu and verl extras: pip install -e '.[verl]')"
+        )
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -514,7 +519,32 @@ def convert_gguf(gguf: Path, out_dir: Path) -> None:
         model.hf_quantizer.remove_quantization_config(model)
     model.is_quantized = False
     model.save_pretrained(str(out_dir))
+    set_gguf_special_tokens(tok, gguf)
     tok.save_pretrained(str(out_dir))
+
+
+# the GGUF's special-token ids (llama.cpp's tokenizer.ggml.* keys) -> the tokenizer's attributes
+GGUF_SPECIAL_TOKENS = {
+    "bos_token": "tokenizer.ggml.bos_token_id",
+    "eos_token": "tokenizer.ggml.eos_token_id",
+    "pad_token": "tokenizer.ggml.padding_token_id",
+    "unk_token": "tokenizer.ggml.unknown_token_id",
+}
+
+
+def set_gguf_special_tokens(tok, gguf: Path) -> None:
+    """Set the tokenizer's special tokens to the ids the GGUF names. transformers' GGUF tokenizer
+    conversion reads them differently across releases: for the packaged SmolLM2 (bos 1, eos 2, pad 2)
+    transformers 5.10.4 made eos ``<|im_start|>`` (id 1) and pad None, 5.24 ``<|im_end|>`` for both;
+    an EOS that is the turn's *start* token never stops a verl rollout."""
+    from gguf import GGUFReader
+
+    fields = GGUFReader(str(gguf)).fields
+    for attr, key in GGUF_SPECIAL_TOKENS.items():
+        field = fields.get(key)
+        if field is not None:
+            token_id = int(field.parts[field.data[0]][0])
+            setattr(tok, attr, tok.convert_ids_to_tokens(token_id))
 
 
 def _transformers_preset(name: str) -> ModelPreset:

@@ -9,7 +9,7 @@ tool responses through the chat template; the methods we export ask the model fo
 
     - name: harness_tag_agent
       _target_: harness.verl.agent_loop.HarnessTagAgentLoop
-      job: /path/to/export/job.json
+      job: job.json   # relative to this yaml's folder
 
 For one sample the loop runs the method's own multi-turn rollout
 (:meth:`harness.rollout.base.RolloutConfig.run` of its ``rollout_config``: the tag engine or the
@@ -92,6 +92,15 @@ class LoopJob:
             recipe=Recipe.model_validate(raw["recipe"]),
             retriever_url=raw["retriever_url"],
         )
+
+
+def job_path(job: str | Path, agent_loop_config_path: str | None) -> Path:
+    """The exported ``job.json`` an agent-loop yaml entry names: relative to the yaml's folder (the
+    export writes ``job: job.json``, so the folder can be moved), or absolute."""
+    p = Path(job)
+    if p.is_absolute() or not agent_loop_config_path:
+        return p
+    return Path(agent_loop_config_path).resolve().parent / p
 
 
 @functools.cache
@@ -306,7 +315,9 @@ def agent_loop_class() -> type:
             self, *args: Any, job: str, max_threads: int = 256, name: str = AGENT_NAME, **kwargs: Any
         ):
             super().__init__(*args, **kwargs)
-            self.job = load_job(str(job))
+            self.job = load_job(
+                str(job_path(job, self.config.actor_rollout_ref.rollout.agent.agent_loop_config_path))
+            )
             self.max_threads = int(max_threads)
             self.response_length = int(self.config.actor_rollout_ref.rollout.response_length)
             self.eos = _model_eos_ids(self.tokenizer, str(self.config.actor_rollout_ref.model.path))

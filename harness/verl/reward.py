@@ -20,6 +20,7 @@ from __future__ import annotations
 import functools
 import json
 import re
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -193,9 +194,62 @@ def verl_compute_score(
 def aux_models_from_job(job_json: Path) -> dict[str, Any]:
     """Build the recipe's auxiliary models (role -> backend) recorded in an exported ``job.json``.
     At scale these are OpenAI-compatible servers (``vllm serve``); edit job.json to point at yours.
-    (A reward that embeds with a packaged encoder loads it itself: it is not a backend.)"""
+    An in-process backend (``transformers``, ``vllm``, ``llamacpp``) generates one call at a time
+    (its prefix cache is not shared safely), so it is wrapped in :class:`OneCallAtATime`; verl
+    calls the reward from many threads at once. (A reward that embeds with a packaged encoder loads
+    it itself: :meth:`TrainableMethod.load_reward_models`.)"""
     from harness.llm.base import BackendSpec, make_backend
 
     job = json.loads(Path(job_json).read_text())
     specs = job["recipe"].get("aux_models", {})
-    return {role: make_backend(BackendSpec.model_validate(spec)) for role, spec in specs.items()}
+    out: dict[str, Any] = {}
+    for role, raw in specs.items():
+        spec = BackendSpec.model_validate(raw)
+        backend = make_backend(spec)
+        out[role] = backend if spec.kind == "openai" else OneCallAtATime(backend)
+    return out
+
+
+class OneCallAtATime:
+    """A backend whose calls (``chat_batch``, ``generate``, ...) take one lock: an in-process model
+    generates one call at a time (harness/llm/transformers_backend.py's prefix cache is not
+    thread-safe), while verl's reward manager scores a batch from many threads. Attributes that
+    are not methods are the backend's own. (By hand: a lock around another object's every method
+    is a few lines, no library does it.)"""
+
+    def __init__(self, backend: Any):
+        self._backend = backend
+        self._lock = threading.Lock()
+
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(self._backend, name)
+        if not callable(attr):
+            return attr
+
+        @functools.wraps(attr)
+        def locked(*args: Any, **kwargs: Any) -> Any:
+            with self._lock:
+                return attr(*args, **kwargs)
+
+        return locked
+
+
+_REWARD_MODELS: dict[tuple[str, str], dict[str, Any]] = {}  # (method, job.json) -> role -> model
+_REWARD_MODELS_LOCK = threading.Lock()
+
+
+def reward_models(method_name: str, job_json: Path) -> dict[str, Any]:
+    """The reward's helper models for an exported job, loaded once per process, under a lock,
+    before the first trajectory is scored: the recipe's auxiliary models (:func:`aux_models_from_job`)
+    and the models the method's rewards load themselves (:meth:`TrainableMethod.load_reward_models`,
+    e.g. a packaged sentence encoder). verl scores a batch from many threads at once, and
+    transformers' ``from_pretrained`` called from several threads at once fails ("Cannot copy out of
+    meta tensor"); so the first call loads while the others wait, and every later call returns the
+    same models."""
+    key = (method_name, str(Path(job_json).resolve()))
+    with _REWARD_MODELS_LOCK:
+        if key not in _REWARD_MODELS:
+            models = aux_models_from_job(Path(job_json))
+            exported(method_name).method.load_reward_models()
+            _REWARD_MODELS[key] = models
+        return _REWARD_MODELS[key]

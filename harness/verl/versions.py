@@ -19,7 +19,9 @@ from harness.errors import ConfigError
 # reward.custom_reward_function.*) appeared in 0.9.0; 0.9.1 is the release tested.
 SUPPORTED: tuple[str, ...] = ("0.9.1",)
 SUPPORTED_TEXT = "verl " + ", ".join(SUPPORTED)
-INSTALL = f"pip install 'verl=={SUPPORTED[-1]}'"
+# the harness's install extra brings the supported verl with its core extra and what the export,
+# the reward and the agent loop import (pyproject.toml [project.optional-dependencies] verl)
+INSTALL = "pip install 'rar-harness[verl]' (in a checkout: pip install -e '.[verl]')"
 
 
 def installed_verl() -> str | None:

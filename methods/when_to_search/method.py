@@ -458,6 +458,12 @@ class WhenToSearch(TrainableMethod):
             self._embedder = MiniLMEmbedder()
         return self._embedder
 
+    def load_reward_models(self) -> None:
+        """The search reward's packaged encoder, loaded now (``load_encoder`` keeps it per process)."""
+        if self._embedder is None:
+            self._embedder = MiniLMEmbedder()
+        self._embedder.encode(["warm-up"])
+
     @reward_fn(*REWARDS, default=True, batched=True)
     def reward_variant(
         self, trajectories: list[Trajectory], *, name: str, ctx: RewardContext

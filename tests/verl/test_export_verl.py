@@ -282,7 +282,7 @@ def _load_reward(path: Path) -> Any:
 
 
 @pytest.mark.parametrize("name", TRAINABLE)
-def test_export_files_parse(name, tmp_path: Path, smollm2_dir: Path):
+def test_export_files_parse(name, tmp_path: Path, smollm2_dir: Path, monkeypatch):
     method = get_method(name)
     recipe = method.recipes()["cpu-smoke"]
     out = tmp_path / name
@@ -315,7 +315,7 @@ def test_export_files_parse(name, tmp_path: Path, smollm2_dir: Path):
     assert (out / "agent_loop.yaml").is_file() == retrieves
     if retrieves:  # the method's own dialect, through harness.verl.agent_loop (test_verl_agent_loop.py)
         (loop,) = yaml.safe_load((out / "agent_loop.yaml").read_text())
-        assert loop["name"] == row["agent_name"] and loop["job"] == str(out / "job.json")
+        assert loop["name"] == row["agent_name"] and loop["job"] == "job.json"  # beside the yaml
         assert json.loads((out / "job.json").read_text())["retriever_url"] == "http://10.0.0.5:8000/retrieve"
     assert (out / "verl_job.yaml").is_file() == bool(prefill)
     job = json.loads((out / "job.json").read_text())
@@ -351,8 +351,12 @@ def test_export_files_parse(name, tmp_path: Path, smollm2_dir: Path):
     ]
     assert rewards == [r for r, _ in stages]
     assert script.count('python3 -m "$ENTRY"') == len(stages)
+    from harness.verl import reward as reward_module
+
+    models = CASES[name].models()  # the recipe's aux models are servers / the packaged model
+    key = (name, str((out / "job.json").resolve()))
+    monkeypatch.setitem(reward_module._REWARD_MODELS, key, models)
     mod = _load_reward(out / "reward.py")
-    mod._MODELS = CASES[name].models()  # the recipe's aux models are servers / the packaged model
     answer = row["reward_model"]["ground_truth"]["target"][0]
     got = mod.compute_score(
         row["data_source"],
@@ -367,7 +371,7 @@ def test_export_files_parse(name, tmp_path: Path, smollm2_dir: Path):
         f"<answer>{answer}</answer>",
         row["reward_model"]["ground_truth"],
         row["extra_info"],
-        mod._MODELS,
+        models,
         total_steps=recipe.steps,
     )
     assert got == want
@@ -389,7 +393,14 @@ def test_multi_stage_recipe_runs_one_verl_invocation_per_stage(tmp_path: Path):
     script = (tmp_path / "run.sh").read_text()
     assert "trainer.total_training_steps=180" in script and "trainer.total_training_steps=500" in script
     assert script.index("reward_kwargs.reward=stage1") < script.index("reward_kwargs.reward=stage2")
-    assert script.count("trainer.resume_mode=auto") == 2
+    # stage 1 resumes a run of this folder if there is one; stage 2 resumes stage 1's last save,
+    # which verl writes only with save_freq > 0 (the recipe saves every 30 steps)
+    assert script.count("trainer.resume_mode=auto") == 1
+    assert script.count("trainer.resume_mode=resume_path") == 1
+    assert script.count('"trainer.resume_from_path=${CKPT_DIR}/global_step_180"') == 1
+    assert script.index("global_step_180") > script.index("reward_kwargs.reward=stage2")
+    assert script.count("trainer.save_freq=30") == 2
+    assert script.count('"trainer.default_local_dir=${CKPT_DIR}"') == 2
     job = json.loads((tmp_path / "job.json").read_text())
     assert job["reward_stages"] == [
         {"reward": "stage1", "until_step": 180},
@@ -429,7 +440,7 @@ def test_prefill_goes_into_the_chat_template(tmp_path: Path, smollm2_dir: Path):
     )
     assert not tool_turn.endswith(THINK_PREFILL)  # the model continues its own turn after a tool turn
     script = (tmp_path / "run.sh").read_text()
-    assert f"--config-path={tmp_path.resolve()} --config-name=verl_job" in script
+    assert '--config-path="${HERE}" --config-name=verl_job' in script  # run.sh's own folder
 
 
 def test_prefill_needs_the_models_chat_template(tmp_path: Path):

@@ -89,5 +89,6 @@ def test_a_model_preset_is_written_as_its_hf_folder(tmp_path):
     )
     folder = ensure_hf_model("smollm2-135m-instruct")
     assert (folder / "config.json").is_file() and (folder / "model.safetensors").is_file()
-    assert f"actor_rollout_ref.model.path={folder}" in (out / "run.sh").read_text()
+    script = (out / "run.sh").read_text()
+    assert f"MODEL={folder}" in script and '"actor_rollout_ref.model.path=${MODEL}"' in script
     assert (out / "verl_job.yaml").is_file()  # its chat template, with TIRESRAG-R1's pre-fill

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import shlex
 import subprocess
 import sys
 import threading
@@ -33,20 +32,16 @@ ROOT = Path(__file__).resolve().parents[2]
 ACCEPTANCE = ["export-verl", "--method", "search_r1", "--recipe", "cpu-smoke"]
 
 
-def stage_overrides(run_sh: Path) -> list[list[str]]:
-    """The Hydra arguments of each ``python3 -m "$ENTRY"`` invocation of an exported run.sh."""
-    lines = run_sh.read_text().splitlines()
-    stages: list[list[str]] = []
-    current: list[str] | None = None
-    for line in lines:
-        if line.startswith('python3 -m "$ENTRY"'):
-            current = []
-        elif current is not None:
-            if line.strip() == '"$@"':
-                stages.append(current)
-                current = None
-            else:
-                current += shlex.split(line.rstrip().removesuffix("\\"))
+def stage_overrides(run_sh: Path, *options: str) -> list[list[str]]:
+    """The arguments of each ``python3 -m "$ENTRY"`` invocation of an exported run.sh, as bash
+    expands them (its folder, ``--data-dir``, ``--ckpt-dir``, ``--model``): run.sh runs with
+    ``python3`` a shell function that prints its arguments."""
+    probe = 'python3() { shift 2; printf "%s\\0" "$@"; printf "\\n\\0"; }; export -f python3; bash "$@"'
+    run = subprocess.run(
+        ["bash", "-c", probe, "probe", str(run_sh), *options], capture_output=True, text=True, timeout=60
+    )
+    assert run.returncode == 0, run.stderr
+    stages = [[a for a in chunk.split("\0") if a] for chunk in run.stdout.split("\n\0") if chunk.strip("\0")]
     assert stages, f"{run_sh}: no launch found"
     return stages
 
@@ -481,3 +476,100 @@ def test_verls_agent_loop_worker_puts_observations_at_mask_0_as_our_engine(tmp_p
         kinds |= {x.kind for x in t.turns}
     assert {"retrieve", "generate"} <= kinds  # an observation at mask 0, from the retriever
     assert verl_retriever.n_queries == 2  # France, searched by both of its samples
+
+
+# -- the rollout server, the stages, a moved export ----------------------------------------------------
+def test_the_rollout_server_settings_serve_the_agent_loops_stop_strings(acceptance_job: Path):
+    from harness.errors import ConfigError
+    from harness.verl.dry_run import check_rollout
+
+    (stage,) = stage_overrides(acceptance_job / "run.sh")
+    exported = compose(stage)
+    assert (
+        exported.actor_rollout_ref.rollout.name,
+        exported.actor_rollout_ref.rollout.skip_tokenizer_init,
+    ) == (
+        "vllm",
+        False,
+    )
+    assert check_rollout(exported).startswith("rollout: vllm with its tokenizer loaded")
+    # verl's default skip_tokenizer_init=True reaches SGLang, which then cannot match stop strings
+    sglang = [*stage, "actor_rollout_ref.rollout.name=sglang"]
+    assert check_rollout(compose(sglang)).startswith("rollout: sglang with its tokenizer loaded")
+    with pytest.raises(ConfigError, match="no tokenizer to match the stop strings"):
+        check_rollout(compose([*sglang, "actor_rollout_ref.rollout.skip_tokenizer_init=true"]))
+    # verl's vLLM server loads the tokenizer whatever the setting says
+    check_rollout(compose([*stage, "actor_rollout_ref.rollout.skip_tokenizer_init=true"]))
+    with pytest.raises(ConfigError, match="checked for vllm, sglang only"):
+        check_rollout(compose([*stage, "actor_rollout_ref.rollout.name=trtllm"]))
+
+
+def test_a_two_stage_export_resumes_stage_2_from_stage_1s_last_save(tmp_path: Path, smollm2_dir: Path):
+    import json
+
+    from harness.errors import ConfigError
+    from harness.methods_registry import get_method
+    from harness.verl.dry_run import check_stage
+    from harness.verl.job import write_verl_job
+    from tests.verl.test_export_verl import examples
+
+    method = get_method("when_to_search")
+    out = tmp_path / "J"
+    write_verl_job(
+        *(method, method.recipes()["paper"], out, examples(), examples()),
+        retriever_url="http://127.0.0.1:9/retrieve",
+        n_gpus=8,
+        model_path=str(smollm2_dir),
+    )
+    job = json.loads((out / "job.json").read_text())
+    one, two = stage_overrides(out / "run.sh", "--ckpt-dir", str(tmp_path / "ckpt"))
+    c1, c2 = compose(one), compose(two)
+    assert (c1.trainer.total_training_steps, c2.trainer.total_training_steps) == (180, 500)
+    assert c1.trainer.save_freq == c2.trainer.save_freq == 30  # verl saves at a stage's last step only if > 0
+    assert c1.trainer.default_local_dir == c2.trainer.default_local_dir == str(tmp_path / "ckpt")
+    assert c1.trainer.resume_mode == "auto"
+    assert (c2.trainer.resume_mode, c2.trainer.resume_from_path) == (
+        "resume_path",
+        str(tmp_path / "ckpt" / "global_step_180"),
+    )
+    assert check_stage(c2, job) == [
+        f"stage 2/2: saves {tmp_path / 'ckpt' / 'global_step_500'} at its last step (trainer.save_freq=30)",
+        f"stage 2/2: resumes from {tmp_path / 'ckpt' / 'global_step_180'}, stage 1's last checkpoint",
+    ]
+    # what the export wrote before: no save (verl's default save_freq -1), stage 2 on resume_mode=auto
+    with pytest.raises(ConfigError, match="saves no checkpoint"):
+        check_stage(compose([*one, "trainer.save_freq=-1"]), job)
+    with pytest.raises(ConfigError, match="not from .*global_step_180"):
+        check_stage(compose([*two, "trainer.resume_mode=auto"]), job)
+    with pytest.raises(ConfigError, match="not from .*global_step_180"):
+        check_stage(compose([*two, f"trainer.resume_from_path={tmp_path}/other/global_step_180"]), job)
+
+
+@pytest.mark.integration
+def test_a_moved_export_passes_its_dry_run(tmp_path: Path):
+    """Exported in one place, copied elsewhere as a folder, its data in a third place (--data-dir):
+    the dry run of both stages passes and every path it checks is in the new places."""
+    import shutil
+
+    first, moved, data = tmp_path / "laptop" / "J", tmp_path / "cluster" / "J", tmp_path / "shared" / "data"
+    args = ["export-verl", "--method", "when_to_search", "--recipe", "cpu-smoke", "--n-gpus", "1"]
+    assert main([*args, "--model", "smollm2-135m-instruct", "--out", str(first)]) == 0
+    moved.parent.mkdir()
+    shutil.move(first, moved)
+    data.parent.mkdir()
+    shutil.move(moved / "data", data)
+    shutil.rmtree(tmp_path / "laptop")
+    missing = run_dry(moved)
+    assert missing.returncode == 2
+    assert missing.stderr.strip().splitlines()[-1] == (
+        f"run.sh --dry-run: data.train_files: {moved / 'data' / 'train.parquet'} is missing; pass run.sh "
+        "--data-dir DIR (the folder of the parquet files)"
+    )
+    run = run_dry(moved, "--data-dir", str(data))
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    lines = [x for x in run.stdout.splitlines() if x.startswith("dry run: ")]
+    assert f"dry run: reward: {moved / 'reward.py'}:compute_score (kwargs {{'reward': 'stage2'}})" in lines
+    assert f"dry run: agent loop job: {moved / 'job.json'}" in lines
+    ckpt = moved / "checkpoints"
+    assert f"dry run: stage 2/2: resumes from {ckpt / 'global_step_2'}, stage 1's last checkpoint" in lines
+    assert not any("laptop" in x for x in lines)

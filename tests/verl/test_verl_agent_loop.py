@@ -32,7 +32,7 @@ from harness.methods_registry import get_method
 from harness.rl.trainer import rollout_protocol
 from harness.rollout.base import RunContext
 from harness.types import Completion, QAExample
-from harness.verl.agent_loop import LoopJob, ServerBackend, rollout_async
+from harness.verl.agent_loop import LoopJob, ServerBackend, job_path, rollout_async
 from harness.verl.contract import AGENT_CLASS, AGENT_NAME
 from harness.verl.job import write_verl_job
 from harness.verl.rows import row_example
@@ -208,7 +208,7 @@ async def run_rows(job: LoopJob, rows, prompts, server, tok, retriever) -> list[
 
 
 @pytest.mark.parametrize("name", LOOPED)
-def test_loop_rolls_out_as_the_engine(name, tmp_path: Path, smollm2_dir: Path, tok):
+def test_loop_rolls_out_as_the_engine(name, tmp_path: Path, smollm2_dir: Path, tok, monkeypatch):
     out = tmp_path / name
     recipe = export(name, out, smollm2_dir)
     method = get_method(name)
@@ -243,8 +243,12 @@ def test_loop_rolls_out_as_the_engine(name, tmp_path: Path, smollm2_dir: Path, t
     stops = {tuple(p["stop"]) for _, p in server.requests}
     assert len(stops) == 1 and "</search>" in next(iter(stops))
     assert all(p["temperature"] == 1.0 for _, p in server.requests)
+    from harness.verl import reward as reward_module
+
+    # the reward's helper models for this job, as reward_models would hold them (scripted here)
+    key = (name, str((out / "job.json").resolve()))
+    monkeypatch.setitem(reward_module._REWARD_MODELS, key, case.models())
     reward = load_reward(out / "reward.py")
-    reward._MODELS = case.models()
     models = case.models()
     ours = method.rewards(trajs, name=recipe.reward_at(0), ctx=reward_ctx(0, recipe.steps, **models))
     n_env = 0
@@ -328,13 +332,13 @@ def test_exported_files_reference_the_loop(name, tmp_path: Path, smollm2_dir: Pa
     export(name, out, smollm2_dir)
     (entry,) = yaml.safe_load((out / "agent_loop.yaml").read_text())
     assert entry["name"] == AGENT_NAME and entry["_target_"] == AGENT_CLASS
-    assert Path(entry["job"]) == (out / "job.json").resolve()
-    assert LoopJob.from_file(entry["job"]).retriever_url == "http://127.0.0.1:8000/retrieve"
+    # relative to the yaml's folder, as the loop resolves it: the export can move
+    assert entry["job"] == "job.json"
+    job = job_path(entry["job"], str(out / "agent_loop.yaml"))
+    assert job == (out / "job.json").resolve()
+    assert LoopJob.from_file(job).retriever_url == "http://127.0.0.1:8000/retrieve"
     script = (out / "run.sh").read_text()
-    assert (
-        f"actor_rollout_ref.rollout.agent.agent_loop_config_path={(out / 'agent_loop.yaml').resolve()}"
-        in script
-    )
+    assert '"actor_rollout_ref.rollout.agent.agent_loop_config_path=${HERE}/agent_loop.yaml"' in script
     assert "tool_config_path" not in script and not (out / "search_tool_config.yaml").exists()
     rows = pq.read_table(out / "data" / "test.parquet").to_pylist()
     assert rows[0]["agent_name"] == AGENT_NAME

@@ -83,7 +83,7 @@ def test_an_unsupported_verl_is_one_line_naming_the_supported_versions(monkeypat
         versions.check_version("0.7.1", "the exported reward.py")
     assert str(e.value) == (
         "the exported reward.py: verl 0.7.1 is installed, but the harness supports verl 0.9.1 only: "
-        "pip install 'verl==0.9.1'"
+        "pip install 'rar-harness[verl]' (in a checkout: pip install -e '.[verl]')"
     )
     monkeypatch.setattr(versions, "installed_verl", lambda: None)
     with pytest.raises(
@@ -144,3 +144,55 @@ def test_the_exported_reward_checks_the_verl_that_loads_it(tmp_path, monkeypatch
         load()
     monkeypatch.setattr(versions, "installed_verl", lambda: versions.SUPPORTED[-1])
     load()
+
+
+# verl hidden from one interpreter: its import and its package metadata both fail, as where it is not installed
+NO_VERL = """
+import importlib.abc, importlib.metadata as m, sys
+class _NoVerl(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name == "verl" or name.startswith("verl."):
+            raise ModuleNotFoundError(f"No module named {name!r}")
+sys.meta_path.insert(0, _NoVerl())
+_version = m.version
+def version(name):
+    if name == "verl":
+        raise m.PackageNotFoundError(name)
+    return _version(name)
+m.version = version
+"""
+
+
+@pytest.mark.integration
+def test_run_sh_dry_run_without_verl_is_one_line_naming_the_extra(tmp_path):
+    import os
+
+    from harness.methods_registry import get_method
+    from harness.verl.job import write_verl_job
+    from tests.verl.test_export_verl import examples
+
+    method = get_method("search_r1")
+    out = tmp_path / "J"
+    write_verl_job(
+        *(method, method.recipes()["cpu-smoke"], out, examples(), examples()),
+        retriever_url="http://x/retrieve",
+        n_gpus=1,
+        model_path="m",
+    )
+    (tmp_path / "site").mkdir()
+    (tmp_path / "site" / "sitecustomize.py").write_text(NO_VERL)
+    root = Path(__file__).resolve().parents[2]
+    env = {
+        **os.environ,
+        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
+        "PYTHONPATH": os.pathsep.join([str(tmp_path / "site"), str(root)]),
+    }
+    run = subprocess.run(
+        ["bash", str(out / "run.sh"), "--dry-run"], capture_output=True, text=True, timeout=120, env=env
+    )
+    assert run.returncode == 2
+    assert run.stdout == ""
+    assert run.stderr == (
+        "run.sh --dry-run needs verl (verl 0.9.1), which is not installed: "
+        "pip install 'rar-harness[verl]' (in a checkout: pip install -e '.[verl]')\n"
+    )
