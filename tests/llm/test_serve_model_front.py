@@ -83,6 +83,11 @@ def test_llamacpp_logprobs_become_the_completions_shape_the_sdk_parses():
         ("/v1/chat/completions", {"messages": [{"role": "user", "content": "x"}], "max_completion_tokens": 0}, 400, "'max_completion_tokens'"),
         ("/completion", {"prompt": "x", "n_predict": 10**12}, 400, "'n_predict'"),
         ("/v1/completions", ["x"], 400, "must be a JSON object"),
+        ("/v1/completions", {"prompt": "x", "logprobs": 1000000}, 400, "'logprobs' must be true, false or a whole number from 0 to 20 (OpenAI's cap), got 1000000"),
+        ("/v1/completions", {"prompt": "x", "logprobs": 2.0}, 400, "got 2.0"),
+        ("/v1/chat/completions", {"messages": [{"role": "user", "content": "x"}], "logprobs": True, "top_logprobs": 21}, 400, "'top_logprobs' must be a whole number from 0 to 20"),
+        ("/v1/chat/completions", {"messages": [{"role": "user", "content": "x"}], "top_logprobs": True}, 400, "got True"),
+        ("/completion", {"prompt": "x", "n_probs": 49152}, 400, "'n_probs' must be a whole number from 0 to 20"),
     ],
 )  # fmt: skip
 def test_requests_llamacpp_would_answer_wrongly_are_refused(path, body, status, message):
@@ -96,6 +101,10 @@ def test_requests_within_the_rules_pass():
         {"model": "smollm2", "prompt": "x", "max_tokens": 2048},
         {"prompt": "x", "max_tokens": None},  # no model: the served one (llama.cpp's default)
         {"messages": [{"role": "user", "content": "x"}], "max_tokens": 1},
+        {"prompt": "x", "logprobs": 20},
+        {"prompt": "x", "logprobs": 0, "n_probs": 0},
+        {"messages": [{"role": "user", "content": "x"}], "logprobs": True, "top_logprobs": 20},
+        {"messages": [{"role": "user", "content": "x"}], "logprobs": False},
     ):
         path = "/v1/chat/completions" if "messages" in body else "/v1/completions"
         assert check_request(path, body, alias="smollm2", n_ctx=2048) is None
