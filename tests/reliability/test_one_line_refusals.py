@@ -9,6 +9,7 @@
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 
@@ -158,6 +159,32 @@ def test_a_recipe_file_that_is_not_utf8_is_one_line(tmp_path):
     with pytest.raises(ConfigError) as e:
         load_recipes(path, "search_r1")
     assert str(e.value) == f"{path}: not UTF-8 text (byte 35: invalid start byte); save it as UTF-8"
+
+
+@pytest.mark.parametrize("fmt", ["markdown", "csv"])
+def test_export_to_a_full_disk_is_one_line(fmt, tmp_path, capsys):
+    """Issue 61: ``export --out /dev/full`` was an OSError traceback (ENOSPC)."""
+    from tests.leaderboard import fixtures
+
+    if not os.path.exists("/dev/full"):
+        pytest.skip("no /dev/full here")
+    db = fixtures.build(tmp_path / "r.duckdb")
+    argv = ["export", "--format", fmt, "--out", "/dev/full", "--db", str(db.path)]
+    assert main([*argv, "--protocol", db.protocol.protocol_id]) == 2
+    line = one_line(capsys.readouterr().err)
+    assert line == "error: --out /dev/full: cannot write it (the disk is full); give --out somewhere writable"
+
+
+def test_score_per_sample_into_a_folder_is_one_line_before_scoring(tmp_path, capsys):
+    """Issue 61: ``score --per-sample DIR`` was an IsADirectoryError traceback after the scoring."""
+    path = tmp_path / "p.jsonl"
+    path.write_text('{"id": "1", "prediction": "Paris", "golden_answers": ["Paris"]}\n')
+    (tmp_path / "out").mkdir()
+    assert main(["score", str(path), "--per-sample", str(tmp_path / "out")]) == 2
+    line = one_line(capsys.readouterr().err)
+    out = tmp_path / "out"
+    assert line == f"error: --per-sample {out} is a directory; give a file path (e.g. {out}/out.jsonl)"
+    assert sorted(tmp_path.iterdir()) == sorted([path, out])  # no temporary file left
 
 
 @pytest.mark.parametrize("damage", ["retrieval item", "prompt texts", "metrics"])
