@@ -64,6 +64,45 @@ def passive_omp_env(threads: int, env: dict[str, str] | None = None) -> dict[str
     return env
 
 
+# the system OpenMP runtime the xllamacpp wheel links against (``ldd xllamacpp.abi3.so``); the wheel
+# does not bundle it, so a machine without it (a slim Debian image lacks libgomp1) cannot import it
+LIBGOMP = "libgomp.so.1"
+LLAMACPP_INSTALL = "pip install 'rar-harness[llamacpp]' (in a clone: pip install -e '.[cpu,llamacpp]')"
+
+
+def check_llamacpp_runtime() -> None:
+    """One :class:`ConfigError` line, before llama.cpp starts, when the xllamacpp wheel or the OpenMP
+    runtime it links (``libgomp``) is missing; ``import xllamacpp`` was a traceback (issue 61).
+    Loads neither here: libgomp reads ``OMP_WAIT_POLICY`` once, when it loads (see
+    :func:`passive_omp_env`), so it is tried in a short child process."""
+    import importlib.util
+
+    try:
+        found = importlib.util.find_spec("xllamacpp") is not None
+    except ImportError:  # an import hook that refuses it
+        found = False
+    if not found:
+        raise ConfigError(
+            f"llama.cpp (the default backend) needs the xllamacpp wheel, which is not installed: "
+            f"{LLAMACPP_INSTALL}; or use a model server (--base-url)"
+        )
+    if not sys.platform.startswith("linux"):
+        return
+    libgomp = LIBGOMP
+    probe = subprocess.run(
+        [sys.executable, "-c", f"import ctypes; ctypes.CDLL({libgomp!r})"],
+        capture_output=True,
+        check=False,
+        timeout=60,
+    )
+    if probe.returncode != 0:
+        raise ConfigError(
+            f"llama.cpp (the xllamacpp wheel) needs the system OpenMP runtime {libgomp}, which is not "
+            "installed: `apt-get install libgomp1` (Debian, Ubuntu), `dnf install libgomp` (Fedora), "
+            "`apk add libgomp` (Alpine)"
+        )
+
+
 # llama.cpp's ngram-simple drafting: when the last `match` tokens occurred earlier in the context,
 # the (up to) `max` tokens that followed them there are the draft, and one decode call checks them
 # all. llama.cpp's defaults (12 and 48) wait for a 12-token repeat; the main-job figures in docs/performance.md
@@ -251,6 +290,7 @@ class ModelServer:
 
         if self.proc is not None:
             raise HarnessError(f"the model server at {self.base_url} is already running")
+        check_llamacpp_runtime()
         if self.port is None:
             self.port = free_port(self.host)
         elif not port_is_free(self.host, self.port):

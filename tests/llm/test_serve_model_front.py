@@ -199,3 +199,28 @@ def test_bad_limits_are_one_line_before_anything_starts(flag, value, line, capsy
 
     assert main(["serve-model", flag, value]) == 2
     assert capsys.readouterr().err == line
+
+
+@pytest.mark.integration  # the check runs a short child process
+def test_a_missing_libgomp_or_xllamacpp_is_one_line_before_llamacpp_starts(monkeypatch, capsys):
+    """Issue 61: without the system libgomp1 (or the xllamacpp wheel) `harness serve-model` failed
+    with a traceback from `import xllamacpp`; now one line naming what to install."""
+    import importlib.util
+
+    from harness.cli import main
+    from harness.llm import server
+
+    server.check_llamacpp_runtime()  # this machine has both
+    monkeypatch.setattr(server, "LIBGOMP", "libgomp-missing.so.9")
+    assert main(["serve-model", "--port", str(server.free_port())]) == 2
+    assert capsys.readouterr().err == (
+        "error: llama.cpp (the xllamacpp wheel) needs the system OpenMP runtime libgomp-missing.so.9, "
+        "which is not installed: `apt-get install libgomp1` (Debian, Ubuntu), `dnf install libgomp` "
+        "(Fedora), `apk add libgomp` (Alpine)\n"
+    )
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name: None if name == "xllamacpp" else real(name))
+    with pytest.raises(
+        server.ConfigError, match=r"needs the xllamacpp wheel, which is not installed: pip install"
+    ):
+        server.check_llamacpp_runtime()
