@@ -177,29 +177,31 @@ class Judge:
         then the interrupt goes on); the whole chunk at once from one that answers a batch (an
         in-process backend's ``chat_batch``)."""
         conversations = [self.prompt.messages(it.question, it.golds, it.text) for _, it in chunk]
-        options = {
-            "max_tokens": self.prompt.max_tokens,
-            "logprobs": self.prompt.scoring == "logit",
-            "json_mode": self.prompt.json_mode,
-        }
+        max_tokens, json_mode = self.prompt.max_tokens, self.prompt.json_mode
+        logprobs = self.prompt.scoring == "logit"
         ask_each = getattr(self.transport, "ask_each", None)
         if ask_each is None:
-            replies = self.transport.ask(conversations, **options)
+            replies = self.transport.ask(
+                conversations, max_tokens=max_tokens, logprobs=logprobs, json_mode=json_mode
+            )
             keep([self._judgement(k, it, r) for (k, it), r in zip(chunk, replies, strict=True)])
             return
-        replies = ask_each(conversations, **options)
+        each = ask_each(conversations, max_tokens=max_tokens, logprobs=logprobs, json_mode=json_mode)
         unkept: list[Judgement] = []
         try:
-            for i, reply in replies:
-                unkept.append(self._judgement(*chunk[i], reply))
+            for i, reply in each:
+                key, item = chunk[i]
+                unkept.append(self._judgement(key, item, reply))
                 keep(unkept)
                 unkept = []
         except KeyboardInterrupt:  # Ctrl-C, or SIGTERM in the CLI
-            unkept += [self._judgement(*chunk[i], r) for i, r in replies.drain()]
+            for i, reply in each.drain():
+                key, item = chunk[i]
+                unkept.append(self._judgement(key, item, reply))
             keep(unkept)
             raise
         finally:
-            replies.close()
+            each.close()
 
     def _base(self, key: str, it: JudgeItem) -> dict:
         return {

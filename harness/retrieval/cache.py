@@ -117,9 +117,8 @@ class ResultCache:
             for q, hits in results:
                 self._remember((index_id, k, q), hits)
             if self._db is not None and results:
-                with disk_full_is_one_line(
-                    self.path, "the retrieval result cache (this batch was not added)"
-                ):
+                where = str(self.path)
+                with disk_full_is_one_line(where, "the retrieval result cache (this batch was not added)"):
                     self._db.execute("BEGIN")
                     try:
                         self._db.executemany(
