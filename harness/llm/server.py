@@ -73,8 +73,10 @@ LLAMACPP_INSTALL = "pip install 'rar-harness[llamacpp]' (in a clone: pip install
 def check_llamacpp_runtime() -> None:
     """One :class:`ConfigError` line, before llama.cpp starts, when the xllamacpp wheel or the OpenMP
     runtime it links (``libgomp``) is missing; ``import xllamacpp`` was a traceback (issue 61).
-    Loads neither here: libgomp reads ``OMP_WAIT_POLICY`` once, when it loads (see
-    :func:`passive_omp_env`), so it is tried in a short child process."""
+    Loads neither and starts no process: libgomp reads ``OMP_WAIT_POLICY`` once, when it loads (see
+    :func:`passive_omp_env`), so it is looked up where the dynamic loader finds it
+    (:func:`libgomp_found`); where that cannot be told, the import's own error is mapped
+    (:func:`missing_runtime`)."""
     import importlib.util
 
     try:
@@ -86,21 +88,43 @@ def check_llamacpp_runtime() -> None:
             f"llama.cpp (the default backend) needs the xllamacpp wheel, which is not installed: "
             f"{LLAMACPP_INSTALL}; or use a model server (--base-url)"
         )
-    if not sys.platform.startswith("linux"):
-        return
-    libgomp = LIBGOMP
-    probe = subprocess.run(
-        [sys.executable, "-c", f"import ctypes; ctypes.CDLL({libgomp!r})"],
-        capture_output=True,
-        check=False,
-        timeout=60,
+    if libgomp_found(LIBGOMP) is False:
+        raise missing_runtime(LIBGOMP)
+
+
+def missing_runtime(libgomp: str = LIBGOMP) -> ConfigError:
+    return ConfigError(
+        f"llama.cpp (the xllamacpp wheel) needs the system OpenMP runtime {libgomp}, which is not "
+        "installed: `apt-get install libgomp1` (Debian, Ubuntu), `dnf install libgomp` (Fedora), "
+        "`apk add libgomp` (Alpine)"
     )
-    if probe.returncode != 0:
-        raise ConfigError(
-            f"llama.cpp (the xllamacpp wheel) needs the system OpenMP runtime {libgomp}, which is not "
-            "installed: `apt-get install libgomp1` (Debian, Ubuntu), `dnf install libgomp` (Fedora), "
-            "`apk add libgomp` (Alpine)"
-        )
+
+
+def libgomp_found(name: str) -> bool | None:
+    """Whether the dynamic loader would find library ``name``: in ``LD_LIBRARY_PATH`` or in glibc's
+    loader cache (``/etc/ld.so.cache``, which lists every library of the system's library folders).
+    None where that cannot be told (not Linux, or no loader cache: musl)."""
+    if not sys.platform.startswith("linux"):
+        return None
+    for folder in os.environ.get("LD_LIBRARY_PATH", "").split(":"):
+        if folder and (Path(folder) / name).exists():
+            return True
+    try:
+        cache = Path("/etc/ld.so.cache").read_bytes()
+    except OSError:
+        return None
+    return name.encode() + b"\0" in cache
+
+
+def import_xllamacpp() -> Any:
+    """``import xllamacpp``, its missing OpenMP runtime one line (:func:`missing_runtime`)."""
+    try:
+        import xllamacpp
+    except ImportError as e:
+        if "libgomp" in str(e):
+            raise missing_runtime() from None
+        raise
+    return xllamacpp
 
 
 # llama.cpp's ngram-simple drafting: when the last `match` tokens occurred earlier in the context,
