@@ -10,7 +10,7 @@ the README's own relative paths), with the ``harness`` of the environment this s
 
 Each step prints its wall time; the first failure stops the lane with its output and exit status.
 ``--steps`` runs some of them (``--steps help,train``: the export needs the main job's results).
-Not in ``.ci/run`` (about half an hour on 2 cores; the lead decides CI time): docs/ci.md.
+Not in ``.ci/run`` (most of an hour on a loaded 2-core machine; the lead decides CI time): docs/ci.md.
 """
 
 from __future__ import annotations

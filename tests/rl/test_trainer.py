@@ -368,11 +368,11 @@ def test_a_step_without_learning_signal_says_so_and_the_final_line_runs_as_print
     final = next(x for x in lines if x.startswith("final checkpoint: "))
     command = final.split("(evaluate it with: ", 1)[1].rstrip(")")
     assert (
-        command == f"harness run --method toy-words --model {tmp_path / 'False' / 'out' / 'final'} --limit 5"
+        command == f"harness run --method toy-words --model {tmp_path / 'False' / 'out' / 'final'} --limit 1"
     )
     args = build_parser().parse_args(shlex.split(command)[1:])
     assert (args.method, args.model, args.limit) == (
         ["toy-words"],
         str(tmp_path / "False" / "out" / "final"),
-        5,
+        1,
     )
