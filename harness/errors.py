@@ -6,7 +6,11 @@ anything else is a bug and keeps its traceback.
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import os
+import re
+from collections.abc import Iterator
 
 
 class HarnessError(Exception):
@@ -37,3 +41,36 @@ class ServerError(HarnessError):
 
 class StoreError(HarnessError):
     """The results database cannot be opened or written."""
+
+
+class DiskFullError(HarnessError):
+    """No space left on the disk a file is being written to."""
+
+
+CACHE_ADVICE = "free space (or set RAR_HARNESS_CACHE to a folder on another disk) and rerun"
+
+
+def is_disk_full(e: BaseException) -> bool:
+    """Whether ``e`` says the disk is full: ENOSPC from the OS, or the text of a library that wraps
+    it (SQLite's ``database or disk is full``, DuckDB's and others' ``No space left on device``, and
+    numpy's short write ``OSError: 24790 requested and 2016 written``, which has no errno)."""
+    if isinstance(e, OSError) and e.errno == errno.ENOSPC:
+        return True
+    text = str(e)
+    if isinstance(e, OSError) and e.errno is None and re.fullmatch(r"\d+ requested and \d+ written", text):
+        return True
+    return "No space left on device" in text or "database or disk is full" in text
+
+
+@contextlib.contextmanager
+def disk_full_is_one_line(
+    path: str | os.PathLike[str], what: str, advice: str = CACHE_ADVICE
+) -> Iterator[None]:
+    """Turn a full disk inside the block into one :class:`DiskFullError` naming ``path`` and
+    ``what`` was being written; anything else passes unchanged."""
+    try:
+        yield
+    except Exception as e:
+        if is_disk_full(e):
+            raise DiskFullError(f"{path}: the disk is full while writing {what}; {advice}") from None
+        raise

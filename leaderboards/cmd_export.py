@@ -105,7 +105,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def handle(args: argparse.Namespace) -> int:
-    from harness.errors import ConfigError
+    from harness.errors import ConfigError, is_disk_full
     from leaderboards.export import build_view, write
     from leaderboards.queries import open_results
 
@@ -134,7 +134,13 @@ def handle(args: argparse.Namespace) -> int:
             f"{view.title}: no rows (the filters match nothing stored in {args.db}); nothing written. "
             "Check --protocol, --metric, --dataset and --include-partial, or pass --allow-empty"
         )
-    text = write(view, args.format, None if args.out is None else output_file(args.out))
+    try:
+        text = write(view, args.format, None if args.out is None else output_file(args.out))
+    except OSError as e:  # a full disk, /dev/full, no permission: one line (issue 61), not a traceback
+        why = "the disk is full" if is_disk_full(e) else (e.strerror or str(e))
+        raise ConfigError(
+            f"--out {args.out}: cannot write it ({why}); give --out somewhere writable"
+        ) from None
     if text is not None:
         sys.stdout.write(text)
     else:

@@ -230,3 +230,21 @@ def test_describing_the_protocols_imports_no_method_module():
     folders = sorted(f"methods.{p.parent.name}" for p in (ROOT / "methods").glob("*/__init__.py"))
     expected = ["baselines", "methods", *folders, *(f"{p}.protocol" for p in with_protocols)]
     assert got == {"modules": sorted(expected), "torch": False}
+
+
+@pytest.mark.integration
+def test_loading_every_method_imports_no_torch():
+    """Issue 61: a base install (`pip install -e .`, no torch) ran `harness run --method direct`
+    into a 39-line traceback: checking the protocols loads every method module, and TIRESRAG-R1's
+    imported torch at the top. A method module imports torch only where it trains."""
+    got = _plugin_modules_after(
+        textwrap.dedent(
+            """\
+            import json, sys
+            from harness.methods_registry import get_method, resolve_methods
+            for name in resolve_methods("all"):
+                get_method(name)
+            """
+        )
+    )
+    assert got["torch"] is False

@@ -60,6 +60,12 @@ def run(args: argparse.Namespace) -> int:
     names = DEFAULT_METRICS if args.metrics is None else parse_metric_list(args.metrics)
     if args.resamples < 1:
         raise ConfigError(f"--resamples must be at least 1, got {args.resamples}")
+    if args.per_sample:  # a folder given here was an IsADirectoryError traceback after scoring (issue 61)
+        from pathlib import Path
+
+        from harness.cli.options import output_file
+
+        output_file(Path(args.per_sample), flag="--per-sample", suffix=".jsonl")
     report = score_file(
         args.file, names, per_sample=args.per_sample, n_resamples=args.resamples, seed=args.seed
     )

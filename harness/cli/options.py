@@ -136,11 +136,12 @@ def output_dir(path: Path, flag: str = "--out") -> Path:
     return path
 
 
-def output_file(path: Path, flag: str = "--out") -> Path:
+def output_file(path: Path, flag: str = "--out", suffix: str = ".csv") -> Path:
     """``path`` as a file a command writes (replacing it): a :class:`ConfigError` in one line when it
-    is a directory, or when a folder above it is a file."""
+    is a directory (the example path it suggests ends in ``suffix``), or when a folder above it is
+    a file."""
     if path.is_dir():
-        raise ConfigError(f"{flag} {path} is a directory; give a file path (e.g. {path / 'out'}.csv)")
+        raise ConfigError(f"{flag} {path} is a directory; give a file path (e.g. {path / 'out'}{suffix})")
     output_dir(path.parent, flag=f"{flag} {path}: its folder")
     return path
 

@@ -24,13 +24,16 @@ the run then ends ``incomplete`` (``MethodRun.n_errors``) and ``--resume`` retri
 
 from __future__ import annotations
 
+import contextlib
 import sys
+import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
+from typing import Any
 
 from harness.errors import ConfigError
 from harness.eval.setup import RunSetup
@@ -41,6 +44,8 @@ from harness.results import lifecycle
 from harness.results.store import ERROR_STATUS, ScoredSample, Store
 from harness.rollout.base import RunContext
 from harness.types import QAExample, Trajectory
+
+TICK_S = 1.0  # the progress bar is redrawn this often while a generation runs (its elapsed time)
 
 
 @dataclass
@@ -406,6 +411,9 @@ class Runner:
                     bar.update(n)
 
             ctx.on_finished = on_finished
+            ctx.on_turn = lambda turn: bar.set_postfix_str(
+                f"turn {turn}", refresh=False
+            )  # the ticker draws it
             for batch in _batches(todo, cfg.batch_size):
                 finished, size = 0, len(batch)
                 t0 = time.perf_counter()
@@ -436,15 +444,37 @@ class Runner:
         return MethodRun(method.name, run_id, len(examples), active.seconds, n_errors, first_error)
 
 
-def _progress(total: int, initial: int, desc: str, enabled: bool):
+@contextlib.contextmanager
+def _progress(
+    total: int, initial: int, desc: str, enabled: bool, *, file: Any = None, tick_s: float = TICK_S
+) -> Iterator[Any]:
+    """A tqdm bar over a method's questions that is redrawn every ``tick_s`` seconds by a thread of
+    its own, so its elapsed time advances while one long generation runs (tqdm redraws only on an
+    update: issue 61 saw "0/9 [00:00<?" for 3 minutes)."""
     from tqdm import tqdm
 
-    return tqdm(
+    bar = tqdm(
         total=total,
         initial=initial,
         desc=desc,
         unit="q",
         disable=not enabled,
-        file=sys.stderr,
+        file=file if file is not None else sys.stderr,
         dynamic_ncols=True,
     )
+    stop = threading.Event()
+
+    def tick() -> None:
+        while not stop.wait(tick_s):
+            bar.refresh()
+
+    ticker = threading.Thread(target=tick, name="progress-tick", daemon=True)
+    if enabled:
+        ticker.start()
+    try:
+        yield bar
+    finally:
+        stop.set()
+        if enabled:
+            ticker.join()
+        bar.close()

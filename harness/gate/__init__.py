@@ -86,7 +86,14 @@ def _item_damage(layer: str, item: Any) -> str:
     if layer in ("specs", "prompts"):
         return "" if isinstance(item, str) else f"a hash string expected, got {type(item).__name__}"
     if layer == "extraction":
-        return "" if isinstance(item, dict) else f"an object expected, got {type(item).__name__}"
+        if not isinstance(item, dict):
+            return f"an object expected, got {type(item).__name__}"
+        metrics = item.get("metrics", {})
+        if not isinstance(metrics, dict) or not all(
+            isinstance(v, int | float) and not isinstance(v, bool) for v in metrics.values()
+        ):
+            return "'metrics' must be an object of metric name -> number"
+        return ""
     if layer == "retrieval":
         if not isinstance(item, dict):
             return f"an object with 'ids' and 'scores' expected, got {type(item).__name__}"

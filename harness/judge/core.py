@@ -2,7 +2,9 @@
 
 A verdict is stored in the ``judgements`` table under
 ``sha256(judge model, prompt hash, question, sorted golds, text)`` and never asked again; the same
-item twice in a batch is asked once. Failed requests (``timeout`` / ``error``) are stored and
+item twice in a batch is asked once. A verdict is stored as soon as its reply arrives (from a
+transport with ``ask_each``; an in-process backend answers a chunk at once), so an interrupted run
+asks again only what was not answered. Failed requests (``timeout`` / ``error``) are stored and
 counted, and asked again on the next pass; every other status is final (temperature 0). An empty
 text is not asked: it is ``no_prediction``, scored 0 (as EM scores it), and not stored.
 
@@ -16,7 +18,7 @@ import hashlib
 import json
 import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
@@ -149,29 +151,57 @@ class Judge:
         bar = _progress(len(todo), f"judge {self.model}", self.progress)
         pending = list(todo.items())
         try:
-            for i in range(0, len(pending), self.chunk_size):
-                chunk = pending[i : i + self.chunk_size]
-                replies = self.transport.ask(
-                    [self.prompt.messages(it.question, it.golds, it.text) for _, it in chunk],
-                    max_tokens=self.prompt.max_tokens,
-                    logprobs=self.prompt.scoring == "logit",
-                    json_mode=self.prompt.json_mode,
-                )
-                made = [self._judgement(k, it, r) for (k, it), r in zip(chunk, replies, strict=True)]
+
+            def keep(made: list[Judgement]) -> None:
                 if self.store is not None:
-                    self.store.add_judgements(made)
+                    self.store.add_judgements(made)  # insert or replace: keeping one twice is harmless
                 for j in made:
                     found[j.key] = j
                     out.prompt_tokens += max(0, j.prompt_tokens)
                     out.completion_tokens += max(0, j.completion_tokens)
-                out.asked += len(chunk)
-                bar.update(len(chunk))
+                out.asked += len(made)
+                bar.update(len(made))
+
+            for i in range(0, len(pending), self.chunk_size):
+                self._ask(pending[i : i + self.chunk_size], keep)
         finally:
             bar.close()
         out.judgements = [found[k] for k in keys]
         out.status_counts = Counter(j.status for j in out.judgements)
         out.seconds = time.perf_counter() - t_start
         return out
+
+    def _ask(self, chunk: list[tuple[str, JudgeItem]], keep: Callable[[list[Judgement]], None]) -> None:
+        """Ask ``chunk`` and ``keep`` its verdicts: each as it arrives from a transport with
+        ``ask_each`` (on an interrupt, those that arrived but were not kept yet are kept first,
+        then the interrupt goes on); the whole chunk at once from one that answers a batch (an
+        in-process backend's ``chat_batch``)."""
+        conversations = [self.prompt.messages(it.question, it.golds, it.text) for _, it in chunk]
+        max_tokens, json_mode = self.prompt.max_tokens, self.prompt.json_mode
+        logprobs = self.prompt.scoring == "logit"
+        ask_each = getattr(self.transport, "ask_each", None)
+        if ask_each is None:
+            replies = self.transport.ask(
+                conversations, max_tokens=max_tokens, logprobs=logprobs, json_mode=json_mode
+            )
+            keep([self._judgement(k, it, r) for (k, it), r in zip(chunk, replies, strict=True)])
+            return
+        each = ask_each(conversations, max_tokens=max_tokens, logprobs=logprobs, json_mode=json_mode)
+        unkept: list[Judgement] = []
+        try:
+            for i, reply in each:
+                key, item = chunk[i]
+                unkept.append(self._judgement(key, item, reply))
+                keep(unkept)
+                unkept = []
+        except KeyboardInterrupt:  # Ctrl-C, or SIGTERM in the CLI
+            for i, reply in each.drain():
+                key, item = chunk[i]
+                unkept.append(self._judgement(key, item, reply))
+            keep(unkept)
+            raise
+        finally:
+            each.close()
 
     def _base(self, key: str, it: JudgeItem) -> dict:
         return {

@@ -4,6 +4,9 @@
   back-off machinery (:class:`~harness.llm.openai_backend.OpenAIBackend`), on its own pool of
   ``concurrency`` threads, optionally paced to ``requests_per_minute``. It asks for the first
   tokens' log-probabilities when logit scoring is on, and tells a timeout from other failures.
+  Its ``ask_each`` hands over each reply as it arrives, so the judge stores every verdict at once
+  and an interrupted run pays again for none it was answered (issue 61: verdicts were stored 32
+  at a time, so up to 31 answered requests were lost).
 * :class:`BackendTransport` wraps any :class:`~harness.llm.base.Backend` (``chat_batch``), e.g.
   llama.cpp or transformers in-process; it has no log-probabilities.
 * :func:`probe_server` checks ``<url>/models`` before anything is judged, so a dead or wrong URL
@@ -13,11 +16,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 import time
-from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
@@ -54,7 +58,9 @@ class JudgeTransport(Protocol):
         logprobs: bool = False,
         json_mode: bool = False,
     ) -> list[JudgeReply]:
-        """One reply per conversation, in order, at temperature 0."""
+        """One reply per conversation, in order, at temperature 0. A transport whose replies
+        arrive one by one may also have ``ask_each`` (same arguments; the replies as they arrive,
+        :class:`Replies`); the judge then stores each verdict as it comes."""
         ...
 
 
@@ -123,6 +129,31 @@ def probe_server(url: str, *, api_key_env: str = "OPENAI_API_KEY", timeout: floa
     return ServerInfo(url=url.rstrip("/"), models=ids, kind=kind)
 
 
+class Replies:
+    """``(index, reply)`` pairs of requests running on ``pool``, in the order the replies arrive.
+    :meth:`drain` returns those that arrived but were not taken yet (the caller was interrupted
+    while it stored the previous one: it keeps them before it stops); :meth:`close` cancels the
+    requests not started."""
+
+    def __init__(self, pool: ThreadPoolExecutor, futures: dict[Future[JudgeReply], int]):
+        self.pool = pool
+        self.futures = futures
+        self.taken: set[Future[JudgeReply]] = set()
+
+    def __iter__(self) -> Iterator[tuple[int, JudgeReply]]:
+        for f in as_completed(self.futures):
+            self.taken.add(f)
+            yield self.futures[f], f.result()
+
+    def drain(self) -> list[tuple[int, JudgeReply]]:
+        done = [f for f in self.futures if f.done() and f not in self.taken and not f.cancelled()]
+        self.taken.update(done)
+        return [(self.futures[f], f.result()) for f in done if f.exception() is None]
+
+    def close(self) -> None:
+        self.pool.shutdown(wait=False, cancel_futures=True)
+
+
 class OpenAITransport:
     """Judge requests to an OpenAI-compatible server (see the module docstring)."""
 
@@ -173,6 +204,31 @@ class OpenAITransport:
         logprobs: bool = False,
         json_mode: bool = False,
     ) -> list[JudgeReply]:
+        items = list(conversations)
+        with contextlib.closing(
+            self.ask_each(items, max_tokens=max_tokens, logprobs=logprobs, json_mode=json_mode)
+        ) as replies:
+            got = dict(replies)
+        return [got[i] for i in range(len(items))]
+
+    def ask_each(
+        self,
+        conversations: Sequence[list[dict[str, str]]],
+        *,
+        max_tokens: int,
+        logprobs: bool = False,
+        json_mode: bool = False,
+    ) -> Replies:
+        """The replies as they arrive (:class:`Replies`), asked on ``concurrency`` threads."""
+        one = self._asker(max_tokens=max_tokens, logprobs=logprobs, json_mode=json_mode)
+        items = list(conversations)
+        pool = ThreadPoolExecutor(max_workers=max(1, min(self.concurrency, len(items))))
+        return Replies(pool, {pool.submit(one, m): i for i, m in enumerate(items)})
+
+    def _asker(
+        self, *, max_tokens: int, logprobs: bool, json_mode: bool
+    ) -> Callable[[list[dict[str, str]]], JudgeReply]:
+        """The function that asks one conversation (paced, timed, its failure a reply)."""
         import openai
 
         from harness.llm.openai_backend import RequestFailed
@@ -214,11 +270,7 @@ class OpenAITransport:
                 error=None if status != "error" else f"finish_reason={ch.finish_reason}",
             )
 
-        items = list(conversations)
-        if len(items) <= 1 or self.concurrency == 1:
-            return [one(m) for m in items]
-        with ThreadPoolExecutor(max_workers=min(self.concurrency, len(items))) as pool:
-            return list(pool.map(one, items))
+        return one
 
     def requests_made(self) -> int:
         """Requests the server answered so far (the backend's own counter)."""

@@ -36,7 +36,21 @@ into an int32 and answers completions logprobs in the chat shape. What the front
   list (400); ``max_tokens`` (also ``max_completion_tokens``, llama.cpp's ``n_predict``) must be
   a whole number from 1 to the context per slot (400 naming the limit); a prompt (or the text of
   the messages) of more than ``n_ctx x MAX_TOKEN_BYTES`` bytes cannot fit a slot and is 400 before
-  llama.cpp tokenizes it.
+  llama.cpp tokenizes it; ``logprobs`` (a bool, or a whole number on ``/v1/completions``),
+  ``top_logprobs`` and llama.cpp's ``n_probs`` are at most :data:`MAX_LOGPROBS`, OpenAI's cap (400):
+  llama.cpp clamps them to the vocabulary, so ``"logprobs": 1000000`` asked for all 49,152
+  SmolLM2 tokens at every step, a 135 MB reply after 193 s, and three such requests took the
+  server from 608 MB to 2.8 GB (issue 61).
+* **Prompt length in tokens** (:meth:`_Routes.too_long`): a prompt of more bytes than ``n_ctx``
+  may hold more tokens than a slot; its first ``n_ctx x PREFIX_BYTES_PER_TOKEN`` bytes are
+  tokenized (llama.cpp's ``/tokenize``) and a prompt of more tokens than ``n_ctx`` is 400 before
+  generation. llama.cpp refuses it too, but only after tokenizing all of it: a 1.04 MB prompt (just
+  under the byte bound) is 549,736 tokens, and eight at once took 8-15 s each and kept +348 MB.
+* **Body JSON**: a body that is not JSON, or nested too deep for Python's parser (100,000 ``[``),
+  is a 400 in OpenAI's shape, not a plain-text 500.
+* **Memory**: after a reply of more than :data:`TRIM_AFTER_BYTES`, the process (the front and
+  llama.cpp share it) hands freed heap back to the system (glibc's ``malloc_trim``); glibc keeps
+  it otherwise, and the server's RSS only grew.
 * **Completions logprobs** (:func:`completion_logprobs`): llama.cpp answers ``/v1/completions``
   logprobs as chat's ``{"content": [{"token", "logprob", "top_logprobs"}]}``; the front rewrites
   them to the completions shape the OpenAI SDK parses (``openai/types/completion_choice.py``,
@@ -82,6 +96,12 @@ TOKEN_FIELDS = ("max_tokens", "max_completion_tokens", "n_predict")
 # more than n_ctx x this many bytes cannot fit a slot: refused before llama.cpp reads it (issue 45:
 # eight 4.19 MB prompts under the body limit took 27-34 s each and +700 MB in llama.cpp)
 MAX_TOKEN_BYTES = 256
+# OpenAI's cap on top_logprobs (its API reference, "top_logprobs: integer between 0 and 20")
+MAX_LOGPROBS = 20
+LOGPROB_FIELDS = ("logprobs", "top_logprobs", "n_probs")
+# usual text is 3-5 bytes a token: a prefix of n_ctx x this many bytes holds more than n_ctx tokens
+PREFIX_BYTES_PER_TOKEN = 16
+TRIM_AFTER_BYTES = 1 << 20
 
 
 class FrontLimits(HttpLimits):
@@ -156,6 +176,15 @@ def check_request(path: str, body: Any, *, alias: str, n_ctx: int) -> None:
             f"{MAX_TOKEN_BYTES} bytes each, so it cannot fit; shorten it",
             "messages" if path in CHAT_PATHS else "prompt",
         )
+    for name in LOGPROB_FIELDS:
+        value = body.get(name)
+        if value is None or (name == "logprobs" and isinstance(value, bool)):
+            continue
+        if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_LOGPROBS:
+            kind = "true, false or a whole number" if name == "logprobs" else "a whole number"
+            raise RequestError(
+                400, f"'{name}' must be {kind} from 0 to {MAX_LOGPROBS} (OpenAI's cap), got {value!r}", name
+            )
     for name in TOKEN_FIELDS:
         value = body.get(name)
         if value is None:
@@ -168,19 +197,42 @@ def check_request(path: str, body: Any, *, alias: str, n_ctx: int) -> None:
             )
 
 
-def _prompt_bytes(body: dict[str, Any]) -> int:
-    """UTF-8 bytes of the text a request asks llama.cpp to read: ``prompt`` (a string, or a list of
-    strings) and the text of chat ``messages`` (string contents or text parts)."""
-    texts: list[Any] = []
+def prompt_texts(body: dict[str, Any]) -> list[str]:
+    """The texts a request asks llama.cpp to read, one per prompt: each string of ``prompt`` (a
+    string or a list of them), and the text of the chat ``messages`` (string contents or text
+    parts) joined by newlines."""
     prompt = body.get("prompt")
-    texts += prompt if isinstance(prompt, list) else [prompt]
+    texts = [t for t in (prompt if isinstance(prompt, list) else [prompt]) if isinstance(t, str)]
+    chat: list[Any] = []
     for m in body.get("messages") or []:
         content = m.get("content") if isinstance(m, dict) else None
         if isinstance(content, list):
-            texts += [part.get("text") for part in content if isinstance(part, dict)]
+            chat += [part.get("text") for part in content if isinstance(part, dict)]
         else:
-            texts.append(content)
-    return sum(len(t.encode("utf-8", "surrogatepass")) for t in texts if isinstance(t, str))
+            chat.append(content)
+    if chat:
+        texts.append("\n".join(t for t in chat if isinstance(t, str)))
+    return texts
+
+
+def _utf8(text: str) -> bytes:
+    return text.encode("utf-8", "surrogatepass")
+
+
+def _prompt_bytes(body: dict[str, Any]) -> int:
+    """UTF-8 bytes of the texts a request asks llama.cpp to read (:func:`prompt_texts`)."""
+    return sum(len(_utf8(t)) for t in prompt_texts(body))
+
+
+def _trim_heap() -> None:
+    """Hand freed heap back to the system (glibc ``malloc_trim``; nothing elsewhere)."""
+    import ctypes
+    import ctypes.util
+
+    name = ctypes.util.find_library("c")
+    if name and "libc.so" in name:
+        with contextlib.suppress(OSError, AttributeError):
+            ctypes.CDLL(name).malloc_trim(0)
 
 
 def completion_logprobs(lp: Any, start: int = 0) -> tuple[Any, int]:
@@ -379,10 +431,15 @@ class _Routes:
             body = json.loads(raw)
         except ValueError as e:
             return _error(400, f"the request body is not JSON: {e}")
+        except RecursionError:
+            return _error(400, "the request body is JSON nested too deep to read; send a flat request")
         try:
             check_request(path, body, alias=self.cfg.alias, n_ctx=self.cfg.n_ctx)
+            await self.too_long(path, body)
         except RequestError as e:
             return _error(e.status, e.message, e.param, e.code)
+        except httpx.HTTPError as e:
+            return _upstream_failed(e)
         target = "/v1/chat/completions" if path in CHAT_PATHS else "/v1/completions"
         convert = path in COMPLETION_PATHS and body.get("logprobs") not in (None, False)
         req = self.client("work").build_request(
@@ -403,6 +460,30 @@ class _Routes:
             )
         return await self._whole(r, request, convert)
 
+    async def too_long(self, path: str, body: dict[str, Any]) -> None:
+        """Raise :class:`RequestError` (400) for a prompt of more tokens than a slot holds, counted
+        by llama.cpp's tokenizer over at most its first ``n_ctx x PREFIX_BYTES_PER_TOKEN`` bytes
+        (see the module docstring). Texts of at most ``n_ctx`` bytes are not counted: a token is at
+        least a byte."""
+        n_ctx = self.cfg.n_ctx
+        for text in prompt_texts(body):
+            data = _utf8(text)
+            if len(data) <= n_ctx:
+                continue
+            head = data[: n_ctx * PREFIX_BYTES_PER_TOKEN].decode("utf-8", "ignore")
+            r = await self.client("work").post("/tokenize", json={"content": head, "add_special": False})
+            r.raise_for_status()
+            n = len(r.json().get("tokens") or [])
+            if n > n_ctx:
+                whole = "its first " if len(head) < len(text) else ""
+                raise RequestError(
+                    400,
+                    f"the prompt is longer than the context: {whole}{len(_utf8(head))} bytes are {n} tokens, "
+                    f"more than the {n_ctx} tokens a slot holds; shorten it",
+                    "messages" if path in CHAT_PATHS else "prompt",
+                    "context_length_exceeded",
+                )
+
     async def _whole(self, r: httpx.Response, request: Request, convert: bool) -> Response:
         """A reply that is not streamed, read whole (unless the client goes away first: 499)."""
         import httpx
@@ -418,7 +499,12 @@ class _Routes:
             return Response(status_code=499)
         if convert and r.status_code == 200:
             content = _completion_reply(content)
-        return _passed(r, content)
+        reply = _passed(r, content)
+        if len(content) > TRIM_AFTER_BYTES:  # once the reply is sent
+            from starlette.background import BackgroundTask
+
+            reply.background = BackgroundTask(_trim_heap)
+        return reply
 
     async def not_found(self, request: Request) -> Response:
         return _error(

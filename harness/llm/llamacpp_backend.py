@@ -73,7 +73,13 @@ from typing import Any
 from harness.errors import ConfigError, HarnessError
 from harness.llm.base import BackendSpec, GenerateArgs, TokenBackend, base_seed
 from harness.llm.model_files import PRESETS, canonical_name, sha256_file
-from harness.llm.server import llama_threads, resolve_gguf, server_params
+from harness.llm.server import (
+    check_llamacpp_runtime,
+    import_xllamacpp,
+    llama_threads,
+    resolve_gguf,
+    server_params,
+)
 from harness.types import Completion, SamplingParams
 
 
@@ -126,10 +132,11 @@ class LlamaCppBackend(TokenBackend):
         self.spin = spin
         self._proc: subprocess.Popen[bytes] | None = None
         self.logprobs_unaligned = 0  # completions whose kept ids are not a prefix of the generated ones
+        check_llamacpp_runtime()
         # libgomp reads its wait policy once, when xllamacpp loads it (see harness.llm.server)
         if self.threads > 1:
             os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-        import xllamacpp
+        xllamacpp = import_xllamacpp()
 
         self._xllamacpp_version = xllamacpp.__version__
         self._server: Any = None

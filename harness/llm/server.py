@@ -109,6 +109,69 @@ def passive_omp_env(threads: int, env: dict[str, str] | None = None) -> dict[str
     return env
 
 
+# the system OpenMP runtime the xllamacpp wheel links against (``ldd xllamacpp.abi3.so``); the wheel
+# does not bundle it, so a machine without it (a slim Debian image lacks libgomp1) cannot import it
+LIBGOMP = "libgomp.so.1"
+LLAMACPP_INSTALL = "pip install 'rar-harness[llamacpp]' (in a clone: pip install -e '.[cpu,llamacpp]')"
+
+
+def check_llamacpp_runtime() -> None:
+    """One :class:`ConfigError` line, before llama.cpp starts, when the xllamacpp wheel or the OpenMP
+    runtime it links (``libgomp``) is missing; ``import xllamacpp`` was a traceback (issue 61).
+    Loads neither and starts no process: libgomp reads ``OMP_WAIT_POLICY`` once, when it loads (see
+    :func:`passive_omp_env`), so it is looked up where the dynamic loader finds it
+    (:func:`libgomp_found`); where that cannot be told, the import's own error is mapped
+    (:func:`missing_runtime`)."""
+    import importlib.util
+
+    try:
+        found = importlib.util.find_spec("xllamacpp") is not None
+    except ImportError:  # an import hook that refuses it
+        found = False
+    if not found:
+        raise ConfigError(
+            f"llama.cpp (the default backend) needs the xllamacpp wheel, which is not installed: "
+            f"{LLAMACPP_INSTALL}; or use a model server (--base-url)"
+        )
+    if libgomp_found(LIBGOMP) is False:
+        raise missing_runtime(LIBGOMP)
+
+
+def missing_runtime(libgomp: str = LIBGOMP) -> ConfigError:
+    return ConfigError(
+        f"llama.cpp (the xllamacpp wheel) needs the system OpenMP runtime {libgomp}, which is not "
+        "installed: `apt-get install libgomp1` (Debian, Ubuntu), `dnf install libgomp` (Fedora), "
+        "`apk add libgomp` (Alpine)"
+    )
+
+
+def libgomp_found(name: str) -> bool | None:
+    """Whether the dynamic loader would find library ``name``: in ``LD_LIBRARY_PATH`` or in glibc's
+    loader cache (``/etc/ld.so.cache``, which lists every library of the system's library folders).
+    None where that cannot be told (not Linux, or no loader cache: musl)."""
+    if not sys.platform.startswith("linux"):
+        return None
+    for folder in os.environ.get("LD_LIBRARY_PATH", "").split(":"):
+        if folder and (Path(folder) / name).exists():
+            return True
+    try:
+        cache = Path("/etc/ld.so.cache").read_bytes()
+    except OSError:
+        return None
+    return name.encode() + b"\0" in cache
+
+
+def import_xllamacpp() -> Any:
+    """``import xllamacpp``, its missing OpenMP runtime one line (:func:`missing_runtime`)."""
+    try:
+        import xllamacpp
+    except ImportError as e:
+        if "libgomp" in str(e):
+            raise missing_runtime() from None
+        raise
+    return xllamacpp
+
+
 # llama.cpp's ngram-simple drafting: when the last `match` tokens occurred earlier in the context,
 # the (up to) `max` tokens that followed them there are the draft, and one decode call checks them
 # all. llama.cpp's defaults (12 and 48) wait for a 12-token repeat; the main-job figures in docs/performance.md
@@ -296,6 +359,7 @@ class ModelServer:
 
         if self.proc is not None:
             raise HarnessError(f"the model server at {self.base_url} is already running")
+        check_llamacpp_runtime()
         if self.port is None:
             self.port = free_port(self.host)
         elif not port_is_free(self.host, self.port):

@@ -19,6 +19,7 @@ scores through :func:`latest_values`, so they always agree on which run a number
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -26,6 +27,8 @@ import pandas as pd
 
 from harness.errors import ConfigError
 from harness.results.store import ERROR_STATUS, Store
+
+log = logging.getLogger(__name__)
 
 COMPLETE = "complete"
 """The one run status whose rows are finished (``failed``, ``interrupted``, ``running``,
@@ -302,11 +305,18 @@ def protocols(store: Store) -> pd.DataFrame:
 
 
 def choose_protocol(store, protocol: str | None) -> str:
-    """The protocol id to show: the one given (an id or a unique name), or the only one stored."""
+    """The protocol id to show: the one given (an id, or a name: see below), or the only one stored.
+
+    A name several ids share (``mini`` with another ``--limit`` or bench) stands for the id whose
+    newest run is the newest of them, said on stderr (issue 61: after the README's main job the
+    README's own ``--protocol mini`` was refused); when two are equally new, the ids are listed with
+    the date of their newest run, to choose from."""
     df = protocols(store)
     if df.empty:
         raise ConfigError(f"{store.path}: no scored evaluation runs yet (run `harness run` first)")
-    listing = "; ".join(f"{r.protocol_name} ({r.protocol_id})" for r in df.itertuples())
+    listing = "; ".join(
+        f"{r.protocol_name} ({r.protocol_id}, last run {_when(r.last)})" for r in df.itertuples()
+    )
     if protocol is None:
         if len(df) > 1:
             raise ConfigError(
@@ -316,14 +326,32 @@ def choose_protocol(store, protocol: str | None) -> str:
         return str(df.iloc[0]["protocol_id"])
     if protocol in set(df["protocol_id"]):
         return protocol
-    by_name = df[df["protocol_name"] == protocol]
+    by_name = df[df["protocol_name"] == protocol]  # newest first
     if len(by_name) == 1:
         return str(by_name.iloc[0]["protocol_id"])
     if len(by_name) > 1:
-        raise ConfigError(
-            f"protocol name {protocol!r} has several ids in {store.path}; give the id: {listing}"
+        newest, runner_up = by_name.iloc[0], by_name.iloc[1]
+        ids = "; ".join(f"{r.protocol_id} (last run {_when(r.last)})" for r in by_name.itertuples())
+        if newest["last"] == runner_up["last"]:
+            raise ConfigError(
+                f"protocol name {protocol!r} has {len(by_name)} ids in {store.path} whose newest runs are "
+                f"equally new; give the id: {ids}"
+            )
+        log.warning(
+            "protocol name %r has %d ids in %s; using the one run last, %s (--protocol ID for another: %s)",
+            protocol,
+            len(by_name),
+            store.path,
+            newest["protocol_id"],
+            ids,
         )
+        return str(newest["protocol_id"])
     raise ConfigError(f"no protocol {protocol!r} in {store.path}; protocols: {listing}")
+
+
+def _when(t: object) -> str:
+    """A run's start time to the minute, as the listings show it."""
+    return str(pd.Timestamp(t).strftime("%Y-%m-%d %H:%M")) if not pd.isna(t) else "unknown"
 
 
 def protocol_json(store: Store, protocol_id: str) -> str | None:

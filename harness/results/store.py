@@ -460,6 +460,12 @@ class Store:
                     f"{self.path}: the disk is full; this batch was not written, everything before it "
                     "is saved. Free space (or pass --db on another disk) and rerun with --resume"
                 ) from e
+            if isinstance(e, duckdb.InterruptException) or (
+                isinstance(e, RuntimeError) and str(e) == "Query interrupted"
+            ):
+                # DuckDB checks for Ctrl-C (SIGINT, or SIGTERM's handler in the CLI) while it runs
+                # and raises its own error instead: the caller sees the interrupt it was
+                raise KeyboardInterrupt(f"{self.path}: interrupted; this batch was not written") from e
             raise
         finally:
             con.close()

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
-from harness.errors import HarnessError
+from harness.errors import CACHE_ADVICE, DiskFullError, HarnessError, disk_full_is_one_line, is_disk_full
 from harness.retrieval.base import Retriever
 from harness.retrieval.paths import result_cache_path
 from harness.retrieval.spec import CorpusSpec
@@ -69,6 +69,10 @@ class ResultCache:
                     "PRIMARY KEY (index_id, k, query))"
                 )
             except sqlite3.DatabaseError as e:
+                if is_disk_full(e):
+                    raise DiskFullError(
+                        f"{self.path}: the disk is full while opening the retrieval result cache; {CACHE_ADVICE}"
+                    ) from None
                 raise HarnessError(
                     f"{self.path}: cannot open the retrieval result cache ({e}); delete the file to reset it"
                 ) from None
@@ -113,12 +117,19 @@ class ResultCache:
             for q, hits in results:
                 self._remember((index_id, k, q), hits)
             if self._db is not None and results:
-                self._db.execute("BEGIN")
-                self._db.executemany(
-                    "INSERT OR REPLACE INTO results VALUES (?, ?, ?, ?)",
-                    [(index_id, k, q, _encode(h)) for q, h in results],
-                )
-                self._db.execute("COMMIT")
+                where = str(self.path)
+                with disk_full_is_one_line(where, "the retrieval result cache (this batch was not added)"):
+                    self._db.execute("BEGIN")
+                    try:
+                        self._db.executemany(
+                            "INSERT OR REPLACE INTO results VALUES (?, ?, ?, ?)",
+                            [(index_id, k, q, _encode(h)) for q, h in results],
+                        )
+                        self._db.execute("COMMIT")
+                    except BaseException:
+                        if self._db.in_transaction:
+                            self._db.execute("ROLLBACK")
+                        raise
 
     def clear(self) -> None:
         with self._lock:

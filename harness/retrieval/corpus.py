@@ -40,7 +40,7 @@ from typing import IO
 import numpy as np
 from pydantic import BaseModel, ValidationError
 
-from harness.errors import ConfigError, DataError
+from harness.errors import ConfigError, DataError, disk_full_is_one_line
 from harness.retrieval.paths import corpora_dir
 from harness.retrieval.spec import CorpusSpec
 from harness.types import Hit, join_contents
@@ -383,7 +383,8 @@ def open_corpus(
         if progress:
             log.info("preparing corpus %s (validate, hash, compact form) in %s", src, out)
         out.parent.mkdir(parents=True, exist_ok=True)
-        _prepare(src, name, out, progress)
+        with disk_full_is_one_line(out, f"the prepared form of {src} (nothing of it is kept)"):
+            _prepare(src, name, out, progress)
         corpus = _load_prepared(src, out)
         if corpus is None:
             raise DataError(src, f"the corpus changed while it was being prepared in {out}; try again")

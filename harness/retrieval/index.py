@@ -25,7 +25,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from harness.errors import RetrievalIndexError
+from harness.errors import RetrievalIndexError, disk_full_is_one_line
 from harness.retrieval.spec import CorpusSpec, RetrieverSpec
 
 log = logging.getLogger("harness.retrieval")
@@ -130,25 +130,34 @@ def _lock(index_dir: Path) -> Iterator[None]:
 def _build(index_dir: Path, expected: IndexMeta, build: Callable[[Path], IndexMeta | None]) -> IndexMeta:
     tmp = index_dir.parent / f".{index_dir.name}.tmp-{os.getpid()}"
     shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
+    what = f"the {expected.retriever.kind} index (nothing of it is kept; a previous index is left as it was)"
     try:
-        t0 = time.perf_counter()
-        built = build(tmp) or expected
-        meta = built.model_copy(
-            update={
-                "created_at": datetime.now(UTC).isoformat(timespec="seconds"),
-                "build_seconds": round(time.perf_counter() - t0, 3),
-            }
-        )
-        (tmp / META_FILE).write_text(meta.model_dump_json(indent=2))
-        old = index_dir.parent / f".{index_dir.name}.old-{os.getpid()}"
-        if index_dir.exists():
-            index_dir.rename(old)
-        tmp.rename(index_dir)
-        shutil.rmtree(old, ignore_errors=True)
-        return meta
+        with disk_full_is_one_line(index_dir, what):
+            tmp.mkdir(parents=True)
+            return _build_in(index_dir, tmp, expected, build)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _build_in(
+    index_dir: Path, tmp: Path, expected: IndexMeta, build: Callable[[Path], IndexMeta | None]
+) -> IndexMeta:
+    """Build into ``tmp`` and rename it to ``index_dir`` (see :func:`_build`)."""
+    t0 = time.perf_counter()
+    built = build(tmp) or expected
+    meta = built.model_copy(
+        update={
+            "created_at": datetime.now(UTC).isoformat(timespec="seconds"),
+            "build_seconds": round(time.perf_counter() - t0, 3),
+        }
+    )
+    (tmp / META_FILE).write_text(meta.model_dump_json(indent=2))
+    old = index_dir.parent / f".{index_dir.name}.old-{os.getpid()}"
+    if index_dir.exists():
+        index_dir.rename(old)
+    tmp.rename(index_dir)
+    shutil.rmtree(old, ignore_errors=True)
+    return meta
 
 
 def ensure_index(

@@ -577,15 +577,18 @@ def create_app(
     def health() -> dict[str, Any]:
         return describe(retriever, default_topk=default_topk, limits=limits)
 
-    @app.post("/retrieve")
+    # response_model=None: the replies are built by hand (``_respond``); with it left to FastAPI, the
+    # return annotation (a string under ``from __future__ import annotations``, of a type imported
+    # in this function) made /openapi.json a 500, so /docs could not load (issue 61)
+    @app.post("/retrieve", response_model=None)
     def retrieve(req: RetrieveRequest) -> Response:
         return _respond(searcher.retrieve(req))
 
-    @app.post("/search")
+    @app.post("/search", response_model=None)
     def search(req: ReCallSearchRequest) -> Response:
         return _respond(searcher.search(req))
 
-    @app.post("/batch_search")
+    @app.post("/batch_search", response_model=None)
     def batch_search(req: ReCallBatchRequest) -> Response:
         return _respond(searcher.batch_search(req))
 

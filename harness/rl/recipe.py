@@ -234,7 +234,14 @@ class Recipe(_Strict):
                 "adapted_dtype", "none: the adapted linears' base products in the model's dtype (exact)"
             )
         algo = data.get("algo")
-        critic = algo.critic if isinstance(algo, AlgoConfig) else (algo or {}).get("critic")
+        # anything but a mapping (``--recipe-override algo=5``) is left for the validation to refuse
+        critic = (
+            algo.critic
+            if isinstance(algo, AlgoConfig)
+            else algo.get("critic")
+            if isinstance(algo, dict)
+            else None
+        )
         if critic is None:
             src.setdefault("algo.critic", "none: a critic-free estimator")
         return {**data, "sources": src}
@@ -279,6 +286,11 @@ class Recipe(_Strict):
                 value: Any = json.loads(raw)
             except json.JSONDecodeError:
                 value = raw
+            except ValueError as e:  # e.g. an integer of more than 4,300 digits (Python's bound)
+                reason = str(e).split(";")[0]
+                raise ConfigError(
+                    f"recipe override {key!r}: cannot read its value of {len(raw)} characters ({reason})"
+                ) from None
             except RecursionError:
                 raise ConfigError(
                     f"recipe override {key!r}: its JSON value is nested too deeply to read"

@@ -83,6 +83,8 @@ def _read_cached(path: Path, mtime_ns: int, size: int) -> Mapping[str, Any]:
         data = yaml.safe_load(path.read_text(encoding="utf-8"))
     except yaml.YAMLError as e:
         raise ConfigError(f"{path}: not valid YAML: {' '.join(str(e).split())}") from e
+    except UnicodeDecodeError as e:
+        raise ConfigError(f"{path}: not UTF-8 text (byte {e.start}: {e.reason}); save it as UTF-8") from None
     except RecursionError:
         raise ConfigError(f"{path}: nested too deeply to read (beyond Python's recursion limit)") from None
     if not isinstance(data, dict) or not data:

@@ -40,6 +40,13 @@ class RunContext:
     # progress inside a batch: called with how many of the batch's questions just finished, as the
     # rollout engine ends them (the runner counts the rest when solve returns)
     on_finished: Callable[[int], None] | None = None
+    # called with the turn (round) a multi-turn rollout engine starts, from 1 (the progress bar's
+    # "turn N" while a batch's questions are still open)
+    on_turn: Callable[[int], None] | None = None
+
+    def report_turn(self, turn: int) -> None:
+        if self.on_turn is not None:
+            self.on_turn(turn)
 
     def report_finished(self, done: int, reported: int) -> int:
         """Report ``done - reported`` newly finished questions (when there are any); returns how

@@ -148,6 +148,7 @@ def run_tag_rollouts(
         active = [s for s in states if not s.done]
         if not active:
             break
+        ctx.report_turn(round_no + 1)
         can_search = cfg.budget.can_search(round_no, cfg.max_turns)
         t0 = time.perf_counter()
         completions = generate_turn(ctx, active, stop=cfg.dialect.stops, max_new_tokens=cfg.max_new_tokens)

@@ -89,11 +89,12 @@ def run_segment_rollouts(
         for s in states:
             s.prompt_ids = ctx.backend.prompt_ids(s.prompt)
     reported = 0
-    for _seg in range(cfg.max_searches + 1):
+    for seg in range(cfg.max_searches + 1):
         reported = ctx.report_finished(sum(s.done for s in states), reported)
         active = [i for i, s in enumerate(states) if not s.done]
         if not active:
             break
+        ctx.report_turn(seg + 1)
         by_budget: dict[int, list[int]] = {}
         for i in active:
             budget = cfg.max_new_tokens

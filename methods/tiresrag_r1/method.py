@@ -58,9 +58,12 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from functools import partial
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
-import torch
+if TYPE_CHECKING:  # torch is imported where a training step needs it: a base install runs without it
+    import torch
+
+    from harness.api import SeqAdjust
 
 from harness.api import (
     Completion,
@@ -75,7 +78,6 @@ from harness.api import (
     RunContext,
     SamplingParams,
     SegmentLoopConfig,
-    SeqAdjust,
     TagDialect,
     TrainableMethod,
     Trajectory,
@@ -330,6 +332,8 @@ def consistency_penalty(
     w_s·S, P = -λ·zA·zT·zS where that product is negative, else 0; population std, ε = 1e-8.
     ``paper_unscaled`` (Eq. 7 with the typo fixed): the same with unscaled z(T), z(S).
     """
+    import torch
+
     f1, thinking, sufficiency = (v.to(torch.float64) for v in (f1, thinking, sufficiency))
     za = _z(f1, f1)
     if mode == "code_scaled":
@@ -609,6 +613,8 @@ class TiresRAG(TrainableMethod):
         batch's reward
         components in trainer order and the group id of each trajectory; None when the variant has
         neither penalty nor difficulty weight."""
+        import torch
+
         v = self.variant(name)
         if v.penalty == "none" and not v.difficulty:
             return None

@@ -5,6 +5,8 @@ retries, a 429 that clears on retry, empty replies and logprobs; plus the rate l
 from __future__ import annotations
 
 import json
+import os
+import signal
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -30,6 +32,7 @@ def _completion(text: str, finish: str = "stop", logprobs: list | None = None) -
 class Stub(BaseHTTPRequestHandler):
     hits: dict[str, int] = {}
     bodies: list[dict] = []
+    release = threading.Event()
 
     def log_message(self, *args):  # quiet
         pass
@@ -54,7 +57,8 @@ class Stub(BaseHTTPRequestHandler):
         user = body["messages"][-1]["content"]
         # the when_to_search prompt lower-cases the prediction
         tag = next(
-            (t for t in ("SLOW", "BROKEN", "BUSY", "BLANK", "LOGP") if t.lower() in user.lower()), "GOOD"
+            (t for t in ("SLOW", "BROKEN", "BUSY", "BLANK", "LOGP", "HALT") if t.lower() in user.lower()),
+            "GOOD",
         )
         Stub.hits[tag] = Stub.hits.get(tag, 0) + 1
         if tag == "SLOW":
@@ -64,6 +68,12 @@ class Stub(BaseHTTPRequestHandler):
             self._send(500, {"error": {"message": "boom"}})
         elif tag == "BUSY" and Stub.hits[tag] == 1:
             self._send(429, {"error": {"message": "slow down"}})
+        elif tag == "HALT":  # the user presses Ctrl-C (once) while this one is in flight
+            if Stub.hits[tag] == 1:
+                time.sleep(0.1)  # the requests before it are answered by then (the timeout is 0.3 s)
+                os.kill(os.getpid(), signal.SIGINT)
+            Stub.release.wait(5)  # never answered in time (the client retries once in its thread)
+            self._send(200, _completion("YES"))
         elif tag == "BLANK":
             self._send(200, _completion(""))
         elif tag == "LOGP":
@@ -77,11 +87,12 @@ class Stub(BaseHTTPRequestHandler):
 
 @pytest.fixture()
 def stub():
-    Stub.hits, Stub.bodies = {}, []
+    Stub.hits, Stub.bodies, Stub.release = {}, [], threading.Event()
     srv = ThreadingHTTPServer(("127.0.0.1", 0), Stub)
     th = threading.Thread(target=srv.serve_forever, daemon=True)
     th.start()
     yield f"http://127.0.0.1:{srv.server_address[1]}/v1"
+    Stub.release.set()
     srv.shutdown()
     srv.server_close()
 
@@ -116,6 +127,25 @@ def test_logit_scores_and_the_requested_fields(stub, tmp_path):
         10,
         8,
     )
+
+
+@pytest.mark.integration
+def test_each_verdict_is_stored_as_it_arrives_so_an_interrupted_judge_pays_again_for_none(stub, tmp_path):
+    """Issue 61: verdicts were stored a chunk (32) at a time, so Ctrl-C lost up to 31 answered
+    requests. Four answered, the fifth in flight at Ctrl-C: the four are stored, and the next pass
+    asks only the fifth."""
+    judge = _judge(stub, tmp_path)
+    items = [JudgeItem("q", ("g",), f"GOOD {i}") for i in range(4)] + [JudgeItem("q", ("g",), "HALT")]
+    with pytest.raises(KeyboardInterrupt):
+        judge.judge(items)
+    stored = {row["key"] for row in judge.store.get_judgements([judge.key(it) for it in items])}
+    assert stored == {judge.key(it) for it in items[:4]}
+    assert Stub.hits["GOOD"] == 4
+    again = _judge(stub, tmp_path)
+    again.store = judge.store
+    items[4] = JudgeItem("q", ("g",), "GOOD 4")  # the fifth, asked again, answered this time
+    out = again.judge(items)
+    assert (out.cached, out.asked, Stub.hits["GOOD"]) == (4, 1, 5)
 
 
 @pytest.mark.integration

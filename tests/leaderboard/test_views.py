@@ -259,10 +259,39 @@ def test_choose_protocol(store, fixture_db):
         views.choose_protocol(store, None)
     assert fixture_db.other_protocol.protocol_id in str(e.value)
     assert views.choose_protocol(store, fixture_db.protocol.protocol_id) == fixture_db.protocol.protocol_id
-    with pytest.raises(ConfigError, match="several ids"):
-        views.choose_protocol(store, "mini")
     with pytest.raises(ConfigError, match="no protocol 'nope'"):
         views.choose_protocol(store, "nope")
+
+
+def test_a_protocol_name_several_ids_share_is_the_newest_or_a_list_with_dates(tmp_path, caplog):
+    """Issue 61: after the README's main job the results held two `mini` ids and the README's own
+    `--protocol mini` was refused. The name now stands for the id run last (said on stderr); only
+    when the newest runs are equally new are the ids listed, with their dates."""
+    import duckdb
+
+    from tests.leaderboard import fixtures
+
+    db = fixtures.build(tmp_path / "r.duckdb")
+    store = queries.open_results(db.path)
+    ids = queries.protocols(store)
+    mini = ids[ids["protocol_name"] == "mini"]
+    assert len(mini) == 2 and mini.iloc[0]["last"] > mini.iloc[1]["last"]  # newest first
+    with caplog.at_level("WARNING"):
+        assert views.choose_protocol(store, "mini") == mini.iloc[0]["protocol_id"]
+    assert (
+        f"protocol name 'mini' has 2 ids in {db.path}; using the one run last, {mini.iloc[0]['protocol_id']}"
+        in caplog.text
+    )
+    with duckdb.connect(str(db.path)) as con:
+        con.execute("UPDATE runs SET started_at = TIMESTAMP '2026-11-28 12:00:00'")
+    with pytest.raises(ConfigError) as e:
+        views.choose_protocol(store, "mini")
+    a, b = sorted(mini["protocol_id"])
+    listed = str(e.value).split("give the id: ", 1)[1]
+    assert sorted(listed.split("; ")) == [
+        f"{a} (last run 2026-11-28 12:00)",
+        f"{b} (last run 2026-11-28 12:00)",
+    ]
 
 
 def _fixture_setting(fixture_db) -> tuple[dict, dict]:

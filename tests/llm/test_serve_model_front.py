@@ -83,6 +83,11 @@ def test_llamacpp_logprobs_become_the_completions_shape_the_sdk_parses():
         ("/v1/chat/completions", {"messages": [{"role": "user", "content": "x"}], "max_completion_tokens": 0}, 400, "'max_completion_tokens'"),
         ("/completion", {"prompt": "x", "n_predict": 10**12}, 400, "'n_predict'"),
         ("/v1/completions", ["x"], 400, "must be a JSON object"),
+        ("/v1/completions", {"prompt": "x", "logprobs": 1000000}, 400, "'logprobs' must be true, false or a whole number from 0 to 20 (OpenAI's cap), got 1000000"),
+        ("/v1/completions", {"prompt": "x", "logprobs": 2.0}, 400, "got 2.0"),
+        ("/v1/chat/completions", {"messages": [{"role": "user", "content": "x"}], "logprobs": True, "top_logprobs": 21}, 400, "'top_logprobs' must be a whole number from 0 to 20"),
+        ("/v1/chat/completions", {"messages": [{"role": "user", "content": "x"}], "top_logprobs": True}, 400, "got True"),
+        ("/completion", {"prompt": "x", "n_probs": 49152}, 400, "'n_probs' must be a whole number from 0 to 20"),
     ],
 )  # fmt: skip
 def test_requests_llamacpp_would_answer_wrongly_are_refused(path, body, status, message):
@@ -96,6 +101,10 @@ def test_requests_within_the_rules_pass():
         {"model": "smollm2", "prompt": "x", "max_tokens": 2048},
         {"prompt": "x", "max_tokens": None},  # no model: the served one (llama.cpp's default)
         {"messages": [{"role": "user", "content": "x"}], "max_tokens": 1},
+        {"prompt": "x", "logprobs": 20},
+        {"prompt": "x", "logprobs": 0, "n_probs": 0},
+        {"messages": [{"role": "user", "content": "x"}], "logprobs": True, "top_logprobs": 20},
+        {"messages": [{"role": "user", "content": "x"}], "logprobs": False},
     ):
         path = "/v1/chat/completions" if "messages" in body else "/v1/completions"
         assert check_request(path, body, alias="smollm2", n_ctx=2048) is None
@@ -190,3 +199,40 @@ def test_bad_limits_are_one_line_before_anything_starts(flag, value, line, capsy
 
     assert main(["serve-model", flag, value]) == 2
     assert capsys.readouterr().err == line
+
+
+def test_a_missing_libgomp_or_xllamacpp_is_one_line_before_llamacpp_starts(monkeypatch, capsys):
+    """Issue 61: without the system libgomp1 (or the xllamacpp wheel) `harness serve-model` failed
+    with a traceback from `import xllamacpp`; now one line naming what to install."""
+    import importlib.util
+
+    from harness.cli import main
+    from harness.llm import server
+
+    server.check_llamacpp_runtime()  # this machine has both
+    monkeypatch.setattr(server, "LIBGOMP", "libgomp-missing.so.9")
+    assert main(["serve-model", "--port", str(server.free_port())]) == 2
+    assert capsys.readouterr().err == (
+        "error: llama.cpp (the xllamacpp wheel) needs the system OpenMP runtime libgomp-missing.so.9, "
+        "which is not installed: `apt-get install libgomp1` (Debian, Ubuntu), `dnf install libgomp` "
+        "(Fedora), `apk add libgomp` (Alpine)\n"
+    )
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name: None if name == "xllamacpp" else real(name))
+    with pytest.raises(
+        server.ConfigError, match=r"needs the xllamacpp wheel, which is not installed: pip install"
+    ):
+        server.check_llamacpp_runtime()
+    # where the loader cache cannot tell (musl), the import's own error is the same one line
+    import builtins
+
+    real_import = builtins.__import__
+
+    def no_libgomp(name, *args, **kwargs):
+        if name == "xllamacpp":
+            raise ImportError("libgomp.so.1: cannot open shared object file: No such file or directory")
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", no_libgomp)
+    with pytest.raises(server.ConfigError, match=r"needs the system OpenMP runtime libgomp.so.1, which"):
+        server.import_xllamacpp()

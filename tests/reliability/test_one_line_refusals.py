@@ -9,6 +9,7 @@
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 
@@ -31,6 +32,12 @@ TRAIN = ["train", "--method", "search_r1", "--recipe", "cpu-smoke", "--show"]
             "= 2000000 rollouts per step is beyond the bound",
         ),
         (["algo.kl_coef=" + "[" * 5000 + "]" * 5000], "nested too deeply"),
+        # issue 61: both were tracebacks (AttributeError; ValueError past Python's 4,300 digits)
+        (["algo=5"], "after overrides is invalid: algo: Input should be a valid dictionary"),
+        (
+            ["algo.lr=" + "1" * 100_000],
+            "recipe override 'algo.lr': cannot read its value of 100000 characters",
+        ),
     ],
 )
 def test_recipe_numbers_are_bounded_and_nesting_is_one_line(overrides, named, capsys):
@@ -143,7 +150,44 @@ def test_out_that_is_a_file_or_a_directory_is_one_line(argv, tmp_path, capsys, m
     assert (tmp_path / "file").read_text() == "keep me"
 
 
-@pytest.mark.parametrize("damage", ["retrieval item", "prompt texts"])
+def test_a_recipe_file_that_is_not_utf8_is_one_line(tmp_path):
+    """Issue 61: invalid UTF-8 in a recipes file was a UnicodeDecodeError traceback."""
+    from harness.rl.recipe_files import load_recipes
+
+    path = tmp_path / "recipes.yaml"
+    path.write_bytes(b"paper:\n  steps: {value: 1, source: \xff\xfe}\n")
+    with pytest.raises(ConfigError) as e:
+        load_recipes(path, "search_r1")
+    assert str(e.value) == f"{path}: not UTF-8 text (byte 35: invalid start byte); save it as UTF-8"
+
+
+@pytest.mark.parametrize("fmt", ["markdown", "csv"])
+def test_export_to_a_full_disk_is_one_line(fmt, tmp_path, capsys):
+    """Issue 61: ``export --out /dev/full`` was an OSError traceback (ENOSPC)."""
+    from tests.leaderboard import fixtures
+
+    if not os.path.exists("/dev/full"):
+        pytest.skip("no /dev/full here")
+    db = fixtures.build(tmp_path / "r.duckdb")
+    argv = ["export", "--format", fmt, "--out", "/dev/full", "--db", str(db.path)]
+    assert main([*argv, "--protocol", db.protocol.protocol_id]) == 2
+    line = one_line(capsys.readouterr().err)
+    assert line == "error: --out /dev/full: cannot write it (the disk is full); give --out somewhere writable"
+
+
+def test_score_per_sample_into_a_folder_is_one_line_before_scoring(tmp_path, capsys):
+    """Issue 61: ``score --per-sample DIR`` was an IsADirectoryError traceback after the scoring."""
+    path = tmp_path / "p.jsonl"
+    path.write_text('{"id": "1", "prediction": "Paris", "golden_answers": ["Paris"]}\n')
+    (tmp_path / "out").mkdir()
+    assert main(["score", str(path), "--per-sample", str(tmp_path / "out")]) == 2
+    line = one_line(capsys.readouterr().err)
+    out = tmp_path / "out"
+    assert line == f"error: --per-sample {out} is a directory; give a file path (e.g. {out}/out.jsonl)"
+    assert sorted(tmp_path.iterdir()) == sorted([path, out])  # no temporary file left
+
+
+@pytest.mark.parametrize("damage", ["retrieval item", "prompt texts", "metrics"])
 def test_a_hand_damaged_pin_file_is_one_line_before_any_replay(damage, tmp_path, capsys):
     """A pin item edited by hand (``scores`` no longer a list) or a truncated ``.prompts.json.gz``
     was a traceback (TypeError, EOFError) after the whole replay; now one line, first."""
@@ -160,6 +204,12 @@ def test_a_hand_damaged_pin_file_is_one_line_before_any_replay(damage, tmp_path,
         data["layers"]["retrieval"][key]["scores"] = "7.98"
         pins.write_text(json.dumps(data))
         named = f"retrieval item {key!r} is damaged ('scores' must be a list of numbers)"
+    elif damage == "metrics":  # issue 61: `metrics = "x"` was an AttributeError traceback
+        data = json.loads(pins.read_text())
+        key = next(iter(data["layers"]["extraction"]))
+        data["layers"]["extraction"][key]["metrics"] = "x"
+        pins.write_text(json.dumps(data))
+        named = f"extraction item {key!r} is damaged ('metrics' must be an object of metric name -> number)"
     else:
         gz = tmp_path / "exact.prompts.json.gz"
         gz.write_bytes(gz.read_bytes()[:100])

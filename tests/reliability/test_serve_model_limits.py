@@ -238,3 +238,73 @@ def test_prompts_that_cannot_fit_the_context_are_refused_at_once(srv):
     assert took < 2.0, took
     one = client.completions.create(model="smollm2", prompt="word " * 100, max_tokens=1)  # fits
     assert one.usage.completion_tokens == 1
+
+
+@pytest.mark.integration
+def test_logprobs_are_capped_at_20_and_the_server_gives_its_memory_back(srv):
+    """Issue 61: a 90-byte request with ``"logprobs": 1000000`` got a 135 MB reply after 193 s, and
+    three 16-token ones took the server from 608 MB to 2.8 GB, never freed. Above OpenAI's cap of
+    20 it is a 400 in OpenAI's shape at once; three requests at the cap leave the RSS within 100 MB."""
+    client = openai.OpenAI(base_url=srv.base_url, api_key="x", max_retries=0, timeout=60)
+    before = _rss_mb(srv.pid)
+    for field, bad in (("logprobs", 1_000_000), ("logprobs", 21), ("logprobs", -1), ("n_probs", 100)):
+        r = httpx.post(f"{srv.base_url}/completions", json={"prompt": "Hi", "max_tokens": 16, field: bad})
+        error = r.json()["error"]
+        assert r.status_code == 400 and error["param"] == field, r.text
+        assert (
+            error["message"]
+            == f"'{field}' must be "
+            + ("true, false or a whole number" if field == "logprobs" else "a whole number")
+            + f" from 0 to 20 (OpenAI's cap), got {bad}"
+        )
+    with pytest.raises(openai.BadRequestError, match="'top_logprobs' must be a whole number from 0 to 20"):
+        client.chat.completions.create(model="smollm2", messages=MESSAGES, logprobs=True, top_logprobs=1000)
+    for _ in range(3):
+        one = client.completions.create(model="smollm2", prompt="Hi", max_tokens=64, logprobs=20)
+        # 20 alternatives a token (fewer where two tokens print alike: the shape is a dict)
+        assert max(len(alternatives) for alternatives in one.choices[0].logprobs.top_logprobs) == 20
+    after = _rss_mb(srv.pid)
+    print(f"RSS of the server: {before:.0f} MB before three logprobs requests, {after:.0f} MB after")
+    assert after - before < 100
+
+
+@pytest.mark.integration
+def test_a_prompt_longer_than_the_context_in_tokens_is_refused_before_generation(srv):
+    """Issue 61: a 1.04 MB prompt passed the byte bound (n_ctx x 256 bytes) yet was 549,736 tokens;
+    llama.cpp tokenized all of it before refusing it. The front counts the tokens of a bounded
+    prefix (512 x 16 bytes here) and answers 400 ``context_length_exceeded``, chat or completions."""
+    prompt = "word " * 20_000  # 100 KB: under 512 x 256 bytes, 20,000 tokens
+    client = openai.OpenAI(base_url=srv.base_url, api_key="x", max_retries=0, timeout=60)
+    for chat in (False, True):
+        with pytest.raises(openai.BadRequestError) as e:
+            if chat:
+                client.chat.completions.create(
+                    model="smollm2", messages=[{"role": "user", "content": prompt}], max_tokens=1
+                )
+            else:
+                client.completions.create(model="smollm2", prompt=prompt, max_tokens=1)
+        error = e.value.body
+        assert error["code"] == "context_length_exceeded" and error["param"] == (
+            "messages" if chat else "prompt"
+        )
+        assert re.fullmatch(
+            r"the prompt is longer than the context: its first 8192 bytes are \d+ tokens, more than the "
+            r"512 tokens a slot holds; shorten it",
+            error["message"],
+        ), error["message"]
+    fits = client.completions.create(model="smollm2", prompt="word " * 200, max_tokens=1)  # 1 KB, 200 tokens
+    assert fits.usage.completion_tokens == 1
+
+
+@pytest.mark.integration
+def test_deeply_nested_json_is_a_400_in_openai_shape(srv):
+    """Issue 61: 100,000-deep JSON was a plain-text 500 (Python's parser hit its recursion limit)."""
+    deep = b"[" * 100_000 + b"]" * 100_000
+    for path in ("/completions", "/chat/completions"):
+        r = httpx.post(srv.base_url + path, content=deep, headers={"content-type": "application/json"})
+        assert r.status_code == 400 and r.headers["content-type"] == "application/json"
+        assert r.json()["error"] == {
+            "message": "the request body is JSON nested too deep to read; send a flat request",
+            "type": "invalid_request_error",
+            "code": None,
+        }

@@ -141,6 +141,19 @@ def test_bad_requests_get_4xx_with_a_message_and_the_server_stays_up(served, pat
     assert ok.status_code == 200 and ok.json()["result"][0][0]["document"]["id"] == "d1"
 
 
+def test_openapi_json_and_docs_are_served(served):
+    """Issue 61: /openapi.json was a 500 (the handlers' return annotation could not be resolved),
+    so /docs could not load."""
+    r = httpx.get(f"{served.url}/openapi.json", timeout=10)
+    assert r.status_code == 200, r.text
+    spec = r.json()
+    assert set(spec["paths"]) == {"/health", "/retrieve", "/search", "/batch_search"}
+    assert spec["paths"]["/retrieve"]["post"]["requestBody"]["content"]["application/json"]["schema"] == {
+        "$ref": "#/components/schemas/RetrieveRequest"
+    }
+    assert httpx.get(f"{served.url}/docs", timeout=10).status_code == 200
+
+
 def test_malformed_json_body(served):
     r = httpx.post(
         served.url + "/retrieve", content=b"{not json", headers={"Content-Type": "application/json"}

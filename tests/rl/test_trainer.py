@@ -330,3 +330,49 @@ def test_the_trainer_uses_the_policy_loss_the_recipe_names(toy_model_dir: Path, 
     assert calls and all(n > 0 for n in calls)
     with pytest.raises(ConfigError, match="unknown policy_loss 'nope'"):
         recipe.algo.replace(policy_loss="nope")
+
+
+class NoSignal(FavouriteWords):
+    """The toy task with a reward of 0 for everything (as the smoke recipe's untrained policy gets)."""
+
+    def score(self, trajectory):
+        return RewardBreakdown(total=0.0, components={"target_share": 0.0})
+
+
+def test_a_step_without_learning_signal_says_so_and_the_final_line_runs_as_printed(
+    toy_model_dir: Path, tmp_path: Path
+):
+    """Issue 61: a smoke run's log read "trained on 2/2 groups" with reward 0.000 and std 0 at every
+    step; the line now says there was nothing to learn. And the evaluation command printed with the
+    final checkpoint lacked --method, which `harness run --model` asks for: it now parses."""
+    import shlex
+
+    from harness.cli import build_parser
+    from harness.rl.trainer import no_learning_signal
+
+    lines: list[str] = []
+    for method, silent in ((NoSignal(), True), (FavouriteWords(), False)):
+        lines.clear()
+        tr = toy_trainer(method, toy_recipe(1), toy_model_dir, tmp_path / str(silent), 4)
+        tr.log = lines.append
+        tr.train()
+        step = next(x for x in lines if x.startswith("step 1/1"))
+        said = step.endswith(
+            "; no learning signal: every group's rollouts got the same reward, so every group-normalised "
+            "advantage is 0"
+        )
+        assert said == silent, step
+    assert no_learning_signal({"zero_variance_groups": 1.0}, critic=False)
+    assert not no_learning_signal({"zero_variance_groups": 1.0}, critic=True)  # the critic's baseline
+    assert not no_learning_signal({"zero_variance_groups": 0.5}, critic=False)
+    final = next(x for x in lines if x.startswith("final checkpoint: "))
+    command = final.split("(evaluate it with: ", 1)[1].rstrip(")")
+    assert (
+        command == f"harness run --method toy-words --model {tmp_path / 'False' / 'out' / 'final'} --limit 1"
+    )
+    args = build_parser().parse_args(shlex.split(command)[1:])
+    assert (args.method, args.model, args.limit) == (
+        ["toy-words"],
+        str(tmp_path / "False" / "out" / "final"),
+        1,
+    )

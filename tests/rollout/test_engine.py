@@ -180,6 +180,31 @@ def test_each_question_is_reported_finished_before_the_next_turn_is_generated():
         retriever=RecordingRetriever(),
         on_finished=lambda n: seen.append((len(be.calls), n)),
     )
+    turns: list[tuple[int, int]] = []
+    ctx.on_turn = lambda turn: turns.append((len(be.calls), turn))
     run_tag_rollouts([f"Q: {e.question}\n" for e in examples], examples, ctx, cfg())
     # (generation calls made so far, questions newly finished): one question after each turn
     assert seen == [(1, 1), (2, 1), (3, 1)]
+    # (calls so far, the turn about to be generated): each turn is announced before its generation
+    assert turns == [(0, 1), (1, 2), (2, 3)]
+
+
+def test_the_progress_bar_elapsed_time_advances_during_one_long_generation():
+    """Issue 61: the bar stood at "0/9 [00:00<?" for minutes: tqdm redraws only on an update. It is
+    redrawn by a ticker thread, so while one generation (a sleep here) runs, the drawn elapsed
+    time advances; the turn a rollout engine reports is shown with it."""
+    import io
+    import re
+    import time
+
+    from harness.eval.runner import _progress
+
+    out = io.StringIO()
+    with _progress(9, 0, "search_r1", True, file=out, tick_s=0.05) as bar:
+        bar.set_postfix_str("turn 2", refresh=False)
+        time.sleep(1.3)  # one long generation: no update
+    frames = [f for f in re.split(r"[\r\n]", out.getvalue()) if f.startswith("search_r1")]
+    elapsed = [re.search(r"0/9 \[(\d\d:\d\d)", f) for f in frames]
+    drawn = {m.group(1) for m in elapsed if m}
+    assert {"00:00", "00:01"} <= drawn, frames
+    assert any("turn 2" in f for f in frames), frames
