@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# One method's CPU learning run (issue 57): the warm start (harness sft), then RL (harness train) from it,
+# with llama.cpp rollouts, a checkpoint every save_every steps and every 10th policy kept, so a stop loses
+# little and `scripts/learning_run.sh` again resumes. Held-out evaluation is separate (scripts/eval_heldout.py).
+#
+#   scripts/learning_run.sh METHOD RECIPE OUT [extra harness train args...]
+#   scripts/learning_run.sh eval_rar cpu-learn-grpo /work/runs/eval_rar
+#
+# Threads: OMP_NUM_THREADS (default 1) for the learner and the same for llama.cpp (--rollout-threads).
+# Run it in the background as:
+#   OMP_NUM_THREADS=1 nohup nice -n 10 scripts/learning_run.sh eval_rar cpu-learn-grpo /work/runs/eval_rar \
+#       > /work/runs/eval_rar.log 2>&1 &
+set -euo pipefail
+if [[ $# -lt 3 || $1 == -h || $1 == --help ]]; then
+    sed -n 2,12p "$0"
+    exit 2
+fi
+method=$1 recipe=$2 out=$3
+shift 3
+threads=${OMP_NUM_THREADS:-1}
+export OMP_NUM_THREADS=$threads HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
+py=${PYTHON:-python}
+mkdir -p "$out"
+db="$out/runs.duckdb"
+echo "$(date -u +%FT%TZ) commit $(git rev-parse HEAD 2>/dev/null || echo unknown) $method $recipe $out threads=$threads"
+if [[ ! -f "$out/sft/final/harness_train.json" ]]; then
+    echo "$(date -u +%FT%TZ) harness sft --method $method --recipe $recipe --out $out/sft --db $db"
+    "$py" -m harness sft --method "$method" --recipe "$recipe" --out "$out/sft" --db "$db"
+fi
+resume=()
+[[ -d "$out/rl/checkpoint" ]] && resume=(--resume)
+echo "$(date -u +%FT%TZ) harness train --method $method --recipe $recipe --model $out/sft/final --out $out/rl" \
+    "--db $db --rollout-backend llamacpp --rollout-weights q8_0 --rollout-threads $threads --keep-every 10 ${resume[*]} $*"
+"$py" -m harness train --method "$method" --recipe "$recipe" --model "$out/sft/final" --out "$out/rl" --db "$db" \
+    --rollout-backend llamacpp --rollout-weights q8_0 --rollout-threads "$threads" --keep-every 10 "${resume[@]}" "$@"
+echo "$(date -u +%FT%TZ) done"
