@@ -6,6 +6,7 @@
 #   scripts/learning_run.sh METHOD RECIPE OUT [extra harness train args...]
 #   scripts/learning_run.sh eval_rar cpu-learn-grpo /work/runs/eval_rar
 #
+# HARNESS_COMMIT names the commit when run from an exported copy (git archive) outside the repository.
 # Threads: OMP_NUM_THREADS (default 1) for the learner and the same for llama.cpp (--rollout-threads).
 # Run it in the background as:
 #   OMP_NUM_THREADS=1 nohup nice -n 10 scripts/learning_run.sh eval_rar cpu-learn-grpo /work/runs/eval_rar \
@@ -22,7 +23,7 @@ export OMP_NUM_THREADS=$threads HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
 py=${PYTHON:-python}
 mkdir -p "$out"
 db="$out/runs.duckdb"
-echo "$(date -u +%FT%TZ) commit $(git rev-parse HEAD 2>/dev/null || echo unknown) $method $recipe $out threads=$threads"
+echo "$(date -u +%FT%TZ) commit ${HARNESS_COMMIT:-$(git rev-parse HEAD 2>/dev/null || echo unknown)} $method $recipe $out threads=$threads"
 if [[ ! -f "$out/sft/final/harness_train.json" ]]; then
     echo "$(date -u +%FT%TZ) harness sft --method $method --recipe $recipe --out $out/sft --db $db"
     "$py" -m harness sft --method "$method" --recipe "$recipe" --out "$out/sft" --db "$db"
