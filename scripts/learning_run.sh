@@ -6,6 +6,7 @@
 #   scripts/learning_run.sh METHOD RECIPE OUT [extra harness train args...]
 #   scripts/learning_run.sh eval_rar cpu-learn-grpo /work/runs/eval_rar
 #
+# PROTOCOL (optional) is passed to both stages as --protocol (ARENA: arena-gold-context).
 # HARNESS_COMMIT names the commit when run from an exported copy (git archive) outside the repository.
 # Threads: OMP_NUM_THREADS (default 1) for the learner and the same for llama.cpp (--rollout-threads).
 # Run it in the background as:
@@ -24,14 +25,16 @@ py=${PYTHON:-python}
 mkdir -p "$out"
 db="$out/runs.duckdb"
 echo "$(date -u +%FT%TZ) commit ${HARNESS_COMMIT:-$(git rev-parse HEAD 2>/dev/null || echo unknown)} $method $recipe $out threads=$threads"
+proto=()
+[[ -n ${PROTOCOL:-} ]] && proto=(--protocol "$PROTOCOL")
 if [[ ! -f "$out/sft/final/harness_train.json" ]]; then
-    echo "$(date -u +%FT%TZ) harness sft --method $method --recipe $recipe --out $out/sft --db $db"
-    "$py" -m harness sft --method "$method" --recipe "$recipe" --out "$out/sft" --db "$db"
+    echo "$(date -u +%FT%TZ) harness sft --method $method --recipe $recipe --out $out/sft --db $db ${proto[*]}"
+    "$py" -m harness sft --method "$method" --recipe "$recipe" --out "$out/sft" --db "$db" "${proto[@]}"
 fi
 resume=()
 [[ -d "$out/rl/checkpoint" ]] && resume=(--resume)
 echo "$(date -u +%FT%TZ) harness train --method $method --recipe $recipe --model $out/sft/final --out $out/rl" \
-    "--db $db --rollout-backend llamacpp --rollout-weights q8_0 --rollout-threads $threads --keep-every 10 ${resume[*]} $*"
+    "--db $db --rollout-backend llamacpp --rollout-weights q8_0 --rollout-threads $threads --keep-every 10 ${proto[*]} ${resume[*]} $*"
 "$py" -m harness train --method "$method" --recipe "$recipe" --model "$out/sft/final" --out "$out/rl" --db "$db" \
-    --rollout-backend llamacpp --rollout-weights q8_0 --rollout-threads "$threads" --keep-every 10 "${resume[@]}" "$@"
+    --rollout-backend llamacpp --rollout-weights q8_0 --rollout-threads "$threads" --keep-every 10 "${proto[@]}" "${resume[@]}" "$@"
 echo "$(date -u +%FT%TZ) done"

@@ -4,7 +4,8 @@ out through the method's own rollout, trained with the RL trainer's token-space 
 Building a demonstration. For each training question the method's ``solve`` runs in training
 mode (``ctx.training=True``) with a :class:`TeacherBackend` in place of the model: every time the
 engine asks for a generation, the teacher returns the recipe's next turn template
-(``SftConfig.turns``, over ``{question}`` and ``{answer}``) instead of sampling, as token ids of
+(``SftConfig.turns``, over ``{question}``, ``{answer}`` and the method's own
+``demonstration_fields``) instead of sampling, as token ids of
 the policy's tokenizer. Everything else is the real environment: the engine parses the turn's
 action, the protocol's retriever answers the search, the method's renderer / observation function
 formats the documents, the observation is truncated and wrapped exactly as in RL and evaluation.
@@ -71,9 +72,10 @@ class TeacherBackend(TokenBackend):
 
     name = "teacher"
 
-    def __init__(self, inner: Backend, turns: Sequence[str]):
+    def __init__(self, inner: Backend, turns: Sequence[str], fields: dict[str, dict[str, str]] | None = None):
         self.inner = inner
         self.turns = tuple(turns)
+        self.fields = fields or {}  # example id -> the method's extra template fields (demonstration_fields)
         self._plans: dict[tuple[int, ...], tuple[QAExample, list[int]]] = {}  # prompt ids -> (example, calls)
         self._lengths: set[int] = set()
         self.answers: dict[str, str] = {}  # example id -> the answer its last turn gave
@@ -108,7 +110,8 @@ class TeacherBackend(TokenBackend):
                 context = self.inner.detokenize(list(ids[n_prompt:]))
                 answer = gold_in(context, ex.answers) or ex.answers[0]
                 self.answers[ex.id] = answer
-                text = self.turns[k].format(question=ex.question, answer=answer)
+                extra = self.fields.get(ex.id, {})
+                text = self.turns[k].format(**extra, question=ex.question, answer=answer)
             gen = self.inner.tokenize(text)
             out.append(
                 self.completion_from_ids(
@@ -161,7 +164,7 @@ def build_demonstrations(
     kept: list[Trajectory] = []
     for i in range(0, len(unique), batch_size):
         chunk = unique[i : i + batch_size]
-        teacher = TeacherBackend(backend, cfg.turns)
+        teacher = TeacherBackend(backend, cfg.turns, {e.id: method.demonstration_fields(e, protocol) for e in chunk})
         for e in chunk:
             prompt = teacher.chat_prompt(method.prompt_messages(e, training=True))
             teacher.expect(teacher.prompt_ids(prompt), e)
