@@ -161,9 +161,11 @@ class RunSetup:
         label: str,
         command: str,
         n_expected: int,
+        runtime: dict[str, Any] | None = None,
     ) -> str:
         """The ``running`` row of a new evaluation run of ``method`` (owned by this process, so
-        ``--resume`` may claim it later); its id."""
+        ``--resume`` may claim it later); its id. ``runtime``: stored with the run's versions (a
+        shipped adapter's ``adapter_sha256`` and ``trained_by``: :mod:`harness.llm.adapters`)."""
         return create_run(
             self.store,
             run_id=new_run_id(method),
@@ -179,6 +181,7 @@ class RunSetup:
             command=command,
             n_expected=n_expected,
             owned=True,
+            runtime=runtime,
         )
 
     def train_run(
