@@ -18,7 +18,9 @@ from harness.llm import adapters
 from harness.plugins import Manifest, Plugin
 
 
-def _ship(folder: Path, *, name: str = "smollm2+fake_rl", method: str = "fake_rl", data: bytes = b"GGUF-adapter") -> Path:
+def _ship(
+    folder: Path, *, name: str = "smollm2+fake_rl", method: str = "fake_rl", data: bytes = b"GGUF-adapter"
+) -> Path:
     trained = folder / "trained"
     trained.mkdir(parents=True)
     (trained / "smollm2.gguf").write_bytes(data)
@@ -93,8 +95,8 @@ def test_manifests_over_10_mb_or_without_the_training_keys_are_refused(tmp_path:
 
 def test_method_all_runs_each_rl_method_with_its_shipped_adapter(shipped: Path):
     from harness.cli.cmd_run import trained_models
-    from harness.eval.runner import RunConfig
     from harness.eval.protocol import mini
+    from harness.eval.runner import RunConfig
 
     got = trained_models(["fake_rl", "naive_rag"], "smollm2-135m-instruct", "llamacpp")
     assert got == {"fake_rl": "smollm2+fake_rl"}
