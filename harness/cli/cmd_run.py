@@ -157,7 +157,7 @@ def handle(args: argparse.Namespace) -> int:
     from harness.eval.setup import build_protocol
     from harness.judge.factory import make_judge
     from harness.judge.stored import judge_runs
-    from harness.llm.model_files import check_model
+    from harness.llm.adapters import check_model
     from harness.methods_registry import get_method, resolve_methods
     from harness.results.cost import load_prices, prices_path
     from harness.results.summary import run_summary
@@ -207,7 +207,7 @@ def run_config(
     all`` or none) leaves out, counted, the questions a method cannot answer and skips, with the
     reason, a method that refuses the protocol."""
     from harness.eval.runner import RunConfig
-    from harness.llm.model_files import auto_backend
+    from harness.llm.adapters import auto_backend
     from harness.results.lifecycle import command_line
 
     backend = auto_backend(args.model, served=bool(args.base_url)) if args.backend == "auto" else args.backend

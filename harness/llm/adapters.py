@@ -121,6 +121,46 @@ def adapter_runtime(model: str) -> dict[str, Any]:
     return p.runtime() if p is not None else {}
 
 
+def auto_backend(model: str, *, served: bool = False) -> str:
+    """:func:`harness.llm.model_files.auto_backend`, and ``llamacpp`` for a shipped adapter preset."""
+    from harness.llm.model_files import auto_backend as base_auto
+
+    return "llamacpp" if not served and get_adapter(model) is not None else base_auto(model, served=served)
+
+
+def check_model(backend: str, model: str) -> None:
+    """:func:`harness.llm.model_files.check_model`; a shipped adapter preset needs ``llamacpp`` and a
+    GGUF that matches its manifest."""
+    from harness.llm.model_files import check_model as base_check
+
+    preset = get_adapter(model)
+    if preset is None:
+        return base_check(backend, model)
+    if backend != "llamacpp":
+        raise ConfigError(
+            f"model {model!r} is a GGUF LoRA adapter preset: it runs on --backend llamacpp only"
+        )
+    verified_gguf(preset)
+
+
+def describe_adapters() -> list[tuple[str, ...]]:
+    """Rows for ``harness list models``, in its columns: one per shipped adapter preset."""
+    return [
+        (
+            a.name,
+            f"{a.base} + {a.trained_by['method']} adapter ({a.trained_by['algorithm']}, recipe "
+            f"{a.trained_by['recipe']}; rank {a.rank}, {a.storage})",
+            f"{a.size / 1e6:,.1f} MB",
+            "llamacpp",
+            "as its base",
+            "in the repository",
+            a.gguf.name,
+            f"record {a.record}",
+        )
+        for a in adapter_presets().values()
+    ]
+
+
 def trained_preset_for(method: str, base: str) -> str | None:
     """The shipped adapter preset of ``method`` on packaged ``base`` (None: none shipped)."""
     from harness.llm.model_files import canonical_name

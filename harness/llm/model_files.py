@@ -187,10 +187,6 @@ def auto_backend(model: str, *, served: bool = False) -> str:
         return "openai"
     if canonical_name(model) in PRESETS or model.endswith(".gguf"):
         return "llamacpp"
-    from harness.llm.adapters import get_adapter
-
-    if get_adapter(model) is not None:  # a shipped adapter (harness.llm.adapters): served on llama.cpp
-        return "llamacpp"
     return "transformers"
 
 
@@ -444,22 +440,6 @@ def describe_models() -> list[tuple[str, ...]]:
                 installed,
                 state,
                 parts,
-            )
-        )
-    from harness.llm.adapters import adapter_presets
-
-    for a in adapter_presets().values():  # shipped trained policies: a base preset + a LoRA adapter
-        rows.append(
-            (
-                a.name,
-                f"{a.base} + {a.trained_by['method']} adapter ({a.trained_by['algorithm']}, recipe "
-                f"{a.trained_by['recipe']}; rank {a.rank}, {a.storage})",
-                f"{a.size / 1e6:,.1f} MB",
-                "llamacpp",
-                "as its base",
-                "in the repository",
-                str(a.gguf.name),
-                f"record {a.record}",
             )
         )
     return rows

@@ -52,16 +52,22 @@ def shipped(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 def test_a_shipped_adapter_is_a_model_preset_on_its_base(shipped: Path):
-    from harness.llm.model_files import auto_backend, describe_models, is_preset
+    from harness.llm.model_files import is_preset
 
     p = adapters.get_adapter("smollm2+fake_rl")
     assert p is not None and p.gguf == (shipped.parent / "smollm2.gguf").resolve()
     assert adapters.verified_gguf(p) == p.gguf
-    assert auto_backend("smollm2+fake_rl") == "llamacpp"
+    assert adapters.auto_backend("smollm2+fake_rl") == "llamacpp"
+    assert (
+        adapters.auto_backend("smollm2") == "llamacpp" and adapters.auto_backend("x", served=True) == "openai"
+    )
+    adapters.check_model("llamacpp", "smollm2+fake_rl")
+    with pytest.raises(ConfigError, match="llamacpp only"):
+        adapters.check_model("transformers", "smollm2+fake_rl")
     assert not is_preset("smollm2+fake_rl")  # not a bare base: a run with it is no untrained policy
     assert adapters.trained_preset_for("fake_rl", "default") == "smollm2+fake_rl"
     assert adapters.trained_preset_for("other", "default") is None
-    assert any(r[0] == "smollm2+fake_rl" for r in describe_models())
+    assert [r[0] for r in adapters.describe_adapters()] == ["smollm2+fake_rl"]
 
 
 def test_a_run_with_it_stores_the_adapter_hash_and_its_training(shipped: Path):
