@@ -13,8 +13,12 @@
 #   OMP_NUM_THREADS=1 nohup nice -n 10 scripts/learning_run.sh eval_rar cpu-learn-grpo /work/runs/eval_rar \
 #       > /work/runs/eval_rar.log 2>&1 &
 set -euo pipefail
-if [[ $# -lt 3 || $1 == -h || $1 == --help ]]; then
-    sed -n 2,12p "$0"
+if [[ ${1:-} == -h || ${1:-} == --help ]]; then
+    sed -n 2,14p "$0"
+    exit 0
+fi
+if [[ $# -lt 3 ]]; then
+    echo "usage: scripts/learning_run.sh METHOD RECIPE OUT [harness train args...] (--help)" >&2
     exit 2
 fi
 method=$1 recipe=$2 out=$3
