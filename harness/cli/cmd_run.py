@@ -239,7 +239,11 @@ def what_the_numbers_are(df, model: str, method_models: dict[str, str], primary:
     per = df[df["dataset"] == "Avg."] if (df["dataset"] == "Avg.").any() else df
     per = per.drop_duplicates("method", keep="last") if len(per) else per
     n = int(per["n"].max()) if len(per) else 0
-    trained = ", ".join(f"{m} ({a})" for m, a in method_models.items() if m in set(per["method"])) or "none"
+    from harness.llm.adapters import get_adapter
+
+    own = get_adapter(model)  # --model <base>+<method>: that method's trained policy
+    models = {**({own.method: model} if own is not None else {}), **method_models}
+    trained = ", ".join(f"{m} ({a})" for m, a in models.items() if m in set(per["method"])) or "none"
     line = (
         f"{model}; up to {n} questions a method. Trained = an RL method with its shipped adapter (run label "
         f"'trained'; here: {trained}); 'untrained policy' = an RL method on the bare base model; training, "
