@@ -168,6 +168,12 @@ class TrainableMethod(Method):
         ``rollout_config(p).run(prompts, examples, ctx)``); None for a method that does not
         retrieve and answers in one completion (exporters replay its ``solve`` on the response)."""
 
+    def demonstration_fields(self, example: QAExample, protocol: Protocol) -> dict[str, str]:
+        """Extra fields a supervised warm-up's turn templates (``recipe.sft.turns``) may name beside
+        ``{question}`` and ``{answer}``, for ``example``: what the method's own output format needs that
+        only the method knows (e.g. the numbers of the gold references). None by default."""
+        return {}
+
     # The rewards the class registers with @reward_fn: name -> entry, the default first (filled by
     # __init_subclass__ from the base classes' and the class's own decorated methods).
     _reward_table: ClassVar[dict[str, _RewardEntry]] = {}

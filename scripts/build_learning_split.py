@@ -3,8 +3,10 @@
     python scripts/build_learning_split.py            # writes harness/data/packaged/splits/learning.json
     python scripts/build_learning_split.py --check    # exit 1 if a stored file differs
     python scripts/build_learning_split.py --only learning-400
+    python scripts/build_learning_split.py --only learning-multihop
 
-Two splits. ``learning``: the recorded run's (100 held out). ``learning-400`` (issue 43, fixed
+Three splits. ``learning-multihop`` (issue 57): 134 held out of each dataset of ``mini-multihop``
+(402), the five seed papers' learning recipes train on the rest. ``learning``: the recorded run's (100 held out). ``learning-400`` (issue 43, fixed
 before any run of it): 400 held out per ``extend_heldout``: ``learning``'s 100 plus the next 300
 train questions of the same ranking, skipping the 160 the recorded warm-up trained on
 (``cpu-sft-rl``'s ``sft.n_questions`` of its seed-0 shuffle of ``learning``'s train part, which also
@@ -32,7 +34,13 @@ HELDOUT_N = 100
 SEED = 20
 EXTENDED = "learning-400"
 EXTENDED_N = 400
-RECORDED_SFT_N, RECORDED_SFT_SEED = 160, 0  # methods/search_r1/recipes.yaml cpu-sft-rl: sft.n_questions, seed
+RECORDED_SFT_N, RECORDED_SFT_SEED = 160, 0
+# issue 57: the multi-hop split the five seed papers' learning recipes train and are held out on
+# (fixed before any run of it): 134 held out of each mini-multihop dataset (402 in all: HotpotQA,
+# 2WikiMultiHopQA, MuSiQue, each question's gold paragraphs in the closed corpus), the rest train.
+MULTIHOP = "learning-multihop"
+MULTIHOP_BENCH = "mini-multihop"
+MULTIHOP_N = 134  # methods/search_r1/recipes.yaml cpu-sft-rl: sft.n_questions, seed
 
 
 def recorded_sft_questions() -> dict[str, set[str]]:
@@ -49,13 +57,17 @@ def recorded_sft_questions() -> dict[str, set[str]]:
 
 def build_all() -> list[Split]:
     base = build_split(NAME, BENCH, Selection(mode="random", n=HELDOUT_N, seed=SEED))
-    return [base, extend_heldout(base, EXTENDED, EXTENDED_N, recorded_sft_questions())]
+    return [
+        base,
+        extend_heldout(base, EXTENDED, EXTENDED_N, recorded_sft_questions()),
+        build_split(MULTIHOP, MULTIHOP_BENCH, Selection(mode="random", n=MULTIHOP_N, seed=SEED)),
+    ]
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--check", action="store_true", help="compare with the stored files instead of writing")
-    ap.add_argument("--only", choices=[NAME, EXTENDED], default=None, help="one split only")
+    ap.add_argument("--only", choices=[NAME, EXTENDED, MULTIHOP], default=None, help="one split only")
     args = ap.parse_args(argv)
     bad = 0
     for split in build_all():
@@ -72,7 +84,7 @@ def main(argv: list[str] | None = None) -> int:
         path.write_text(text)
         n_train = sum(map(len, split.train.values()))
         n_held = sum(map(len, split.heldout.values()))
-        print(f"wrote {path}: {n_train} train, {n_held} held-out questions of {BENCH}")
+        print(f"wrote {path}: {n_train} train, {n_held} held-out questions of {split.bench}")
     return 1 if bad else 0
 
 

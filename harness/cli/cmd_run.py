@@ -166,7 +166,7 @@ def handle(args: argparse.Namespace) -> int:
     from harness.eval.setup import build_protocol
     from harness.judge.factory import make_judge
     from harness.judge.stored import judge_runs
-    from harness.llm.model_files import check_model
+    from harness.llm.adapters import check_model
     from harness.methods_registry import get_method, resolve_methods
     from harness.results.cost import load_prices, prices_path
     from harness.results.summary import run_summary
@@ -200,6 +200,7 @@ def handle(args: argparse.Namespace) -> int:
             df = run_summary(runner.store, [r.run_id for r in done], RunScoring.of(p).primary, references=own)
             title = f"{args.bench} · protocol {p.name} ({p.protocol_id}) · {args.model}"
             print_summary(df, title=title, primary=p.primary_metric)
+            print(what_the_numbers_are(df, args.model, cfg.method_models, p.primary_metric))
     status = 0
     if judge is not None:
         report = judge_runs(runner.store, [r.run_id for r in runs], judge)
@@ -221,17 +222,16 @@ def run_config(
     all`` or none) leaves out, counted, the questions a method cannot answer and skips, with the
     reason, a method that refuses the protocol."""
     from harness.eval.runner import RunConfig
-    from harness.llm.model_files import auto_backend
+    from harness.llm.adapters import auto_backend
     from harness.results.lifecycle import command_line
 
+    backend = auto_backend(args.model, served=bool(args.base_url)) if args.backend == "auto" else args.backend
     return RunConfig(
         methods=methods,
         bench=args.bench,
         protocol=proto,
         model=args.model,
-        backend=auto_backend(args.model, served=bool(args.base_url))
-        if args.backend == "auto"
-        else args.backend,
+        backend=backend,
         backend_options=backend_options(args),
         corpus_path=args.corpus,
         retriever_url=args.retriever_url,
@@ -243,7 +243,48 @@ def run_config(
         command=command_line(),
         leave_out_unanswerable=everything,
         skip_refused=everything,
+        method_models=trained_models(methods, args.model, backend) if everything else {},
     )
+
+
+def what_the_numbers_are(df, model: str, method_models: dict[str, str], primary: str) -> str:
+    """The line under a summary table: the model, the questions, what "trained" means, where to read
+    more, and whether any method's primary metric separates from the others (the best one's 95%
+    interval above every other's)."""
+    per = df[df["dataset"] == "Avg."] if (df["dataset"] == "Avg.").any() else df
+    per = per.drop_duplicates("method", keep="last") if len(per) else per
+    n = int(per["n"].max()) if len(per) else 0
+    from harness.llm.adapters import get_adapter
+
+    own = get_adapter(model)  # --model <base>+<method>: that method's trained policy
+    models = {**({own.method: model} if own is not None else {}), **method_models}
+    trained = ", ".join(f"{m} ({a})" for m, a in models.items() if m in set(per["method"])) or "none"
+    line = (
+        f"{model}; up to {n} questions a method. Trained = an RL method with its shipped adapter (run label "
+        f"'trained'; here: {trained}); 'untrained policy' = an RL method on the bare base model; training, "
+        "records and held-out tables: docs/training.md."
+    )
+    if len(per) >= 2:
+        ranked = per.sort_values("primary", ascending=False)
+        best, rest = ranked.iloc[0], ranked.iloc[1:]
+        if float(best["primary_lo"]) <= float(rest["primary_hi"].max()):
+            line += f" No method separates from the others on {primary} here (the 95% intervals overlap the best one's)."
+        else:
+            line += f" {best['method']} separates from the others on {primary} (95% intervals)."
+    return line
+
+
+def trained_models(methods: Sequence[str], model: str, backend: str) -> dict[str, str]:
+    """``--method all`` on a packaged model served by llama.cpp: each RL method whose trained policy
+    is shipped on that model (``harness.llm.adapters``) runs with it (label ``trained``); the others,
+    and every method named with ``--method``, run with ``model`` itself."""
+    from harness.llm.adapters import trained_preset_for
+    from harness.llm.model_files import is_preset
+
+    if backend != "llamacpp" or not is_preset(model):
+        return {}
+    found = {m: trained_preset_for(m, model) for m in methods}
+    return {m: p for m, p in found.items() if p is not None}
 
 
 def show_plan_and_confirm(args: argparse.Namespace, cfg: RunConfig, plans: Sequence[Sequence[tuple]]) -> None:

@@ -37,6 +37,7 @@ from typing import Any
 
 from harness.errors import ConfigError
 from harness.eval.setup import RunSetup
+from harness.llm.adapters import get_adapter
 from harness.llm.model_files import is_preset
 from harness.method import Method
 from harness.protocol import Protocol
@@ -69,6 +70,12 @@ class RunConfig:
     leave_out_unanswerable: bool = False
     # a method that refuses the protocol: skipped with the reason (True, `--method all`) or an error
     skip_refused: bool = False
+    # method -> the model it runs with instead of ``model`` (``harness run --method all``: an RL
+    # method's shipped trained adapter on the same base, harness.llm.adapters)
+    method_models: dict[str, str] = field(default_factory=dict)
+
+    def model_for(self, method: str) -> str:
+        return self.method_models.get(method, self.model)
 
     def __post_init__(self) -> None:
         if self.batch_size < 1:
@@ -200,6 +207,7 @@ class Runner:
             retriever_url=cfg.retriever_url,
         )
         self._backend = None
+        self._backends: dict[str, Any] = {}  # model -> backend, for a method's own model (method_models)
 
     @property
     def store(self) -> Store:
@@ -213,6 +221,17 @@ class Runner:
 
             self._backend = make_backend(self.backend_spec)
         return self._backend
+
+    def backend_for(self, model: str):
+        """The backend serving ``model``: the run's own, or one per method model (``method_models``:
+        the run's backend spec with that model), built on first use."""
+        if model == self.cfg.model:
+            return self.backend()
+        if model not in self._backends:
+            from harness.llm.base import make_backend
+
+            self._backends[model] = make_backend(self.backend_spec.model_copy(update={"model": model}))
+        return self._backends[model]
 
     def retriever(self, protocol: Protocol | None = None):
         """The retriever ``protocol`` (default: the run's) pins: :meth:`RunSetup.retriever`."""
@@ -336,7 +355,7 @@ class Runner:
 
     def _context(self, method: Method, proto: Protocol, todo: list) -> RunContext:
         return RunContext(
-            backend=self.backend() if todo else None,  # type: ignore[arg-type]
+            backend=self.backend_for(self.cfg.model_for(method.name)) if todo else None,  # type: ignore[arg-type]
             protocol=proto,
             retriever=self.retriever(proto) if (todo and method.uses_retrieval) else None,
             sampling=proto.decoding.sampling(),
@@ -347,6 +366,7 @@ class Runner:
     # whatever fails in between
     def _run_method(self, method: Method, examples, on_batch, proto: Protocol) -> MethodRun:
         cfg = self.cfg
+        model = cfg.model_for(method.name)
         spec = method.spec(proto)
         store = self.store
         run_id = None
@@ -354,7 +374,7 @@ class Runner:
             found = lifecycle.resume_run(
                 store,
                 method=method.name,
-                model=cfg.model,
+                model=model,
                 protocol_id=proto.protocol_id,
                 method_spec_hash=spec.spec_hash,
                 bench=cfg.bench,
@@ -380,18 +400,31 @@ class Runner:
             todo = [(i, e, g) for i, (e, g) in enumerate(examples)]
             ctx = self._context(method, proto, todo)  # a bad model or dead server fails before any row
             # an RL method run with a packaged model (a base instruct model no method here was
-            # trained from) is an untrained policy, not a trained one
-            label = cfg.label or ("untrained policy" if method.trained and is_preset(cfg.model) else "")
+            # trained from) is an untrained policy, not a trained one; with a shipped adapter of its
+            # own (harness.llm.adapters) a trained one, whose hash and training the run stores
+            adapter = get_adapter(model)
+            if adapter is not None and adapter.method != method.name:
+                raise ConfigError(
+                    f"model {model!r} is {adapter.method!r}'s trained policy; run it with --method {adapter.method}"
+                )
+            label = cfg.label or (
+                "trained"
+                if adapter is not None
+                else "untrained policy"
+                if method.trained and is_preset(model)
+                else ""
+            )
             run_id = self.setup.eval_run(
                 method=method.name,
                 spec=spec,
-                model=cfg.model,
+                model=model,
                 backend=cfg.backend,
                 protocol=proto,
                 bench=cfg.bench,
                 label=label,
                 command=cfg.command,
                 n_expected=len(examples),
+                runtime=adapter.runtime() if adapter is not None else None,
             )
         from harness.eval.scoring import RunScoring
 

@@ -162,9 +162,11 @@ class RunSetup:
         label: str,
         command: str,
         n_expected: int,
+        runtime: dict[str, Any] | None = None,
     ) -> str:
         """The ``running`` row of a new evaluation run of ``method`` (owned by this process, so
-        ``--resume`` may claim it later); its id."""
+        ``--resume`` may claim it later); its id. ``runtime``: stored with the run's versions (a
+        shipped adapter's ``adapter_sha256`` and ``trained_by``: :mod:`harness.llm.adapters`)."""
         return create_run(
             self.store,
             run_id=new_run_id(method),
@@ -181,8 +183,9 @@ class RunSetup:
             n_expected=n_expected,
             owned=True,
             # what trained the model (an adapter's or checkpoint's hash, the algorithm): the one
-            # record the views read a run's training state from (harness.results.training_state)
-            runtime=record_for_model(model),
+            # record the views read a run's training state from (harness.results.training_state);
+            # a shipped adapter's own record (harness.llm.adapters) where the caller has one
+            runtime={**record_for_model(model), **(runtime or {})},
         )
 
     def train_run(

@@ -124,7 +124,7 @@ def _llamacpp_rows(w: Any, module: str, cfg: Any) -> Any:
 
 
 def delta_lora_tensors(
-    base: Any, merged: Any, *, permute: bool = True, rel_tol: float = 1e-3
+    base: Any, merged: Any, *, permute: bool = True, rel_tol: float = 1e-3, max_rank: int | None = None
 ) -> tuple[dict[str, Any], int]:
     """The difference ``merged - base`` of two Llama-family Hugging Face models, as one llama.cpp
     LoRA adapter at scale 1: ({gguf name: float32 array}, rank). A checkpoint whose LoRA was merged
@@ -132,16 +132,20 @@ def delta_lora_tensors(
     only; each difference is factored exactly by its SVD (singular values below 1e-5 of the largest
     are float rounding) and every factor is zero-padded to the largest rank, so ``alpha = rank``
     gives scale 1. Refused with a message: a difference outside those linears, or one that the
-    factors do not reproduce to ``rel_tol`` (Frobenius) ."""
+    factors do not reproduce to ``rel_tol`` (Frobenius). ``max_rank``: keep at most that many
+    singular directions of each difference (the best approximation of that rank; ``rel_tol`` is
+    then not checked: a shipped adapter is checked by its greedy answers instead)."""
     import torch
 
     factors: dict[tuple[int, str], tuple[Any, Any]] = {}
     for layer, module, d in _changed_linears(base, merged):
         u, s, vh = torch.linalg.svd(d, full_matrices=False)
         r = int((s > s[0] * 1e-5).sum())
+        if max_rank is not None:
+            r = min(r, max_rank)
         b_f, a_f = u[:, :r] * s[:r], vh[:r]
         err = float((b_f @ a_f - d).norm() / d.norm())
-        if err > rel_tol:
+        if err > rel_tol and max_rank is None:
             name = f"layers.{layer}.{module}.weight"
             raise ConfigError(f"tensor {name!r}: the difference is not low-rank (rank {r} leaves {err:.2g})")
         factors[(layer, module)] = (a_f, b_f)
@@ -211,10 +215,20 @@ def _float32_pair(base: str, checkpoint: Path) -> tuple[Any, Any]:
     )
 
 
-def checkpoint_adapter(base: str, checkpoint: Path, path: Path) -> Path:
+def checkpoint_adapter(
+    base: str, checkpoint: Path, path: Path, *, max_rank: int | None = None, storage: str = "f32"
+) -> Path:
     """Write merged ``checkpoint``'s exact difference to the packaged ``base`` model as one
-    llama.cpp GGUF LoRA adapter at ``path`` (:func:`delta_lora_tensors`, in float32)."""
-    tensors, rank = delta_lora_tensors(*_float32_pair(base, checkpoint))
+    llama.cpp GGUF LoRA adapter at ``path`` (:func:`delta_lora_tensors`, in float32). ``max_rank``:
+    its best approximation of at most that rank; ``storage`` ``"f16"``: the factors stored as
+    float16 (half the bytes; llama.cpp applies F16 adapters as they are)."""
+    import numpy as np
+
+    if storage not in ("f32", "f16"):
+        raise ConfigError(f"adapter storage {storage!r}: use f32 or f16")
+    tensors, rank = delta_lora_tensors(*_float32_pair(base, checkpoint), max_rank=max_rank)
+    if storage == "f16":
+        tensors = {k: v.astype(np.float16) for k, v in tensors.items()}
     return write_tensors_gguf(tensors, float(rank), path)
 
 

@@ -121,10 +121,15 @@ class LlamaCppBackend(TokenBackend):
         self._inflight: set[http.client.HTTPConnection] = set()  # requests close() must abort
         self._inflight_lock = threading.Lock()
         self._closing = False
-        self.gguf = resolve_gguf(spec.model)
+        from harness.llm.adapters import get_adapter, verified_gguf
+
+        # a shipped trained policy (harness.llm.adapters): its base preset's GGUF with its adapter first
+        self.adapter = get_adapter(spec.model)
+        self.gguf = resolve_gguf(self.adapter.base if self.adapter is not None else spec.model)
         self.threads = llama_threads(spec.threads)
         self.parallel = spec.batch_limit
-        self.lora = tuple(Path(x) for x in lora)
+        shipped = (verified_gguf(self.adapter),) if self.adapter is not None else ()
+        self.lora = (*shipped, *(Path(x) for x in lora))
         self.logprobs = logprobs
         self.child = child
         if spin and not child:
@@ -307,7 +312,8 @@ class LlamaCppBackend(TokenBackend):
 
     def describe(self) -> dict[str, Any]:
         if self._revision is None:
-            preset = PRESETS.get(canonical_name(self.spec.model))
+            base = self.adapter.base if self.adapter is not None else self.spec.model
+            preset = PRESETS.get(canonical_name(base))
             digest = preset.sha256 if preset is not None else sha256_file(self.gguf)  # presets: verified
             self._revision = f"gguf-sha256:{digest}"
         return {
@@ -323,6 +329,7 @@ class LlamaCppBackend(TokenBackend):
             "draft": self.spec.draft,
             "xllamacpp": self._xllamacpp_version,
             **({"lora": [str(x) for x in self.lora]} if self.lora else {}),
+            **(self.adapter.runtime() if self.adapter is not None else {}),
         }
 
     # -- generation ----------------------------------------------------------------------------

@@ -10,7 +10,8 @@ model it evaluates (:func:`record_for_model`):
   a Hugging Face directory ``harness train`` / ``harness sft`` wrote: the sha256 over its
   ``*.safetensors`` files in name order);
 - ``trained_by``: the algorithm that trained those weights, lower case: ``ppo`` (the ``gae``
-  estimator), ``grpo``, ``reinforce_pp``, ..., or ``sft``;
+  estimator), ``grpo``, ``reinforce_pp``, ..., or ``sft``; a shipped adapter records
+  ``{method, recipe, algorithm}`` (:mod:`harness.llm.adapters`) and its ``algorithm`` is read;
 - ``trained_variant``: the recipe variant as a paper names it (``w/o retrieved-token masking``);
   absent or empty: the paper's main recipe.
 
@@ -68,7 +69,10 @@ def training_of(method: str, versions: Mapping[str, object] | None) -> str | Non
     rec = versions or {}
     if not (rec.get(ADAPTER_SHA256) or rec.get(CHECKPOINT_SHA256)):
         return UNTRAINED
-    return training_text(TRAINED, str(rec.get(TRAINED_BY) or ""), str(rec.get(TRAINED_VARIANT) or ""))
+    by = rec.get(TRAINED_BY)
+    if isinstance(by, Mapping):  # a shipped adapter's {method, recipe, algorithm} (harness.llm.adapters)
+        by = by.get("algorithm")
+    return training_text(TRAINED, str(by or ""), str(rec.get(TRAINED_VARIANT) or ""))
 
 
 def type_of(state: str | None) -> str:

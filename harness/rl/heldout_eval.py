@@ -349,9 +349,17 @@ def open_engine(
         )
     if engine != "llamacpp":
         raise ConfigError(f"held-out evaluation: engine {engine!r} is not 'llamacpp' or 'transformers'")
+    from harness.llm.adapters import get_adapter
     from harness.llm.gguf_lora import checkpoint_adapter
     from harness.llm.llamacpp_backend import LlamaCppBackend
 
+    if get_adapter(model) is not None:  # a shipped adapter preset: the backend adds its adapter itself
+        return LlamaCppBackend(
+            BackendSpec(kind="llamacpp", model=model, threads=threads, max_batch_size=slots),
+            lora=[Path(a) for a in adapters],
+            child=True,
+            spin=spin,
+        )
     base, chain = packaged_base(model)
     lora: list[Path] = []
     if chain:

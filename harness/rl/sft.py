@@ -4,7 +4,9 @@ out through the method's own rollout, trained with the RL trainer's token-space 
 Building a demonstration. For each training question the method's ``solve`` runs in training
 mode (``ctx.training=True``) with a :class:`TeacherBackend` in place of the model: every time the
 engine asks for a generation, the teacher returns the recipe's next turn template
-(``SftConfig.turns``, over ``{question}`` and ``{answer}``) instead of sampling, as token ids of
+(``SftConfig.turns``, over ``{question}``, ``{answer}``, ``{evidence}`` (the sentence of the
+observations so far that holds the answer) and the method's own ``demonstration_fields``) instead of
+sampling, as token ids of
 the policy's tokenizer. Everything else is the real environment: the engine parses the turn's
 action, the protocol's retriever answers the search, the method's renderer / observation function
 formats the documents, the observation is truncated and wrapped exactly as in RL and evaluation.
@@ -64,6 +66,20 @@ def gold_in(text: str, answers: Sequence[str]) -> str | None:
     return None
 
 
+def evidence_sentence(text: str, answer: str) -> str:
+    """The first sentence (split at ``. ``, ``? ``, ``! `` and line ends) of ``text`` whose normalised form holds
+    ``answer``'s, tags removed, stripped; the whole stripped ``text`` when none does. A demonstration's ``{evidence}``:
+    the retrieved fact a method that quotes its evidence (e.g. an ``<original_evidence>`` box) copies."""
+    import re
+
+    norm = normalize_answer(answer)
+    text = re.sub(r"<[^>]*>", " ", text)  # no tag of the dialect inside a quoted fact
+    for sentence in re.split(r"(?<=[.?!])\s+|\n+", text):
+        if norm and norm in normalize_answer(sentence):
+            return sentence.strip()
+    return text.strip()
+
+
 class TeacherBackend(TokenBackend):
     """Plays the model in a demonstration rollout: the k-th generation asked for a prompt returns
     the k-th turn template, formatted for that prompt's example. Tokenizer, chat template and
@@ -71,9 +87,10 @@ class TeacherBackend(TokenBackend):
 
     name = "teacher"
 
-    def __init__(self, inner: Backend, turns: Sequence[str]):
+    def __init__(self, inner: Backend, turns: Sequence[str], fields: dict[str, dict[str, str]] | None = None):
         self.inner = inner
         self.turns = tuple(turns)
+        self.fields = fields or {}  # example id -> the method's extra template fields (demonstration_fields)
         self._plans: dict[tuple[int, ...], tuple[QAExample, list[int]]] = {}  # prompt ids -> (example, calls)
         self._lengths: set[int] = set()
         self.answers: dict[str, str] = {}  # example id -> the answer its last turn gave
@@ -108,7 +125,9 @@ class TeacherBackend(TokenBackend):
                 context = self.inner.detokenize(list(ids[n_prompt:]))
                 answer = gold_in(context, ex.answers) or ex.answers[0]
                 self.answers[ex.id] = answer
-                text = self.turns[k].format(question=ex.question, answer=answer)
+                extra = self.fields.get(ex.id, {})
+                evidence = evidence_sentence(context, answer) if "{evidence}" in self.turns[k] else ""
+                text = self.turns[k].format(**extra, question=ex.question, answer=answer, evidence=evidence)
             gen = self.inner.tokenize(text)
             out.append(
                 self.completion_from_ids(
@@ -161,9 +180,17 @@ def build_demonstrations(
     kept: list[Trajectory] = []
     for i in range(0, len(unique), batch_size):
         chunk = unique[i : i + batch_size]
-        teacher = TeacherBackend(backend, cfg.turns)
+        teacher = TeacherBackend(
+            backend, cfg.turns, {e.id: method.demonstration_fields(e, protocol) for e in chunk}
+        )
         for e in chunk:
-            prompt = teacher.chat_prompt(method.prompt_messages(e, training=True))
+            messages = method.prompt_messages(e, training=True)
+            if messages and messages[-1]["role"] == "assistant":
+                # a pre-filled assistant turn (e.g. "<think>"): the rollout's prompt is the chat prompt
+                # of the messages before it, then the pre-fill, as the method's solve writes it
+                prompt = teacher.chat_prompt(messages[:-1]) + messages[-1]["content"]
+            else:
+                prompt = teacher.chat_prompt(messages)
             teacher.expect(teacher.prompt_ids(prompt), e)
         ctx = RunContext(backend=teacher, protocol=protocol, retriever=retriever, training=True)
         for t, e in zip(method.solve(list(chunk), ctx), chunk, strict=True):

@@ -486,6 +486,12 @@ class Arena(TrainableMethod):
             )
         return make_prompt(example.question, dataset_context(example).references, template=self.template)
 
+    def demonstration_fields(self, example: QAExample, protocol: Protocol) -> dict[str, str]:
+        """``{relevance}``: the gold reference numbers as ARENA writes them (``[1, 3]``, what R_rel
+        scores 1), for a warm-up demonstration in ARENA's own format (``recipe.sft.turns``)."""
+        (context,) = self.context_provider.contexts([example], protocol)
+        return {"relevance": json.dumps(list(context.gold_ids))}
+
     def rollout_config(self, protocol: Protocol) -> None:
         """None: the agent answers in one completion, without search turns."""
         return None

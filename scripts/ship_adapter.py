@@ -1,0 +1,157 @@
+"""Ship a trained policy as a GGUF LoRA adapter preset, and check a shipped one against its record.
+
+    # a training run's final checkpoint -> methods/<paper>/trained/smollm2.gguf + smollm2.adapter.json
+    python scripts/ship_adapter.py export --method eval_rar --recipe cpu-learn-grpo \\
+        --checkpoint /work/runs/eval_rar/rl/final --record results/learning-eval_rar.json \\
+        --rank 32 --storage f16
+    # re-evaluate a shipped adapter on the first 20 held-out questions of its record and compare every
+    # greedy answer with the committed one (exit 1 on any difference)
+    python scripts/ship_adapter.py check smollm2+eval_rar --n 20 --label "SFT+RL step 50"
+
+``export`` writes the checkpoint's difference to the packaged base (``harness.llm.gguf_lora``:
+exact SVD factors, at most ``--rank`` directions each, stored ``--storage`` f32 or f16) and its
+manifest (``harness.llm.adapters``: name ``<base alias>+<method>``, sha256, size, rank, storage,
+``trained_by`` {method, recipe, algorithm}, the record). An adapter over 10 MB is refused: lower
+``--rank`` or use f16, then ``check`` that the greedy answers are unchanged. ``check`` evaluates the
+preset with ``harness.rl.heldout_eval.evaluate_heldout`` (llama.cpp, greedy, one thread, the record's
+protocol) on the record's first N held-out questions of the evaluation ``--label`` and lists each
+question whose answer differs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import inspect
+import json
+import sys
+from pathlib import Path
+
+BASE_ALIAS = {"smollm2-135m-instruct": "smollm2"}
+
+
+def algorithm_of(recipe) -> str:
+    """One line naming the recipe's RL algorithm (estimator, clip, KL, dynamic sampling, reward)."""
+    a = recipe.algo
+    parts = [a.adv_estimator.upper(), f"clip {a.clip_low}/{a.clip_high}"]
+    parts.append(f"KL {a.kl_estimator} {a.kl_coef}" if a.kl_placement != "none" and a.kl_coef else "no KL")
+    if a.dynamic_sampling.enabled:
+        parts.append("dynamic sampling")
+    rewards = ", ".join(f"{s.reward} from step {s.start_step}" for s in recipe.reward_stages)
+    return f"{' '.join(parts[:1])} ({'; '.join(parts[1:])}); reward {rewards}; LoRA; {recipe.steps} steps"
+
+
+def export(args: argparse.Namespace) -> int:
+    from harness.errors import ConfigError
+    from harness.llm.adapters import MAX_BYTES, SUFFIX, load_manifest
+    from harness.llm.gguf_lora import checkpoint_adapter
+    from harness.llm.model_files import canonical_name, sha256_file
+    from harness.methods_registry import get_method
+
+    method = get_method(args.method)
+    recipe = method.recipes()[args.recipe]
+    base = canonical_name(args.base)
+    alias = BASE_ALIAS.get(base, base)
+    folder = Path(inspect.getfile(type(method))).parent / "trained"
+    folder.mkdir(parents=True, exist_ok=True)
+    gguf = folder / f"{alias}.gguf"
+    checkpoint_adapter(base, Path(args.checkpoint), gguf, max_rank=args.rank, storage=args.storage)
+    size = gguf.stat().st_size
+    if size > MAX_BYTES:
+        gguf.unlink()
+        raise ConfigError(f"{gguf}: {size} bytes, over {MAX_BYTES}; lower --rank or use --storage f16")
+    rank = args.rank
+    if rank is None:
+        import gguf as gg
+
+        rank = max(t.shape[0] for t in gg.GGUFReader(str(gguf)).tensors if t.name.endswith("lora_a"))
+    manifest = {
+        "name": f"{alias}+{method.name}",
+        "base": base,
+        "method": method.name,
+        "gguf": gguf.name,
+        "sha256": sha256_file(gguf),
+        "size": size,
+        "rank": int(rank),
+        "storage": args.storage,
+        "trained_by": {"method": method.name, "recipe": recipe.name, "algorithm": algorithm_of(recipe)},
+        "record": args.record,
+    }
+    path = folder / f"{alias}{SUFFIX}"
+    path.write_text(json.dumps(manifest, indent=1) + "\n")
+    load_manifest(path)  # what the harness will read
+    print(f"wrote {gguf} ({size / 1e6:.2f} MB) and {path}: model preset {manifest['name']}")
+    return 0
+
+
+def check(args: argparse.Namespace) -> int:
+    from harness.errors import ConfigError
+    from harness.llm.adapters import get_adapter
+    from harness.rl.heldout_eval import evaluate_heldout, heldout_questions, load_record, record_evals
+
+    preset = get_adapter(args.preset)
+    if preset is None:
+        raise ConfigError(f"{args.preset!r} is no shipped adapter preset (harness list models)")
+    record_path = Path(args.record or preset.record)
+    record = load_record(record_path)
+    evs = [e for e in record_evals(record) if e.label == args.label]
+    if not evs:
+        labels = ", ".join(e.label for e in record_evals(record))
+        raise ConfigError(f"{record_path}: no evaluation labelled {args.label!r} (have: {labels})")
+    ev = evs[0]
+    by_id = {e.id: e for e in heldout_questions(record["split"])}
+    ids = list(ev.sample_ids[: args.n])
+    protocol = None
+    if args.protocol:
+        from harness.eval.protocol import preset as protocol_preset
+
+        protocol = protocol_preset(args.protocol)
+    fresh = evaluate_heldout(
+        preset.name,
+        [by_id[i] for i in ids],
+        method=preset.method,
+        samples=0,
+        threads=args.threads,
+        protocol=protocol,
+        label=f"check {preset.name}",
+        progress=not args.no_progress,
+    )
+    differ = [
+        (i, want, got)
+        for i, want, got in zip(ids, ev.greedy[: args.n], fresh.greedy, strict=True)
+        if want != got
+    ]
+    for i, want, got in differ:
+        print(f"{i}: committed {want!r}, now {got!r}")
+    print(
+        f"{preset.name}: {len(ids) - len(differ)} of {len(ids)} greedy answers equal the committed ones ({record_path}, {args.label!r})"
+    )
+    return 1 if differ else 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    e = sub.add_parser("export", help="write a checkpoint's adapter and manifest into its method's folder")
+    e.add_argument("--method", required=True)
+    e.add_argument("--recipe", required=True, help="the recipe that trained it (recorded in trained_by)")
+    e.add_argument("--checkpoint", required=True, help="a merged harness train / sft checkpoint directory")
+    e.add_argument("--record", required=True, help="the results/ record of its held-out evaluation")
+    e.add_argument(
+        "--base", default="smollm2-135m-instruct", help="the packaged base (default smollm2-135m-instruct)"
+    )
+    e.add_argument("--rank", type=int, default=None, help="keep at most this rank (default: exact)")
+    e.add_argument("--storage", choices=["f32", "f16"], default="f16", help="tensor type (default f16)")
+    c = sub.add_parser("check", help="re-evaluate a shipped adapter and compare with its committed answers")
+    c.add_argument("preset", help="the adapter preset, e.g. smollm2+search_r1")
+    c.add_argument("--label", required=True, help="the record's evaluation of this policy")
+    c.add_argument("--n", type=int, default=20, help="the first N held-out questions (default 20)")
+    c.add_argument("--record", default=None, help="default: the manifest's record")
+    c.add_argument("--protocol", default=None, help="default mini; ARENA: arena-gold-context")
+    c.add_argument("--threads", type=int, default=1, help="llama.cpp threads (default 1)")
+    c.add_argument("--no-progress", action="store_true")
+    args = ap.parse_args(argv)
+    return export(args) if args.cmd == "export" else check(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
