@@ -45,8 +45,13 @@ def test_threads_with_a_server_is_one_line(tmp_path, capsys):
     assert not db.exists()
 
 
-def test_threads_slots_and_draft_reach_the_backend(tmp_path, capsys):
+def test_threads_slots_and_draft_reach_the_backend(tmp_path, capsys, monkeypatch):
     import argparse
+    import os
+
+    # --threads is lowered to the cores the load average leaves free (fit_threads): idle cores here
+    monkeypatch.setattr(os, "getloadavg", lambda: (0.0, 0.0, 0.0))
+    monkeypatch.setattr("harness.llm.server._cpus", lambda: 2)
 
     from harness.cli.cmd_run import add_parser, backend_options
 
