@@ -28,21 +28,15 @@ QUESTIONS = [
 ]
 
 
-@pytest.fixture(scope="module")
-def loaded(tiny_dir):
-    b = TransformersBackend(BackendSpec(model=str(tiny_dir), prefix_cache_tokens=0))
-    return b.model, b.tokenizer
+@pytest.fixture
+def loaded(tiny_loaded):
+    return tiny_loaded
 
 
 @pytest.fixture
-def make(loaded, tiny_dir):
-    """A backend over the shared tiny model with its own (empty) prefix cache."""
-
-    def build(tokens: int = 32768, batch: int = 8) -> TransformersBackend:
-        spec = BackendSpec(model=str(tiny_dir), prefix_cache_tokens=tokens, max_batch_size=batch)
-        return TransformersBackend(spec, model=loaded[0], tokenizer=loaded[1])
-
-    return build
+def make(make_tiny):
+    """A backend over the shared tiny model with its own (empty) prefix cache (tests/llm/conftest.py)."""
+    return make_tiny
 
 
 def rollout(backend, training: bool):

@@ -9,7 +9,6 @@ from __future__ import annotations
 import pytest
 
 from harness.errors import ConfigError
-from harness.llm import BackendSpec
 from harness.llm.transformers_backend import TransformersBackend
 from harness.types import SamplingParams
 from tests.llm.test_prefix_cache import rollout
@@ -23,19 +22,17 @@ PROMPTS = [
 ]
 
 
-@pytest.fixture(scope="module")
-def loaded(tiny_dir):
-    b = TransformersBackend(BackendSpec(model=str(tiny_dir), prefix_cache_tokens=0))
-    return b.model, b.tokenizer
+@pytest.fixture
+def loaded(tiny_loaded):
+    return tiny_loaded
 
 
 @pytest.fixture
-def make(loaded, tiny_dir):
+def make(make_tiny):
+    """``make_tiny`` (tests/llm/conftest.py) with the decode mode first and no prefix cache unless asked."""
+
     def build(decode: str, tokens: int = 0, batch: int = 8) -> TransformersBackend:
-        spec = BackendSpec(
-            model=str(tiny_dir), decode=decode, prefix_cache_tokens=tokens, max_batch_size=batch
-        )
-        return TransformersBackend(spec, model=loaded[0], tokenizer=loaded[1])
+        return make_tiny(tokens=tokens, batch=batch, decode=decode)
 
     return build
 
