@@ -79,17 +79,47 @@ def _protocol(name: str | None):
     return mini() if name is None else preset(name)
 
 
+def _reward(method: str, recipe_name: str | None):
+    """(the reward in force at the recipe's last step, its context with the recipe's auxiliary
+    models opened, a function closing them), or Nones without ``--reward-recipe``."""
+    if recipe_name is None:
+        return None, lambda: None
+    from harness.llm.base import make_backend
+    from harness.method import RewardContext
+    from harness.methods_registry import get_trainable
+
+    _m, recipe = get_trainable(method, recipe_name)
+    last = recipe.steps - 1
+    aux = {role: make_backend(spec) for role, spec in recipe.aux_models.items()}
+
+    def close() -> None:
+        for b in aux.values():
+            b.close()
+
+    return (recipe.reward_at(last), RewardContext(step=last, models=aux, total_steps=recipe.steps)), close
+
+
 def run(args: argparse.Namespace) -> int:
     from harness.errors import ConfigError
-    from harness.rl.heldout_eval import evaluate_heldout, heldout_questions, put_eval
-    from harness.rl.learning_record import portable_model
+    from harness.rl.heldout_eval import heldout_questions
 
     qs = heldout_questions(args.split)
     if args.limit is not None:
         qs = qs[: args.limit]
         if args.record is not None and not args.partial_ok:
             raise ConfigError("--limit evaluates part of the held-out set: add --partial-ok to record it")
-    ev = evaluate_heldout(
+    reward, close = _reward(args.method, args.reward_recipe)
+    try:
+        ev = _run_eval(args, qs, reward)
+    finally:
+        close()
+    return _finish(args, ev)
+
+
+def _run_eval(args: argparse.Namespace, qs: list, reward):
+    from harness.rl.heldout_eval import evaluate_heldout
+
+    return evaluate_heldout(
         args.model,
         qs,
         method=args.method,
@@ -104,7 +134,14 @@ def run(args: argparse.Namespace) -> int:
         label=args.label,
         progress=not args.no_progress,
         protocol=_protocol(args.protocol),
+        reward=reward,
     )
+
+
+def _finish(args: argparse.Namespace, ev) -> int:
+    from harness.rl.heldout_eval import put_eval
+    from harness.rl.learning_record import portable_model
+
     load = os.getloadavg()
     from dataclasses import replace
 
@@ -304,6 +341,12 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--threads", type=int, default=1, help="engine threads (default 1)")
     r.add_argument("--slots", type=int, default=1, help="llama.cpp parallel slots (default 1)")
     r.add_argument("--batch-size", type=int, default=8, help="questions solved together (default 8)")
+    r.add_argument(
+        "--reward-recipe",
+        default=None,
+        help="score each greedy answer with the method's own training reward, the one this recipe of "
+        "--method uses at its last step (its reader / judge models opened as the recipe says)",
+    )
     r.add_argument("--limit", type=int, default=None, help="the first N held-out questions only")
     r.add_argument("--partial-ok", action="store_true", help="record an evaluation made with --limit")
     r.add_argument("--record", type=Path, default=None, help="the record JSON to add the evaluation to")

@@ -55,7 +55,9 @@ COLLAPSE_SHARE = 0.20  # issue 43: no collapse = the most frequent answer takes 
 class HeldoutEval:
     """One model on the held-out questions. Per question (aligned with ``sample_ids``): the greedy
     prediction and its EM / F1 / cover-EM; ``sampled``: its k sampled predictions and their EM
-    (``sampled_em``, k per question). ``k == 0`` when no samples were drawn."""
+    (``sampled_em``, k per question). ``k == 0`` when no samples were drawn. ``greedy_reward``: the
+    method's own training reward ``reward`` (a name of its reward table) on each greedy trajectory,
+    empty when not scored (a baseline has no reward of the method's)."""
 
     label: str
     model: str
@@ -73,6 +75,8 @@ class HeldoutEval:
     sampled_em: tuple[tuple[float, ...], ...] = ()
     seconds: float = 0.0
     meta: dict[str, Any] = field(default_factory=dict)
+    reward: str = ""
+    greedy_reward: tuple[float, ...] = ()
 
     def __post_init__(self) -> None:
         n = len(self.sample_ids)
@@ -83,6 +87,13 @@ class HeldoutEval:
         lens = {len(self.greedy), len(self.greedy_em), len(self.greedy_f1), len(self.greedy_cover_em)}
         if lens != {n}:
             raise ConfigError(f"held-out evaluation {self.label!r}: greedy rows are not one per question")
+        if bool(self.reward) != bool(self.greedy_reward) or (
+            self.greedy_reward and len(self.greedy_reward) != n
+        ):
+            raise ConfigError(
+                f"held-out evaluation {self.label!r}: reward {self.reward!r} needs one value per question "
+                f"({len(self.greedy_reward)} for {n})"
+            )
         if self.sampled or self.sampled_em:
             if len(self.sampled) != n or len(self.sampled_em) != n:
                 raise ConfigError(
@@ -142,6 +153,8 @@ class HeldoutEval:
             "greedy_cover_em": wilson_ci(self.greedy_cover_em),
             "greedy_f1": bootstrap_ci(self.greedy_f1),
         }
+        if self.greedy_reward:
+            out["greedy_reward"] = bootstrap_ci(self.greedy_reward)
         if self.k:
             out["mean_em"] = bootstrap_ci(self.mean_at_k())
             out["pass_em"] = wilson_ci(self.pass_at_k())
@@ -189,6 +202,8 @@ class HeldoutEval:
                 "f1": self.greedy_f1[i],
                 "cover_em": self.greedy_cover_em[i],
             }
+            if self.greedy_reward:
+                row["reward"] = self.greedy_reward[i]
             if self.k:
                 row["sampled"] = list(self.sampled[i])
                 row["sampled_em"] = list(self.sampled_em[i])
@@ -204,6 +219,7 @@ class HeldoutEval:
             "k": self.k,
             "seconds": round(self.seconds, 1),
             "meta": self.meta,
+            **({"reward": self.reward} if self.reward else {}),
             "rows": rows,
         }
 
@@ -228,6 +244,8 @@ class HeldoutEval:
             sampled_em=tuple(tuple(float(x) for x in r["sampled_em"]) for r in rows) if k else (),
             seconds=float(d.get("seconds", 0.0)),
             meta=dict(d.get("meta", {})),
+            reward=str(d.get("reward", "")),
+            greedy_reward=tuple(float(r["reward"]) for r in rows) if d.get("reward") else (),
         )
 
 
@@ -238,7 +256,8 @@ def _fmt(a: Aggregate) -> str:
 @dataclass(frozen=True)
 class HeldoutComparison:
     """``b - a`` on the same questions: ``greedy_em`` and ``pass_em`` (exact McNemar),
-    ``greedy_f1`` and ``mean_em`` (paired bootstrap); the last two absent without samples."""
+    ``greedy_f1``, ``greedy_reward`` and ``mean_em`` (paired bootstrap); the reward only when both
+    were scored with the same one, the last two absent without samples."""
 
     a: str
     b: str
@@ -273,6 +292,10 @@ def compare(a: HeldoutEval, b: HeldoutEval) -> HeldoutComparison:
         "greedy_em": paired_test(np.asarray(a.greedy_em)[ia], np.asarray(b.greedy_em)[ib]),
         "greedy_f1": paired_test(np.asarray(a.greedy_f1)[ia], np.asarray(b.greedy_f1)[ib], test="bootstrap"),
     }
+    if a.reward and a.reward == b.reward:
+        tests["greedy_reward"] = paired_test(
+            np.asarray(a.greedy_reward)[ia], np.asarray(b.greedy_reward)[ib], test="bootstrap"
+        )
     if a.k and b.k:
         if a.k != b.k or a.temperature != b.temperature:
             raise ConfigError(
@@ -433,6 +456,7 @@ def evaluate_heldout(
     progress: bool = True,
     spin: bool = False,
     first: int = 0,
+    reward: tuple[str, Any] | None = None,
 ) -> HeldoutEval:
     """``checkpoint`` (a packaged preset, or a ``harness sft`` / ``harness train`` checkpoint
     directory) on ``questions``: greedy, then ``samples`` answers each at ``temperature`` (0: no
@@ -442,6 +466,8 @@ def evaluate_heldout(
     evaluates under). ``spin``: see :func:`open_engine`. ``first``: the position of
     ``questions[0]`` in the list a whole evaluation covers, so that a part of it (questions
     ``first`` on) samples each question with the seeds the whole one would (:func:`merge_parts`).
+    ``reward``: (a reward name of ``method``, its :class:`~harness.method.RewardContext`): score
+    each greedy trajectory with the method's own training reward (``greedy_reward``).
     Nothing is written to a results database."""
     import tempfile
 
@@ -507,6 +533,9 @@ def evaluate_heldout(
     scores = [
         score_answer(t.prediction or "", e.answers, ANSWER_METRICS) for t, e in zip(greedy, qs, strict=True)
     ]
+    rewards: tuple[float, ...] = ()
+    if reward is not None:
+        rewards = tuple(float(r.total) for r in m.rewards(greedy, name=reward[0], ctx=reward[1]))
     sampled_preds = [
         [_prediction(t) for t in sampled[i * samples : (i + 1) * samples]] for i in range(len(qs))
     ]
@@ -534,6 +563,8 @@ def evaluate_heldout(
         sampled_em=tuple(tuple(r) for r in sampled_em) if samples else (),
         seconds=time.perf_counter() - t0,
         meta={"adapters": [Path(a).name for a in adapters], "threads": threads, "slots": slots},
+        reward=reward[0] if reward is not None else "",
+        greedy_reward=rewards,
     )
 
 
@@ -633,11 +664,12 @@ def check_record(record: dict[str, Any], data_dir: Path | None = None) -> None:
 
 
 def evals_table(evs: Sequence[HeldoutEval]) -> str:
-    """One row per evaluation: greedy EM (Wilson), cover-EM, F1, mean@k EM (bootstrap), pass@k,
+    """One row per evaluation: greedy EM (Wilson), cover-EM, F1, the method's own reward (when
+    scored, with its name), mean@k EM (bootstrap), pass@k,
     the top answer's share (greedy / sampled) and the seconds it took."""
     lines = [
-        "| evaluation | engine | n | greedy EM [95% Wilson] | greedy cover-EM | greedy F1 | mean@k EM [95% bootstrap] | pass@k | top answer share greedy / sampled | seconds |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| evaluation | engine | n | greedy EM [95% Wilson] | greedy cover-EM | greedy F1 | greedy own reward | mean@k EM [95% bootstrap] | pass@k | top answer share greedy / sampled | seconds |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for ev in evs:
         s = ev.summary()
@@ -645,9 +677,10 @@ def evals_table(evs: Sequence[HeldoutEval]) -> str:
         mean = f"{_fmt(s['mean_em'])} (k={ev.k}, T={ev.temperature:g})" if ev.k else "-"
         pas = f"{s['pass_em'].mean:.3f}" if ev.k else "-"
         top = f"{g.top_share:.0%}" + (f" / {ev.sampled_answers().top_share:.0%}" if ev.k else "")
+        own = f"{s['greedy_reward'].mean:.3f} ({ev.reward})" if ev.reward else "-"
         lines.append(
             f"| {ev.label} | {ev.engine} | {ev.n} | {_fmt(s['greedy_em'])} | {s['greedy_cover_em'].mean:.3f} | "
-            f"{s['greedy_f1'].mean:.3f} | {mean} | {pas} | {top} | {ev.seconds:.0f} |"
+            f"{s['greedy_f1'].mean:.3f} | {own} | {mean} | {pas} | {top} | {ev.seconds:.0f} |"
         )
     return "\n".join(lines)
 
@@ -803,7 +836,7 @@ def merge_parts(parts: Sequence[HeldoutEval], questions: Sequence[QAExample]) ->
     its own range."""
     if not parts:
         raise ConfigError("merge_parts: no parts")
-    key = ("label", "model", "engine", "method", "protocol_id", "temperature", "seed", "k")
+    key = ("label", "model", "engine", "method", "protocol_id", "temperature", "seed", "k", "reward")
     for p in parts[1:]:
         other = [k for k in key if getattr(p, k) != getattr(parts[0], k)]
         if other:
@@ -849,6 +882,7 @@ def merge_parts(parts: Sequence[HeldoutEval], questions: Sequence[QAExample]) ->
         sampled_em=col("sampled_em") if k else (),
         seconds=sum(p.seconds for p in parts),
         meta=meta,
+        greedy_reward=col("greedy_reward") if parts[0].reward else (),
     )
 
 

@@ -496,3 +496,64 @@ def test_a_step_evaluated_in_parts_is_merged_and_recorded_once_the_parts_cover_t
     written = he.HeldoutEval.from_dict(json.loads((run / "heldout" / "step-20.json").read_text()))
     assert written.to_dict() == merged.to_dict()  # the file's rows are sorted by id
     assert recorded == [merged]
+
+
+def test_the_methods_own_reward_is_scored_per_question_kept_and_paired(monkeypatch):
+    """``reward=(name, ctx)`` scores each greedy trajectory with the method's reward table, in the
+    questions' order; the column survives the record and is paired only between evaluations scored
+    with the same reward (a baseline without it pairs on EM and F1 alone)."""
+    import harness.methods_registry as reg
+    from harness.method import RewardBreakdown, RewardContext
+    from harness.rl.heldout_eval import HeldoutEval, compare, evals_table, evaluate_heldout
+
+    direct = reg.get_method("direct")
+    seen = []
+
+    def rewards(trajs, *, name, ctx):
+        seen.append((name, ctx.step))
+        return [RewardBreakdown(total=float(len(t.prediction or "")), components={}) for t in trajs]
+
+    monkeypatch.setattr(direct, "rewards", rewards, raising=False)
+    monkeypatch.setattr(reg, "get_method", lambda n: direct)
+    qs = _questions(3)
+    be = _ByQuestion({f"Question number {i}?": "x" * (i + 1) for i in range(3)})
+    ev = evaluate_heldout(
+        "scripted",
+        qs,
+        method="direct",
+        samples=0,
+        backend=be,
+        batch_size=2,
+        progress=False,
+        reward=("em_like", RewardContext(step=49, total_steps=50)),
+    )
+    assert seen == [("em_like", 49)]
+    assert ev.reward == "em_like"
+    assert ev.greedy == ("x", "xx", "xxx")
+    assert ev.greedy_reward == (1.0, 2.0, 3.0)
+    back = HeldoutEval.from_dict(ev.to_dict())
+    assert back.to_dict() == ev.to_dict() and back.greedy_reward == ev.greedy_reward
+    other = replace(ev, label="b", greedy_reward=tuple(r + 1.0 for r in ev.greedy_reward))
+    tests = compare(ev, other).tests
+    assert tests["greedy_reward"].diff.mean == pytest.approx(1.0)
+    bare = replace(ev, label="baseline", reward="", greedy_reward=())
+    assert "greedy_reward" not in compare(bare, ev).tests
+    assert "(em_like)" in evals_table([ev, bare])
+    with pytest.raises(ConfigError, match="one value per question"):
+        replace(ev, greedy_reward=ev.greedy_reward[:2])
+
+
+class _ByQuestion(ScriptedBackend):
+    """Answers each prompt with the text scripted for the question it contains."""
+
+    def __init__(self, by_question):
+        super().__init__({}, default="")
+        self.by_question = by_question
+
+    def generate(self, prompts, *, stop, max_new_tokens, sampling, include_stop=False):
+        out = []
+        for p in prompts:
+            (text,) = [t for q, t in self.by_question.items() if q in p]
+            self.script = {p: [text]}
+            out += super().generate([p], stop=stop, max_new_tokens=max_new_tokens, sampling=sampling)
+        return out
