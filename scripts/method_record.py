@@ -1,0 +1,232 @@
+"""The committed record of one method's learning run (issue 57): its held-out evaluations, the
+question ids of every training stage, the stages' curves and commands, in one JSON under
+``results/``; the tables ``docs/training.md`` prints from it, and the checks a test runs on it.
+
+    # after the held-out evaluations (scripts/eval_heldout.py run ... --record runs/records/X.json)
+    python scripts/method_record.py build --method r_search --recipe cpu-learn-grpo \\
+        --out-dir runs/r_search --db runs/r_search/runs.duckdb \\
+        --evals runs/records/r_search-sft.json runs/records/r_search-rl.json runs/records/naive_rag.json \\
+        --pair "SFT (warm start),SFT+RL step 20" --pair "naive_rag,SFT+RL step 20" \\
+        --command "scripts/learning_run.sh r_search cpu-learn-grpo runs/r_search" \\
+        --about "..." --record results/learning-r_search.json
+    python scripts/method_record.py tables results/learning-r_search.json   # what the page prints
+    python scripts/method_record.py check results/learning-r_search.json    # what the test checks
+
+``build`` takes the evaluations (by label; one label once) from the ``eval_heldout.py`` records
+given, the warm start's question ids from ``<out-dir>/sft/final/harness_train.json`` (trained on
+and its early-stopping dev slice), the RL stage's from ``<out-dir>/rl/rl_questions.jsonl`` (every
+rollout round's questions, in order, up to the last step logged), each stage's run id, commit,
+command line and per-step curve from ``--db`` (``train_steps``), and refuses a record whose stage
+ids meet the split's held-out ids. Paths in the record are relative; nothing machine-specific.
+
+``tables`` prints the evaluations, the paired comparisons (``--pair`` B - A: greedy EM by exact
+McNemar, F1 and the method's own reward by paired bootstrap), a line per stage and the RL curve.
+``check`` re-reads the split: every evaluation covers its held-out ids exactly, and no stage id is
+held out (one line and exit 1 otherwise).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+SCHEMA = 1
+
+
+def _rl_draws(out_dir: Path, steps: int) -> list[dict]:
+    """The RL stage's rollout rounds (``rl_questions.jsonl``) up to step ``steps`` (1-based): a run
+    stopped after a step may have drawn the next step's questions before it stopped."""
+    rows = [
+        json.loads(line) for line in (out_dir / "rl" / "rl_questions.jsonl").read_text().splitlines() if line
+    ]
+    return [r for r in rows if int(r["step"]) < steps]
+
+
+def _run_row(db: Path, run_id: str) -> dict:
+    from harness.results.store import Store
+
+    df = Store(db, create=False).query(
+        "SELECT run_id, kind, method, label, git_commit, command, status, started_at, ended_at FROM runs "
+        "WHERE run_id = $r",
+        {"r": run_id},
+    )
+    if len(df) != 1:
+        from harness.errors import ConfigError
+
+        raise ConfigError(f"{db}: no run {run_id!r}")
+    row = df.iloc[0].to_dict()
+    return {k: (str(v) if v is not None else None) for k, v in row.items()}
+
+
+def _portable_command(cmd: str | None, roots: list[str]) -> str | None:
+    """A command line with the machine's folders (``roots``) replaced by ``$RUNS`` / ``.``."""
+    if cmd is None:
+        return None
+    for root, name in roots:
+        cmd = cmd.replace(root, name)
+    return cmd
+
+
+def build(args: argparse.Namespace) -> int:
+    from harness.errors import ConfigError
+    from harness.results.lifecycle import git_commit
+    from harness.rl.heldout_eval import load_record, put_eval, record_tables
+    from harness.rl.learning_record import train_curve
+
+    record: dict = {
+        "schema": SCHEMA,
+        "method": args.method,
+        "recipe": args.recipe,
+        "about": args.about,
+        "commands": args.command,
+        "commit": git_commit(),
+        "split": args.split,
+        "evaluations": [],
+    }
+    seen: dict[str, Path] = {}
+    for f in args.evals:
+        for ev in load_record(f)["evaluations"]:
+            if ev["label"] in seen:
+                raise ConfigError(f"{f}: evaluation {ev['label']!r} is also in {seen[ev['label']]}")
+            seen[ev["label"]] = f
+            record = put_eval(record, _from_dict(ev))
+    sft_info = json.loads((args.out_dir / "sft" / "final" / "harness_train.json").read_text())
+    sft_run = _sft_run(args.db, args.method)
+    rl_run = json.loads((args.out_dir / "rl" / "train-run.json").read_text())["run_id"]
+    curve = train_curve(args.db, rl_run)
+    steps = len(curve["step"])
+    draws = _rl_draws(args.out_dir, steps)
+    roots = [(str(args.out_dir.resolve().parent), "$RUNS"), (str(Path.cwd().resolve()), ".")]
+    given = dict(c.split("=", 1) for c in args.stage_commit)
+    stages = {}
+    for name, run_id, questions in (
+        ("sft", sft_run, list(sft_info["questions"])),
+        ("rl", rl_run, list(dict.fromkeys(i for d in draws for i in d["ids"]))),
+    ):
+        row = _run_row(args.db, run_id)
+        stages[name] = {
+            "run_id": run_id,
+            "commit": row["git_commit"] or given.get(name) or None,
+            "command": _portable_command(row["command"], roots),
+            "questions": questions,
+        }
+    stages["rl"]["steps_done"] = steps
+    stages["rl"]["draws"] = draws
+    record["stages"] = stages
+    record["curves"] = {"sft": train_curve(args.db, sft_run), "rl": curve}
+    record["pairs"] = [p.split(",", 1) for p in args.pair]
+    check(record)
+    record_tables(record)  # every pair names an evaluation
+    text = json.dumps(record, indent=1, ensure_ascii=False) + "\n"
+    for root, _name in roots:
+        if root in text:
+            raise ConfigError(
+                f"{args.record}: the record would keep the machine path {root}; give relative paths"
+            )
+    args.record.parent.mkdir(parents=True, exist_ok=True)
+    args.record.write_text(text)
+    print(
+        f"{args.record}: {len(record['evaluations'])} evaluations, stages sft ({len(stages['sft']['questions'])} "
+        f"questions) and rl ({len(stages['rl']['questions'])} questions, {steps} steps)"
+    )
+    return 0
+
+
+def _from_dict(d: dict):
+    from harness.rl.heldout_eval import HeldoutEval
+
+    return HeldoutEval.from_dict(d)
+
+
+def _sft_run(db: Path, method: str) -> str:
+    """The warm start's run: the one complete ``harness sft`` run of ``method`` in ``db``."""
+    from harness.errors import ConfigError
+    from harness.results.store import Store
+
+    df = Store(db, create=False).query(
+        "SELECT run_id FROM runs WHERE run_id LIKE 'sft-%' AND method = $m AND status = 'complete'",
+        {"m": method},
+    )
+    if len(df) != 1:
+        raise ConfigError(f"{db}: {len(df)} complete sft runs of {method} (need exactly one)")
+    return str(df["run_id"].iloc[0])
+
+
+def check(record: dict) -> None:
+    """Every evaluation covers the split's held-out ids (``heldout_eval.check_record``), and no
+    training stage drew a held-out question."""
+    from harness.errors import ConfigError
+    from harness.rl.heldout_eval import check_record, heldout_questions
+
+    check_record(record)
+    held = {e.id for e in heldout_questions(record["split"])}
+    for name, stage in record["stages"].items():
+        leak = sorted(held & set(stage["questions"]))
+        if leak:
+            raise ConfigError(
+                f"record of {record['method']}: stage {name} trained on {len(leak)} held-out question(s), "
+                f"first {leak[0]}"
+            )
+
+
+def tables(record: dict, every: int = 5) -> str:
+    from harness.rl.heldout_eval import record_tables
+    from harness.rl.learning_record import rl_curve_table
+
+    st = record["stages"]
+    lines = [
+        record_tables(record),
+        f"Stages: warm start `{st['sft']['run_id']}` on {len(st['sft']['questions'])} questions (commit "
+        f"{(st['sft']['commit'] or '?')[:7]}); RL `{st['rl']['run_id']}`, {st['rl']['steps_done']} steps on "
+        f"{len(st['rl']['questions'])} questions (commit {(st['rl']['commit'] or '?')[:7]}); none of them held out.",
+    ]
+    curve = record["curves"]["rl"]
+    n = len(curve["step"])
+    keep = [i for i in range(n) if (i + 1) % every == 0 or i in (0, n - 1)]
+    lines.append(rl_curve_table({k: [v[i] for i in keep] for k, v in curve.items()}))
+    return "\n\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    b = sub.add_parser("build", help="write the record from a run's folder, database and evaluations")
+    b.add_argument("--method", required=True)
+    b.add_argument("--recipe", required=True)
+    b.add_argument("--out-dir", type=Path, required=True, help="the run's folder (sft/, rl/)")
+    b.add_argument("--db", type=Path, required=True, help="the run's results database")
+    b.add_argument("--evals", type=Path, nargs="+", required=True, help="eval_heldout.py records")
+    b.add_argument("--pair", action="append", default=[], metavar="A,B", help="a paired comparison B - A")
+    b.add_argument("--split", default="learning-multihop")
+    b.add_argument("--command", action="append", default=[], help="a command that made it (repeatable)")
+    b.add_argument(
+        "--stage-commit",
+        action="append",
+        default=[],
+        metavar="STAGE=SHA",
+        help="a stage's commit when it ran from an exported copy (git archive: the database has none; "
+        "scripts/learning_run.sh logs HARNESS_COMMIT), e.g. sft=66c209d...",
+    )
+    b.add_argument("--about", default="", help="one paragraph: what was run and what stopped it")
+    b.add_argument("--record", type=Path, required=True, help="the record to write (results/...)")
+    t = sub.add_parser("tables", help="print the record's markdown tables")
+    t.add_argument("record", type=Path)
+    t.add_argument("--every", type=int, default=5, help="curve rows: every N steps, the first and the last")
+    c = sub.add_parser("check", help="the record against the split: coverage and no held-out id trained on")
+    c.add_argument("record", type=Path)
+    args = ap.parse_args(argv)
+    if args.cmd == "build":
+        return build(args)
+    rec = json.loads(args.record.read_text())
+    if args.cmd == "tables":
+        print(tables(rec, args.every))
+        return 0
+    check(rec)
+    print(f"{args.record}: every evaluation covers the held-out ids; no stage question is held out")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,90 @@
+"""Issue 57: each method's committed learning record (``results/learning-<method>.json``,
+``scripts/method_record.py``) covers the split's held-out ids in every evaluation, trained on no
+held-out id in any stage, and its tables are what docs/training.md prints; each shipped adapter
+points at a record of its own method that evaluates the shipped preset itself."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from harness.errors import ConfigError
+
+ROOT = Path(__file__).resolve().parents[2]
+RECORDS = sorted((ROOT / "results").glob("learning-*.json"))
+METHOD_RECORDS = [p for p in RECORDS if "stages" in json.loads(p.read_text())]
+MANIFESTS = sorted((ROOT / "methods").glob("*/trained/*.adapter.json"))
+
+
+def _tool():
+    spec = importlib.util.spec_from_file_location("method_record", ROOT / "scripts" / "method_record.py")
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules["method_record"] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
+@pytest.mark.parametrize("path", METHOD_RECORDS, ids=lambda p: p.name)
+def test_a_method_record_covers_the_held_out_ids_and_trained_on_none_of_them(path):
+    tool = _tool()
+    record = json.loads(path.read_text())
+    tool.check(record)
+    from harness.rl.heldout_eval import heldout_questions
+
+    held = {e.id for e in heldout_questions(record["split"])}
+    assert len(held) >= 400
+    for stage in record["stages"].values():
+        assert stage["questions"] and not held & set(stage["questions"])
+    assert record["stages"]["rl"]["steps_done"] == len(record["curves"]["rl"]["step"])
+
+
+@pytest.mark.parametrize("path", METHOD_RECORDS, ids=lambda p: p.name)
+def test_a_method_records_tables_are_in_the_training_page(path):
+    """The page's block is the record's ``tables`` output (the block's command is checked
+    byte for byte by test_training_tables; here: the block exists for every record)."""
+    page = (ROOT / "docs" / "training.md").read_text()
+    assert f"python scripts/method_record.py tables results/{path.name}" in page
+
+
+def test_check_refuses_a_stage_that_drew_a_held_out_question():
+    from harness.rl.heldout_eval import heldout_questions
+
+    tool = _tool()
+    held = heldout_questions("learning-multihop")[0].id
+    record = {
+        "method": "m",
+        "split": "learning-multihop",
+        "evaluations": [],
+        "stages": {"sft": {"questions": ["not-held-out"]}, "rl": {"questions": ["x", held]}},
+    }
+    with pytest.raises(ConfigError, match=f"stage rl trained on 1 held-out question.*{held}"):
+        tool.check(record)
+    record["stages"]["rl"]["questions"] = ["x"]
+    tool.check(record)
+
+
+def test_rl_draws_stop_at_the_last_logged_step(tmp_path):
+    tool = _tool()
+    (tmp_path / "rl").mkdir()
+    rows = [{"step": s, "round": r, "ids": [f"q{s}{r}"]} for s in range(3) for r in range(2)]
+    (tmp_path / "rl" / "rl_questions.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    assert [(d["step"], d["round"]) for d in tool._rl_draws(tmp_path, 2)] == [(0, 0), (0, 1), (1, 0), (1, 1)]
+
+
+@pytest.mark.parametrize("path", MANIFESTS, ids=lambda p: p.parent.parent.name)
+def test_a_shipped_adapter_has_its_methods_record_and_an_evaluation_of_itself(path):
+    from harness.llm.adapters import load_manifest
+
+    preset = load_manifest(path)  # checks the GGUF's size and sha256
+    assert preset.size <= 10_000_000
+    record = json.loads((ROOT / preset.record).read_text())
+    assert record["method"] == preset.method == path.parent.parent.name
+    assert record["recipe"] == preset.trained_by["recipe"]
+    assert any(e["model"] == preset.name for e in record["evaluations"]), (
+        f"{preset.record}: no evaluation of the shipped preset {preset.name}"
+    )
