@@ -29,15 +29,24 @@ from pathlib import Path
 BASE_ALIAS = {"smollm2-135m-instruct": "smollm2"}
 
 
-def algorithm_of(recipe) -> str:
-    """One line naming the recipe's RL algorithm (estimator, clip, KL, dynamic sampling, reward)."""
+def algorithm_of(recipe, steps: int | None = None) -> str:
+    """One line naming the recipe's RL algorithm (estimator, clip, KL, dynamic sampling, reward) and
+    the RL steps the policy had: ``steps`` (a checkpoint from the middle of a run), else the recipe's."""
     a = recipe.algo
     parts = [a.adv_estimator.upper(), f"clip {a.clip_low}/{a.clip_high}"]
     parts.append(f"KL {a.kl_estimator} {a.kl_coef}" if a.kl_placement != "none" and a.kl_coef else "no KL")
     if a.dynamic_sampling.enabled:
         parts.append("dynamic sampling")
     rewards = ", ".join(f"{s.reward} from step {s.start_step}" for s in recipe.reward_stages)
-    return f"{' '.join(parts[:1])} ({'; '.join(parts[1:])}); reward {rewards}; LoRA; {recipe.steps} steps"
+    done = recipe.steps if steps is None else steps
+    of = "" if done == recipe.steps else f" of the recipe's {recipe.steps}"
+    return f"{' '.join(parts[:1])} ({'; '.join(parts[1:])}); reward {rewards}; LoRA; {done} steps{of}"
+
+
+def _steps_of(checkpoint: Path) -> int | None:
+    """The RL steps of a checkpoint (``harness_train.json``'s ``steps``; None for a warm start)."""
+    info = json.loads((checkpoint / "harness_train.json").read_text())
+    return int(info["steps"]) if info.get("stage", "rl") != "sft" and "steps" in info else None
 
 
 def export(args: argparse.Namespace) -> int:
@@ -73,7 +82,11 @@ def export(args: argparse.Namespace) -> int:
         "size": size,
         "rank": int(rank),
         "storage": args.storage,
-        "trained_by": {"method": method.name, "recipe": recipe.name, "algorithm": algorithm_of(recipe)},
+        "trained_by": {
+            "method": method.name,
+            "recipe": recipe.name,
+            "algorithm": algorithm_of(recipe, _steps_of(Path(args.checkpoint))),
+        },
         "record": args.record,
     }
     path = folder / f"{alias}{SUFFIX}"
