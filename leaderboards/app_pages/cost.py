@@ -8,7 +8,7 @@ import pandas as pd
 import streamlit as st
 
 from leaderboards import ui, views
-from leaderboards.schema import COST_COLUMNS, Column, metric_label
+from leaderboards.schema import COST_COLUMNS, Column, dataset_label, metric_label
 
 ALL = "all datasets"
 
@@ -32,11 +32,8 @@ scope = c2.selectbox("Datasets", [ALL, *datasets], key="cost_dataset")
 ui.to_link("cost_dataset", scope, ALL)
 table = views.build_cost(values, costs, metric=metric, dataset=None if scope == ALL else scope)
 colors = ui.method_colors(sorted(set(table["method"])))
-color = alt.Color(
-    "method:N",
-    scale=alt.Scale(domain=list(colors), range=list(colors.values())),
-    legend=alt.Legend(orient="bottom", columns=4),
-)
+color_scale = alt.Scale(domain=list(colors), range=list(colors.values()))
+color = alt.Color("method:N", scale=color_scale, legend=alt.Legend(orient="bottom", columns=4))
 SHAPES = [
     "circle",
     "square",
@@ -47,11 +44,8 @@ SHAPES = [
     "triangle-left",
     "triangle-right",
 ]
-shape = alt.Shape(
-    "method:N",
-    scale=alt.Scale(domain=list(colors), range=[SHAPES[i % len(SHAPES)] for i in range(len(colors))]),
-    legend=alt.Legend(orient="bottom", columns=4),
-)
+shape_scale = alt.Scale(domain=list(colors), range=[SHAPES[i % len(SHAPES)] for i in range(len(colors))])
+shape = alt.Shape("method:N", scale=shape_scale, legend=alt.Legend(orient="bottom", columns=4))
 AXIS_FORMATS = {"retrievals": ".1f", "tokens": "~s", "usd": "$.2~e", "tokens_per_correct": "~s"}
 
 
@@ -155,6 +149,67 @@ st.caption(
     "accuracy is the unweighted mean over datasets, for rows that have all of them. "
     "$/correct and tokens/correct divide totals by the sum of the metric (correct answers)."
 )
+
+st.subheader("Score against cost per dataset")
+X_AXES = {"seconds": "seconds per question", "tokens": "tokens per question (prompt + completion)"}
+ui.from_link("cost_x", list(X_AXES))
+x_key = st.radio(
+    "Cost axis",
+    list(X_AXES),
+    format_func=X_AXES.get,
+    horizontal=True,
+    key="cost_x",
+    label_visibility="collapsed",
+)
+ui.to_link("cost_x", x_key, "seconds")
+points = views.score_cost_points(values, costs, metric=metric).dropna(subset=[x_key])
+points = points[points[x_key] > 0]  # a log axis (costs span orders of magnitude); 0 has no place on it
+plot_sets = list(dict.fromkeys(points["dataset"]))
+
+
+def score_cost_chart(df: pd.DataFrame, dataset: str) -> alt.Chart:
+    """One dataset's rows: the metric (in %) against the chosen cost per question, one point per
+    (method, model), on a log cost axis shared by every dataset's panel."""
+    lo, hi = float(points[x_key].min()), float(points[x_key].max())
+    pts = df.assign(score_pct=100 * df["score"])
+    return (
+        alt.Chart(pts, title=f"{dataset_label(dataset)} · n = {int(df['n'].max())}")
+        .mark_point(size=130, opacity=1, filled=True)
+        .encode(
+            x=alt.X(
+                f"{x_key}:Q",
+                title=f"mean {X_AXES[x_key]} (log)",
+                scale=alt.Scale(type="log", domain=[lo / 1.5, hi * 1.5]),
+                axis=alt.Axis(format="~g" if x_key == "seconds" else "~s"),
+            ),
+            y=alt.Y("score_pct:Q", title=f"{metric_label(metric)} (%)", scale=alt.Scale(domain=[0, 100])),
+            # the legend beside the panel: below it, it took most of the panel's height
+            color=alt.Color("method:N", scale=color_scale, legend=alt.Legend(orient="right")),
+            shape=alt.Shape("method:N", scale=shape_scale, legend=alt.Legend(orient="right")),
+            tooltip=[
+                "method",
+                "model",
+                alt.Tooltip("score_pct:Q", title=f"{metric_label(metric)} %", format=".1f"),
+                alt.Tooltip("seconds:Q", title="s / q", format=".2f"),
+                alt.Tooltip("tokens:Q", title="tokens / q", format=".1f"),
+                "n",
+            ],
+        )
+        .properties(height=300)
+    )
+
+
+if not plot_sets:
+    st.caption(f"No row has a {X_AXES[x_key]} above 0: nothing to plot.")
+for i in range(0, len(plot_sets), 2):
+    for slot, d in zip(st.columns(2), plot_sets[i : i + 2], strict=False):
+        with slot:
+            st.altair_chart(score_cost_chart(points[points["dataset"] == d], d), width="stretch")
+st.caption(
+    "One point per method and model on each dataset: the metric's mean over that dataset's questions "
+    "against the mean cost per question (seconds: stored wall time, see below; tokens: prompt + "
+    "completion), from the same per-question values as the tables. Hover a point for both costs and n."
+)
 timing = views.timing_table(costs, dataset=None if scope == ALL else scope)
 shown = table.merge(timing.drop(columns=["seconds"]), on=["method", "model"], how="left")
 shown["accuracy_text"] = [
@@ -168,48 +223,67 @@ shown["usd_per_correct"] = [
     "" if pd.isna(x) and not pd.isna(u) else views.usd_text(x)
     for x, u in zip(table["usd_per_correct"], table["usd"], strict=True)
 ]
+shown["pareto"] = views.pareto_text(table)
 by_key = {c.key: c for c in COST_COLUMNS}
-cols = [by_key["method"], by_key["model"]]
-cols.append(Column(key="accuracy_text", label="accuracy [95%]", kind="text", help="the chosen metric, in %"))
-cols.append(
-    by_key["seconds"].model_copy(
-        update={"label": "s / q (measured)", "help": "mean stored wall time per question"}
-    )
-)
-cols.append(
+lead = [by_key["method"], *([by_key["label"]] if shown["label"].astype(bool).any() else []), by_key["model"]]
+# three tables of a few columns each, headers kept short (the help tooltips and the caption below
+# spell them out): each fits the page's frame at 1,360 px without horizontal scroll; the two tables
+# of 11 and 13 columns they replace were 1,154 and 1,614 px wide in an 898 px frame
+time_cols = [
+    Column(key="accuracy_text", label="accuracy [95%]", kind="text", help="the chosen metric, in %"),
+    by_key["seconds"].model_copy(update={"label": "s / q", "help": "mean stored wall time per question"}),
     Column(
         key="seconds_typical",
-        label="s / q (w/o flagged)",
+        label="s / q typ.",
         kind="number",
         fmt="%.2f",
-        help="mean without the flagged batches (see timing); equal to the measured mean when none is flagged",
-    )
-)
-cols += [
+        help="mean without the flagged batches (the warning names them); equal to s / q when none is flagged",
+    ),
+    Column(key="flagged", label="flagged", kind="text", help="batches far slower than the row's median"),
+    by_key["answered"].model_copy(update={"label": "answ. %"}),
+    by_key["n"],
+]
+token_cols = [
+    by_key["retrievals"].model_copy(update={"label": "retr. / q"}),
+    by_key["llm_calls"].model_copy(update={"label": "calls / q", "help": "mean LLM calls per question"}),
+    by_key["prompt_tokens"].model_copy(
+        update={"label": "prompt / q", "help": "mean prompt tokens per question"}
+    ),
+    by_key["completion_tokens"].model_copy(
+        update={"label": "compl. / q", "help": "mean completion tokens per question"}
+    ),
+    by_key["tokens"].model_copy(update={"label": "tok. / q"}),
+    by_key["tokens_per_correct"].model_copy(update={"label": "tok. / correct"}),
+]
+money_cols = [
     by_key["usd"].model_copy(update={"kind": "text"}),
     by_key["usd_per_correct"].model_copy(update={"kind": "text"}),
+    Column(
+        key="pareto",
+        label="Pareto front",
+        kind="text",
+        help="the costs for which no row is as accurate for less (retrievals, tokens, $)",
+    ),
+    by_key["coverage"],
 ]
-cols += [by_key[k] for k in ("retrievals", "tokens", "answered", "n")]
-# the rest in a second table, so that each fits the page without horizontal scroll (one table of
-# all 20 columns overflowed its frame by up to 1,534 px)
-more = [by_key["method"], by_key["model"]]
-more += [
-    by_key[k] for k in ("llm_calls", "prompt_tokens", "completion_tokens", "tokens_per_correct", "coverage")
-]
-more.append(
-    Column(key="timing", label="timing", kind="text", help="batches far slower than the row's median")
-)
-more += [by_key[k] for k in ("pareto_retrievals", "pareto_tokens", "pareto_usd")]
-if shown["label"].astype(bool).any():
-    cols.insert(1, by_key["label"])
 flagged = shown[shown["timing"].astype(bool)]
 st.subheader("Per method")
-ui.show_table(shown, cols, key="cost_table")
-ui.show_table(shown, more, key="cost_table_more")
+st.markdown("**Accuracy and time**")
+ui.show_table(shown, lead + time_cols, key="cost_table")
+st.markdown("**Retrievals, LLM calls and tokens per question**")
+ui.show_table(shown, lead + token_cols, key="cost_table_tokens")
+st.markdown("**Money and the Pareto front**")
+ui.show_table(shown, lead + money_cols, key="cost_table_more")
+st.caption(
+    "Headers: `q` question; `s / q typ.` the mean without flagged batches; `answ. %` questions with an "
+    "extracted answer; `retr.` retrieval calls; `calls` LLM calls; `prompt`, `compl.` and `tok.` prompt, "
+    "completion and all tokens; `Pareto front`: the costs (retrievals, tokens, $) for which no row is as "
+    "accurate for less."
+)
 st.caption(
     f"Time: {views.SECONDS_SOURCE}. A batch is flagged when its seconds per question exceed "
     f"{views.OUTLIER_RATIO:g}× the row's median and it took at least {views.OUTLIER_EXCESS_S:.0f} s longer "
-    "in all; `s / q (w/o flagged)` leaves flagged batches out (an estimate, not a measurement). "
+    "in all; `s / q typ.` leaves flagged batches out (an estimate, not a measurement). "
     "Money: `free (local)` is an in-process model (tokens not billed, no GPU price); "
     "`unknown (no price)` a model with no price (`harness.results.cost` presets, `prices.json` next to the database)."
 )
@@ -217,6 +291,6 @@ if len(flagged):
     st.warning(
         "Seconds per question include a likely pause or stall for "
         + "; ".join(f"**{r.method}** ({r.timing})" for r in flagged.itertuples())
-        + ". Compare `s / q (w/o flagged)`, or rerun without pausing.",
+        + ". Compare `s / q typ.`, or rerun without pausing.",
         icon=":material/timer:",
     )

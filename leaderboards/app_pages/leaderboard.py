@@ -127,7 +127,9 @@ if not include_partial:
 
 st.subheader("Row details")
 detail_keys = ["method", "model", "size", "label", "retriever", "top_k", "answered", "valid_format", "n"]
-detail_keys += ["errors", "status", "paper", "runs"]
+# the run ids are in the provenance table below (one row per run): as a column here they made the
+# table 1,044 px wide in its 898 px frame at a 1,360 px window
+detail_keys += ["errors", "status", "paper"]
 details = full.copy()
 details["top_k"] = ["—" if pd.isna(v) else str(int(v)) for v in details["top_k"]]
 for key in ("label", "size", "retriever"):
@@ -138,7 +140,10 @@ detail_cols = [
     if c is not None
 ]
 ui.show_table(details, detail_cols, key="leaderboard_details")
-st.caption("—: does not apply (a method that does not retrieve has no retriever and no top-k; no label set).")
+st.caption(
+    "—: does not apply (a method that does not retrieve has no retriever and no top-k; no label set). "
+    "Each row's run ids: the provenance table below."
+)
 
 links = []
 for r in full.itertuples(index=False):
@@ -152,10 +157,19 @@ for r in full.itertuples(index=False):
         links.append(f"**{r.method}**: " + " ".join(cells))
 with st.expander("Questions behind each cell (trajectory explorer)"):
     st.markdown("  \n".join(links))
+# a static table's long values (a command, a 64-character content hash) wrap inside their cells,
+# anywhere if they must, so that no table is wider than its frame
+WRAP = "overflow-wrap: anywhere !important; white-space: normal !important;"
+st.markdown(
+    "<style>"
+    + ", ".join(f'[data-testid="stTableStyledTable"] {c}' for c in ("td", "td p", "th", "th p"))
+    + f" {{{WRAP}}}</style>",
+    unsafe_allow_html=True,
+)
 with st.expander("Provenance: commit, package versions, training state and command of each run"):
     runs = sorted({x.strip() for v in full["runs"] for x in str(v).split(",") if x.strip()})
     prov = ui.load_provenance(db, ui.stamp(db), tuple(runs))
-    st.dataframe(prov, hide_index=True, width="stretch", key="leaderboard_provenance")
+    st.table(prov.set_index("run_id"))  # a static table: the long command and versions wrap
 
 st.subheader("Protocol settings")
 raw = ui.load_protocol_json(db, ui.stamp(db), protocol)

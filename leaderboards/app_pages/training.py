@@ -169,13 +169,19 @@ if len(table):
         ],
         column_config={
             "step": st.column_config.NumberColumn("step", help="optimizer steps behind the checkpoint"),
+            # short headers, spelled out in the help: the table fits its frame at a 1,360 px window
+            # (972 px in an 898 px frame with the long ones)
             "EM vs start [95% paired]": st.column_config.TextColumn(
-                "EM vs start [95% paired]",
-                help="EM minus the run's starting checkpoint's, question by question (paired bootstrap)",
+                "Δ EM vs start",
+                help="EM minus the run's starting checkpoint's, question by question, with the paired-bootstrap 95% interval",
             ),
             "answered": st.column_config.NumberColumn("answered", format="percent"),
-            "top_answer_share": st.column_config.NumberColumn("top answer share", format="percent"),
-            "answer_entropy_bits": st.column_config.NumberColumn("answer entropy (bits)", format="%.2f"),
+            "top_answer_share": st.column_config.NumberColumn(
+                "top answer", help="share of the commonest answer", format="percent"
+            ),
+            "answer_entropy_bits": st.column_config.NumberColumn(
+                "entropy", help="the answers' entropy in bits", format="%.2f"
+            ),
             "f1": st.column_config.NumberColumn("F1", format="%.3f"),
         },
         key="train_heldout_table",

@@ -7,9 +7,7 @@ import math
 import numpy as np
 import pandas as pd
 
-from leaderboards.schema import (
-    COST_COLUMNS,
-)
+from leaderboards.schema import COST_COLUMNS, order_datasets
 from leaderboards.views.common import PARETO_COSTS, ROW_KEY, is_binary, macro_aggregate, nan_aggregate
 
 
@@ -98,7 +96,8 @@ def timing_table(costs: pd.DataFrame, *, dataset: str | None) -> pd.DataFrame:
     median, and at least :data:`OUTLIER_EXCESS_S` longer in all, is an outlier (a pause or a
     stall is the likely cause; the store cannot tell), and
     ``seconds_typical`` is the mean without outlier batches (equal to ``seconds`` when there are
-    none). ``timing`` says which batches were flagged, ``""`` when none."""
+    none). ``timing`` says which batches were flagged, ``""`` when none; ``flagged`` says it in
+    short for a table cell (``"1 batch, 8 q"``)."""
     c = costs if dataset is None else costs[costs["dataset"] == dataset]
     rows = []
     for (method, model), g in c.groupby(["method", "model"], sort=True):
@@ -112,7 +111,7 @@ def timing_table(costs: pd.DataFrame, *, dataset: str | None) -> pd.DataFrame:
         ]
         flagged = {sec for sec, _ in out}
         keep = np.array([x for x in secs if x not in flagged]) if out else secs
-        note = ""
+        note = short = ""
         if out:
             worst = max(sec for sec, _ in out)
             nq = sum(n for _, n in out)
@@ -120,6 +119,7 @@ def timing_table(costs: pd.DataFrame, *, dataset: str | None) -> pd.DataFrame:
                 f"{len(out)} batch{'es' if len(out) > 1 else ''} ({nq} q) at up to {worst:.1f} s/q, "
                 f"over {OUTLIER_RATIO:g}× the median {med:.1f}: paused or stalled? (the mean includes it)"
             )
+            short = f"{len(out)} batch{'es' if len(out) > 1 else ''}, {nq} q"
         rows.append(
             {
                 "method": method,
@@ -128,11 +128,43 @@ def timing_table(costs: pd.DataFrame, *, dataset: str | None) -> pd.DataFrame:
                 "seconds_median": med,
                 "seconds_typical": float(keep.mean()) if len(keep) else math.nan,
                 "timing": note,
+                "flagged": short,
             }
         )
     return pd.DataFrame(
-        rows, columns=["method", "model", "seconds", "seconds_median", "seconds_typical", "timing"]
+        rows,
+        columns=["method", "model", "seconds", "seconds_median", "seconds_typical", "timing", "flagged"],
     )
+
+
+def pareto_text(table: pd.DataFrame) -> list[str]:
+    """Per row of :func:`build_cost`'s table, the costs on whose Pareto front it lies
+    (``"retrievals, tokens"``; ``""`` for none): the three ``pareto_*`` columns as one cell, so
+    the cost page's table fits its frame."""
+    return [
+        ", ".join(c for c in PARETO_COSTS if row[f"pareto_{c}"] == "yes")
+        for row in table[[f"pareto_{c}" for c in PARETO_COSTS]].to_dict("records")
+    ]
+
+
+SCORE_COST_COLUMNS = ("dataset", "method", "model", "label", "score", "seconds", "tokens", "n")
+"""The columns of :func:`score_cost_points`."""
+
+
+def score_cost_points(values: pd.DataFrame, costs: pd.DataFrame, *, metric: str) -> pd.DataFrame:
+    """One point per (dataset, method, model) for the score-against-cost plot: ``score`` (the
+    metric's mean over the row's questions, a fraction), ``seconds`` and ``tokens`` (means per
+    question) and ``n`` (questions), from the same per-question values and costs as the cost
+    tables (:func:`build_cost` with that dataset). Rows without a score are left out; datasets in
+    the protocol's order (:func:`leaderboards.schema.order_datasets`)."""
+    parts = []
+    for d in order_datasets(sorted(set(values.loc[values["metric"] == metric, "dataset"]))):
+        t = build_cost(values, costs, metric=metric, dataset=d)
+        parts.append(t.assign(dataset=d, score=t["accuracy"]))
+    if not parts:
+        return pd.DataFrame(columns=list(SCORE_COST_COLUMNS))
+    out = pd.concat(parts, ignore_index=True).dropna(subset=["score"])
+    return out[list(SCORE_COST_COLUMNS)].reset_index(drop=True)
 
 
 def usd_text(usd: float) -> str:
@@ -178,8 +210,11 @@ __all__ = [
     "OUTLIER_RATIO",
     "SECONDS_SOURCE",
     "all_costs_zero_or_unknown",
+    "SCORE_COST_COLUMNS",
     "build_cost",
     "pareto_front",
+    "pareto_text",
+    "score_cost_points",
     "timing_table",
     "usd_text",
 ]

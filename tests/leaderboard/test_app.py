@@ -206,20 +206,29 @@ def test_reported_page_says_why_nothing_matches(app):
 def test_cost_page(app):
     app.switch_page("app_pages/cost.py").run()
     assert app.title[0].value == "Cost and efficiency"
-    # retrievals, tokens, prompt vs completion; no $ plot: every cost is $0 (in-process backend)
-    assert len(app.get("vega_lite_chart")) == 3
+    # retrievals, tokens, prompt vs completion; no $ plot: every cost is $0 (in-process backend);
+    # then score against seconds per question, one panel per dataset (popqa, hotpotqa, musique)
+    charts = app.get("vega_lite_chart")
+    assert len(charts) == 3 + 3
+    titles = [json.loads(c.proto.spec)["title"] for c in charts[3:]]
+    assert titles == ["PopQA · n = 4", "HotpotQA · n = 4", "MuSiQue · n = 4"]
     assert any("no $ plot" in c.value for c in app.caption)
     assert any("cover fewer datasets" in w.value for w in app.warning)  # the popqa-only row
     t = _main_model(app)
     assert t.loc["search_r1", "accuracy_text"].startswith("75.0 [")
-    more = _table(app, 1)  # the second table (the first fits the page without scrolling)
+    assert len(app.dataframe) == 3  # accuracy and time; tokens; money and Pareto (each fits the frame)
+    money = _table(app, 2)
+    money = money[money["model"] == t.loc["naive_rag", "model"]].set_index("method")
+    assert money.loc["search_r1", "pareto"] == "retrievals, tokens, usd"
+    assert money.loc["direct", "pareto"] == "retrievals, tokens"
+    more = _table(app, 1)  # retrievals, LLM calls and tokens
     assert (
         more[more["model"] == t.loc["naive_rag", "model"]]
         .set_index("method")
         .loc["naive_rag", "tokens_per_correct"]
         == 812.0
     )
-    assert t.loc["naive_rag", "usd"] == "free (local)"  # in-process: not $0.000000
+    assert money.loc["naive_rag", "usd"] == "free (local)"  # in-process: not $0.000000
     app.selectbox(key="cost_dataset").set_value("musique").run()
     assert _main_model(app).loc["search_r1", "accuracy_text"].startswith("50.0 [")
     assert app.query_params["cost_dataset"] == "musique"

@@ -154,3 +154,24 @@ def test_the_relabelled_showcase_gets_no_difference_with_the_reasons_named(relab
     )
     text = "\n".join(p.caption for p in view.tables)
     assert "Protocol differs: corpus wiki18 vs closed; retriever dense e5-base-v2 Flat vs bm25s" in text
+
+
+def test_every_trained_paper_row_names_its_algorithm():
+    """A trained row of any registered ``reported.yaml`` records what trained it (``algorithm``,
+    with a source), so that a trained run compares only with rows of its own algorithm; a row
+    whose paper does not say records ``unstated`` (it then compares with no run)."""
+    from harness.results.comparable import paper_setting
+    from leaderboards.reported_sync import registered_files
+
+    trained, missing = 0, []
+    for f in registered_files():
+        for t in f.tables:
+            for (setting, method, model), rec in t.settings().items():
+                rec = {**f.setting, **rec}
+                s = paper_setting(paper=f.paper, method=method, model=model, metric="em", recorded=rec)
+                if not str(s.training).startswith("trained"):
+                    continue
+                trained += 1
+                if "algorithm not recorded" in str(s.training) or not rec.get("source"):
+                    missing.append(f"{f.paper} {setting} {method} {model}")
+    assert trained > 100 and not missing, missing

@@ -29,13 +29,14 @@ def test_a_paused_batch_is_flagged_and_left_out_of_the_typical_mean():
     assert row["seconds_median"] == pytest.approx(9.24)
     assert row["seconds_typical"] == pytest.approx((9.24 + 8.91) / 2)
     assert row["timing"].startswith("1 batch (8 q) at up to 108.0 s/q, over 3× the median 9.2")
+    assert row["flagged"] == "1 batch, 8 q"  # the table cell
 
 
 def test_a_warm_up_batch_is_not_a_pause():
     # direct of the showcase: the first batch 3.7 s/q (the model warming up), then 0.9: 22 s in all
     costs = _costs([("direct-1", 3.74, 8), ("direct-1", 0.93, 8), ("direct-1", 0.84, 8)])
     [row] = views.timing_table(costs, dataset=None).to_dict("records")
-    assert row["timing"] == "" and row["seconds_typical"] == row["seconds"]
+    assert row["timing"] == row["flagged"] == "" and row["seconds_typical"] == row["seconds"]
 
 
 def test_steady_rows_have_no_flag_and_a_dataset_scope_filters():

@@ -428,6 +428,43 @@ def test_cost_and_pareto(store, fixture_db):
     assert one.loc["search_r1", "accuracy"] == 0.5 and one.loc["search_r1", "n"] == 4
 
 
+def test_score_cost_points_one_per_dataset_and_row(store, fixture_db):
+    pid = fixture_db.protocol.protocol_id
+    values, costs = queries.latest_values(store, pid, ["em"]), queries.latest_costs(store, pid)
+    pts = views.score_cost_points(values, costs, metric="em")
+    assert list(pts.columns) == list(views.SCORE_COST_COLUMNS)
+    # the protocol's dataset order; the second model has popqa only, so one point there and none elsewhere
+    assert list(dict.fromkeys(pts["dataset"])) == ["popqa", "hotpotqa", "musique"]
+    other = pts[pts["model"] == OTHER_MODEL]
+    assert other[["dataset", "score", "tokens", "n"]].values.tolist() == [["popqa", 0.25, 55.0, 4]]
+    main = pts[pts["model"] == MODEL].set_index(["dataset", "method"])
+    assert len(main) == 9
+    for method, em in EXPECTED_EM.items():
+        for d in ("popqa", "hotpotqa", "musique"):
+            assert main.loc[(d, method), "score"] == em[d]
+            assert main.loc[(d, method), "seconds"] == 0.5  # every fixture question: 0.5 s
+            assert main.loc[(d, method), "n"] == 4
+    # tokens per question: direct 50 + 5, naive_rag 400 + 6, search_r1 200 + 20 + 300 + 15 and, on
+    # the first question of each dataset, an invalid generation of 100 + 10
+    assert main.xs("direct", level="method")["tokens"].tolist() == [55.0, 55.0, 55.0]
+    assert main.xs("naive_rag", level="method")["tokens"].tolist() == [406.0, 406.0, 406.0]
+    assert main.xs("search_r1", level="method")["tokens"].tolist() == [535 + 110 / 4] * 3
+    # the same numbers as the cost table of one dataset
+    one = by_method(views.build_cost(values, costs, metric="em", dataset="musique"))
+    assert main.xs("musique")["tokens"].to_dict() == one["tokens"].to_dict()
+
+
+def test_pareto_text_joins_the_fronts():
+    t = pd.DataFrame(
+        {
+            "pareto_retrievals": ["yes", "", "yes"],
+            "pareto_tokens": ["yes", "", ""],
+            "pareto_usd": ["", "", "yes"],
+        }
+    )
+    assert views.pareto_text(t) == ["retrievals, tokens", "", "retrievals, usd"]
+
+
 def test_pareto_front_handles_ties_and_nan():
     acc = np.array([0.5, 0.5, 0.7, math.nan, 0.2])
     cost = np.array([1.0, 1.0, 3.0, 0.0, 2.0])
