@@ -9,6 +9,13 @@
     python scripts/eval_heldout.py run --record results/heldout-learning-400.json --label naive_rag \\
         --method naive_rag --model smollm2-135m-instruct --samples 0
     python scripts/eval_heldout.py template-majority --record results/heldout-learning-400.json
+    # one evaluation in two parts side by side (one engine each), then joined into one record
+    python scripts/eval_heldout.py run --split learning-multihop --method r_search --model smollm2+r_search \
+        --label RL --samples 0 --questions 0:201 --record runs/records/rl-a.json
+    python scripts/eval_heldout.py run --split learning-multihop --method r_search --model smollm2+r_search \
+        --label RL --samples 0 --questions 201:402 --record runs/records/rl-b.json
+    python scripts/eval_heldout.py merge runs/records/rl-a.json runs/records/rl-b.json --label RL \
+        --record runs/records/rl.json
     python scripts/eval_heldout.py pairs results/heldout-learning-400.json "template majority,naive_rag"
     python scripts/eval_heldout.py tables results/heldout-learning-400.json --pair naive_rag,SFT
     # a run's checkpoint kept at step 20, evaluated afterwards as the run's held-out step 20
@@ -108,6 +115,12 @@ def run(args: argparse.Namespace) -> int:
         qs = qs[: args.limit]
         if args.record is not None and not args.partial_ok:
             raise ConfigError("--limit evaluates part of the held-out set: add --partial-ok to record it")
+    args.first = 0
+    if args.questions is not None:
+        if args.limit is not None:
+            raise ConfigError("--questions and --limit: give one")
+        args.first, hi = _range(args.questions)
+        qs = qs[args.first : hi]
     reward, close = _reward(args.method, args.reward_recipe)
     try:
         ev = _run_eval(args, qs, reward)
@@ -135,6 +148,7 @@ def _run_eval(args: argparse.Namespace, qs: list, reward):
         progress=not args.no_progress,
         protocol=_protocol(args.protocol),
         reward=reward,
+        first=args.first,
     )
 
 
@@ -148,13 +162,50 @@ def _finish(args: argparse.Namespace, ev) -> int:
     ev = replace(
         ev,
         model=portable_model(args.model) if Path(args.model).exists() else args.model,
-        meta={**ev.meta, "loadavg_at_end": [round(x, 2) for x in load], "limit": args.limit},
+        meta={
+            **ev.meta,
+            "loadavg_at_end": [round(x, 2) for x in load],
+            "limit": args.limit,
+            **({"questions": [args.first, args.first + ev.n]} if args.questions is not None else {}),
+        },
     )
     print(ev.line(), f"({ev.seconds:.0f} s, load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f})")
     if args.record is not None:
         rec = put_eval(_record(args.record, args.split), ev)
         _write(args.record, rec)
         print(f"{args.record}: {len(rec['evaluations'])} evaluations")
+    return 0
+
+
+def _range(spec: str) -> tuple[int, int]:
+    from harness.errors import ConfigError
+
+    lo, sep, hi = spec.partition(":")
+    if not sep or not lo.isdigit() or not hi.isdigit() or int(lo) >= int(hi):
+        raise ConfigError(f"--questions {spec!r}: expected LO:HI with LO < HI, e.g. 0:200")
+    return int(lo), int(hi)
+
+
+def merge(args: argparse.Namespace) -> int:
+    """The parts of one evaluation (``run --questions LO:HI``, each in its own record) as one
+    evaluation of the whole held-out set in ``--record`` (:func:`harness.rl.heldout_eval.merge_parts`)."""
+    from harness.errors import ConfigError
+    from harness.rl.heldout_eval import heldout_questions, load_record, merge_parts, put_eval, record_evals
+
+    parts = []
+    split = None
+    for f in args.parts:
+        rec = load_record(f)
+        split = split or rec["split"]
+        if rec["split"] != split:
+            raise ConfigError(f"{f}: split {rec['split']!r}, not {split!r} as the first part")
+        parts += [e for e in record_evals(rec) if e.label == args.label]
+    if not parts:
+        raise ConfigError(f"no evaluation labelled {args.label!r} in {', '.join(map(str, args.parts))}")
+    ev = merge_parts(parts, heldout_questions(split))
+    rec = put_eval(_record(args.record, split), ev)
+    _write(args.record, rec)
+    print(f"{args.record}: {ev.line()} (from {len(parts)} parts)")
     return 0
 
 
@@ -349,9 +400,21 @@ def main(argv: list[str] | None = None) -> int:
     )
     r.add_argument("--limit", type=int, default=None, help="the first N held-out questions only")
     r.add_argument("--partial-ok", action="store_true", help="record an evaluation made with --limit")
+    r.add_argument(
+        "--questions",
+        default=None,
+        metavar="LO:HI",
+        help="held-out questions LO to HI-1 only: a part of the evaluation, run beside the others (one engine "
+        "each) and joined with `merge`",
+    )
     r.add_argument("--record", type=Path, default=None, help="the record JSON to add the evaluation to")
     r.add_argument("--no-progress", action="store_true")
     r.set_defaults(fn=run)
+    mg = sub.add_parser("merge", help="join the parts of one evaluation (run --questions) into a record")
+    mg.add_argument("parts", type=Path, nargs="+", help="the records holding the parts")
+    mg.add_argument("--label", required=True, help="the evaluation's label in the parts")
+    mg.add_argument("--record", type=Path, required=True, help="the record to add the whole evaluation to")
+    mg.set_defaults(fn=merge)
     st = sub.add_parser("step", help="a run's saved checkpoint evaluated as its held-out step (deferred)")
     st.add_argument("--run", type=Path, required=True, help="the run's --out folder")
     st.add_argument(

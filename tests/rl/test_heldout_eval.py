@@ -557,3 +557,39 @@ class _ByQuestion(ScriptedBackend):
             self.script = {p: [text]}
             out += super().generate([p], stop=stop, max_new_tokens=max_new_tokens, sampling=sampling)
         return out
+
+
+def test_eval_heldout_merge_joins_the_parts_of_a_run_into_the_whole_evaluation(tmp_path):
+    """``eval_heldout.py run --questions LO:HI`` parts, each in its own record, are joined by
+    ``merge`` into one evaluation over the split's held-out ids in their order; a gap is refused."""
+    import importlib.util
+    import json
+    import sys
+    from pathlib import Path
+
+    from harness.rl.heldout_eval import heldout_questions, load_record, record_evals
+
+    root = Path(__file__).resolve().parents[2]
+    spec = importlib.util.spec_from_file_location("eval_heldout", root / "scripts" / "eval_heldout.py")
+    tool = importlib.util.module_from_spec(spec)
+    sys.modules["eval_heldout"] = tool
+    spec.loader.exec_module(tool)
+    ids = [e.id for e in heldout_questions("learning-multihop")]
+    files = []
+    for lo, hi in ((0, 150), (150, len(ids))):
+        ev = _eval("RL", [float(i % 3 == 0) for i in range(lo, hi)], ids=ids[lo:hi])
+        ev = replace(
+            ev, meta={"questions": [lo, hi]}, reward="r", greedy_reward=tuple(float(i) for i in range(lo, hi))
+        )
+        f = tmp_path / f"part{lo}.json"
+        f.write_text(json.dumps({"schema": 1, "split": "learning-multihop", "evaluations": [ev.to_dict()]}))
+        files.append(f)
+    out = tmp_path / "whole.json"
+    assert tool.main(["merge", *map(str, files), "--label", "RL", "--record", str(out)]) == 0
+    (whole,) = record_evals(load_record(out))
+    by_id = dict(zip(whole.sample_ids, whole.greedy_reward, strict=True))
+    assert sorted(whole.sample_ids) == sorted(ids)
+    assert [by_id[q] for q in ids] == [float(i) for i in range(len(ids))]
+    assert sum(whole.greedy_em) == sum(float(i % 3 == 0) for i in range(len(ids)))
+    with pytest.raises(ConfigError, match="cover 150 questions"):
+        tool.main(["merge", str(files[0]), "--label", "RL", "--record", str(tmp_path / "gap.json")])
