@@ -5,7 +5,10 @@
 - Ours against a paper's row compares only when the row's recorded setting matches the run on
   every field that moves a score (:data:`FIELDS`): corpus, retriever, top-k, prompt variant, model,
   metric variant and training state (:func:`setting_differs`). A field the paper row does not
-  record cannot be shown to match, so it is a difference too ("prompt not recorded").
+  record cannot be shown to match, so it is a difference too ("prompt not recorded"); where the
+  row says what its paper states about the prompt (``prompt_note``), the reason is that statement
+  ("prompt not given (ARENA §4.3)"), and a recorded prompt that differs from ours carries it too
+  ("prompt naive_rag_flashrag vs naive_rag: FlashRAG's pipeline scores the whole reply, ...").
 
 Anything else gets no difference: both numbers, and "not comparable: <fields>".
 
@@ -45,6 +48,7 @@ class Setting:
     model: str | None = None
     metric: str | None = None
     training: str | None = None
+    prompt_note: str | None = None  # what the paper states about its prompt, with the source (not a field)
 
     def replace(self, **changes: object) -> Setting:
         return Setting(**{**{f.name: getattr(self, f.name) for f in fields(self)}, **changes})  # type: ignore[arg-type]
@@ -139,22 +143,26 @@ def paper_setting(
         model=model,
         metric=metric,
         training=training,
+        prompt_note=str(rec["prompt_note"]) if rec.get("prompt_note") else None,
     )
 
 
 def setting_differs(paper: Setting, ours: Setting, only: tuple[str, ...] = FIELDS) -> list[str]:
     """Why a paper row and our run do not compare, field by field (``corpus wiki18 vs closed``,
-    ``training trained vs untrained``, ``prompt not recorded``); empty: they compare."""
+    ``training trained vs untrained``, ``prompt not recorded``); empty: they compare. The paper's
+    ``prompt_note`` stands for ``not recorded`` (``prompt not given (ARENA §4.3)``) and follows a
+    prompt that differs (``prompt naive_rag_flashrag vs naive_rag: <note>``)."""
     out = []
     for name in only:
         theirs, mine = getattr(paper, name), getattr(ours, name)
         label = _LABEL.get(name, name)
+        note = paper.prompt_note if name == "prompt" else None
         if theirs is None:
-            out.append(f"{label} not recorded")
+            out.append(f"{label} {note}" if note else f"{label} not recorded")
         elif mine is None:
             out.append(f"{label} {theirs} vs unknown")
         elif (model_key(str(theirs)) != model_key(str(mine))) if name == "model" else (theirs != mine):
-            out.append(f"{label} {theirs} vs {mine}")
+            out.append(f"{label} {theirs} vs {mine}" + (f": {note}" if note else ""))
     return out
 
 

@@ -37,11 +37,18 @@ The file format (``reported.yaml``; an illustration, not ARENA's real numbers)::
             setting: {top_k: 5, source: "run_eval.py:454"}  # optional: overrides the table's setting
 
 The file, a table and a row may record the setting its numbers were produced under, for the comparability
-rule (:mod:`harness.results.comparable`): ``setting: {corpus, retriever, top_k, prompt, training,
-algorithm, variant, source}`` (``algorithm`` and ``variant``: what trained a trained row, e.g.
+rule (:mod:`harness.results.comparable`): ``setting: {corpus, retriever, top_k, prompt, prompt_note,
+training, algorithm, variant, source}`` (``algorithm`` and ``variant``: what trained a trained row, e.g.
 ``grpo`` and ``w/o retrieved-token masking``; a trained run compares only with rows of its own), every key optional, a row's keys overriding its table's and a table's the file's;
 ``source`` says where the
-setting is stated. What is not recorded comes from the paper's registered protocol (corpus,
+setting is stated. ``prompt`` is the prompt variant as our method name when the row's prompt and
+answer extraction are exactly one of ours (``search_r1_rag``, ``naive_rag_flashrag``), else a
+few words naming the paper's (``ircot, 2 iterations``). ``prompt_note`` says what the paper (or
+its released code) states about a baseline row's prompt, ending in its source in parentheses:
+``not given (ARENA, arXiv 2505.13258 §4.3)``, ``the authors' own, not released (TIRESRAG-R1
+App. C.3)``; it is the reason shown where the row has no ``prompt`` ("prompt not given (...)"
+instead of "prompt not recorded"), and follows a recorded prompt that differs from ours. Every
+row of a method other than the paper's own (a baseline row) records one of the two. What is not recorded comes from the paper's registered protocol (corpus,
 retriever, top-k) and :func:`harness.results.comparable.paper_setting`'s defaults.
 
 A stored note is ``paper label: <label>; <note>; <cell note>`` (empty parts left out); a value is
@@ -60,7 +67,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import AllowInfNan, BaseModel, ConfigDict, Strict, ValidationError
+from pydantic import AllowInfNan, BaseModel, ConfigDict, Strict, ValidationError, field_validator
 
 from harness.errors import DataError, HarnessError
 from harness.results.store import ReportedRow
@@ -158,6 +165,7 @@ class Table:
 # --- the file format --------------------------------------------------------------------------
 
 _Str = Annotated[str, Strict()]
+_CITED = re.compile(r".*\S.*\(.*\S.*\)", re.DOTALL)  # words, then "(source)" at the end
 _Number = Annotated[float, Strict(), AllowInfNan(False)]  # strict: a quoted "0.5" or a bool is refused
 
 
@@ -175,10 +183,21 @@ class _SettingSpec(_Spec):
     retriever: _Str | None = None
     top_k: Annotated[int, Strict()] | None = None
     prompt: _Str | None = None
+    prompt_note: _Str | None = None  # what the paper states about the prompt, ending in "(source)"
     training: Literal["none", "untrained", "trained"] | None = None
     algorithm: _Str | None = None  # a trained row's RL algorithm (ppo, grpo, ...; lower case)
     variant: _Str | None = None  # a trained row's recipe variant (w/o retrieved-token masking)
     source: _Str | None = None
+
+    @field_validator("prompt_note")
+    @classmethod
+    def _cites(cls, note: str | None) -> str | None:
+        if note is not None and not _CITED.fullmatch(note.strip()):
+            raise ValueError(
+                f"prompt_note {note!r} must say what the paper states and end with its source in "
+                "parentheses, e.g. 'not given (ARENA §4.3)'"
+            )
+        return note
 
 
 class _RowSpec(_Spec):

@@ -75,6 +75,11 @@ def test_the_matching_setting_gets_a_difference() -> None:
         ({"protocol": {**PROTOCOL, "top_k": 7}}, "top-k 3 vs 7"),
         ({"recorded": {**MATCHING, "prompt": "naive_rag, FlashRAG template"}}, "prompt naive_rag, FlashRAG template vs naive_rag"),
         ({"recorded": {k: v for k, v in MATCHING.items() if k != "prompt"}}, "prompt not recorded"),
+        # what the paper states about its prompt stands for "not recorded", and follows a prompt that differs
+        ({"recorded": {**{k: v for k, v in MATCHING.items() if k != "prompt"}, "prompt_note": "not given (P §4)"}},
+         "prompt not given (P §4)"),
+        ({"recorded": {**MATCHING, "prompt": "naive_rag_flashrag", "prompt_note": "the whole reply scored (P §4)"}},
+         "prompt naive_rag_flashrag vs naive_rag: the whole reply scored (P §4)"),
         ({"paper_model": "Qwen2.5-7B-Instruct"}, "model Qwen2.5-7B-Instruct vs M"),
         ({"our_model": "Other-1B"}, "model M vs Other-1B"),
         ({"recorded": {**MATCHING, "training": "trained"}}, "training trained (algorithm not recorded) vs none"),

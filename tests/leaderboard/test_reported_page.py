@@ -56,7 +56,7 @@ def test_showcase_rows_are_never_split(search_r1):
     assert row["avg_shared"] == "13.0 / 7.5 [2.3, 20.5] n=40 / —"  # (10.8+14.9+24.4+2.0)/4 = 13.0
     assert row["differs"] == (  # why no difference: every field that is not the same
         "not comparable: corpus, retriever, prompt, model "
-        f"(prompt not recorded; model Qwen2.5-3B-Instruct vs {OURS})"
+        f"(prompt not given (Search-R1, arXiv 2503.09516v5 §4.2); model Qwen2.5-3B-Instruct vs {OURS})"
     )
     assert t2.shared == "PopQA, HotpotQA, 2Wiki, MuSiQue"
     assert "corpus wiki18 vs closed" in t2.protocol_differs

@@ -365,6 +365,9 @@ def test_yaml_rows_scale_round_and_join_notes(tmp_path):
         ("    source: Toy (2025), Table 7\n", "", ":5: Table 7, source: Field required"),
         ("prompt: default}", "prompt: no_such_prompt}", ":3: judges.J: unknown judge prompt 'no_such_prompt'"),
         ("columns: [hotpotqa/em,", "columns: [hotpotqa em,", ":8: Table 7, columns.0: 'hotpotqa em' is not"),
+        # what a paper states about a baseline's prompt carries its source
+        ("      - method: base\n", "      - method: base\n        setting: {prompt_note: not given}\n",
+         ":18: Table 7, row 2 ('base'), setting.prompt_note: Value error, prompt_note 'not given' must say"),
     ],
 )  # fmt: skip
 def test_malformed_yaml_is_refused_in_one_line_naming_the_file(tmp_path, old, new, expect):
