@@ -31,6 +31,7 @@ def _completion(text: str, finish: str = "stop", logprobs: list | None = None) -
 
 class Stub(BaseHTTPRequestHandler):
     hits: dict[str, int] = {}
+    answered: dict[str, int] = {}
     bodies: list[dict] = []
     release = threading.Event()
 
@@ -70,10 +71,14 @@ class Stub(BaseHTTPRequestHandler):
             self._send(429, {"error": {"message": "slow down"}})
         elif tag == "HALT":  # the user presses Ctrl-C (once) while this one is in flight
             if Stub.hits[tag] == 1:
-                time.sleep(0.1)  # the requests before it are answered by then (the timeout is 0.3 s)
+                # once the requests before it are answered (polled, not timed: a loaded machine
+                # delays threads by more than any fixed sleep), plus time for the client to store them
+                deadline = time.monotonic() + 10
+                while Stub.answered.get("GOOD", 0) < 4 and time.monotonic() < deadline:
+                    time.sleep(0.01)
+                time.sleep(1.0)
                 os.kill(os.getpid(), signal.SIGINT)
-            Stub.release.wait(5)  # never answered in time (the client retries once in its thread)
-            self._send(200, _completion("YES"))
+            Stub.release.wait(30)  # never answered before the interrupt
         elif tag == "BLANK":
             self._send(200, _completion(""))
         elif tag == "LOGP":
@@ -83,11 +88,12 @@ class Stub(BaseHTTPRequestHandler):
             )
         else:
             self._send(200, _completion("YES"))
+            Stub.answered[tag] = Stub.answered.get(tag, 0) + 1
 
 
 @pytest.fixture()
 def stub():
-    Stub.hits, Stub.bodies, Stub.release = {}, [], threading.Event()
+    Stub.hits, Stub.answered, Stub.bodies, Stub.release = {}, {}, [], threading.Event()
     srv = ThreadingHTTPServer(("127.0.0.1", 0), Stub)
     th = threading.Thread(target=srv.serve_forever, daemon=True)
     th.start()
@@ -97,8 +103,8 @@ def stub():
     srv.server_close()
 
 
-def _judge(url: str, tmp_path, prompt: str = "when_to_search") -> Judge:
-    t = OpenAITransport(url, "stub", concurrency=2, timeout=0.3, retries=1, backoff=0.01)
+def _judge(url: str, tmp_path, prompt: str = "when_to_search", timeout: float = 0.3) -> Judge:
+    t = OpenAITransport(url, "stub", concurrency=2, timeout=timeout, retries=1, backoff=0.01)
     return Judge(t, get_prompt(prompt), new_store(tmp_path))
 
 
@@ -134,14 +140,14 @@ def test_each_verdict_is_stored_as_it_arrives_so_an_interrupted_judge_pays_again
     """Issue 61: verdicts were stored a chunk (32) at a time, so Ctrl-C lost up to 31 answered
     requests. Four answered, the fifth in flight at Ctrl-C: the four are stored, and the next pass
     asks only the fifth."""
-    judge = _judge(stub, tmp_path)
+    judge = _judge(stub, tmp_path, timeout=20)  # the interrupt, not a timeout, ends the fifth
     items = [JudgeItem("q", ("g",), f"GOOD {i}") for i in range(4)] + [JudgeItem("q", ("g",), "HALT")]
     with pytest.raises(KeyboardInterrupt):
         judge.judge(items)
     stored = {row["key"] for row in judge.store.get_judgements([judge.key(it) for it in items])}
     assert stored == {judge.key(it) for it in items[:4]}
     assert Stub.hits["GOOD"] == 4
-    again = _judge(stub, tmp_path)
+    again = _judge(stub, tmp_path, timeout=20)
     again.store = judge.store
     items[4] = JudgeItem("q", ("g",), "GOOD 4")  # the fifth, asked again, answered this time
     out = again.judge(items)
