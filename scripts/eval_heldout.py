@@ -189,6 +189,8 @@ def _range(spec: str) -> tuple[int, int]:
 def merge(args: argparse.Namespace) -> int:
     """The parts of one evaluation (``run --questions LO:HI``, each in its own record) as one
     evaluation of the whole held-out set in ``--record`` (:func:`harness.rl.heldout_eval.merge_parts`)."""
+    from dataclasses import replace
+
     from harness.errors import ConfigError
     from harness.rl.heldout_eval import heldout_questions, load_record, merge_parts, put_eval, record_evals
 
@@ -203,6 +205,9 @@ def merge(args: argparse.Namespace) -> int:
     if not parts:
         raise ConfigError(f"no evaluation labelled {args.label!r} in {', '.join(map(str, args.parts))}")
     ev = merge_parts(parts, heldout_questions(split))
+    # the code that evaluated: the parts' records' commit (this process only joins them)
+    commits = sorted({str(load_record(f).get("commit", "")) for f in args.parts})
+    ev = replace(ev, meta={**ev.meta, "commit": commits[0] if len(commits) == 1 else commits})
     rec = put_eval(_record(args.record, split), ev)
     _write(args.record, rec)
     print(f"{args.record}: {ev.line()} (from {len(parts)} parts)")

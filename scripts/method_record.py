@@ -87,10 +87,13 @@ def build(args: argparse.Namespace) -> int:
     }
     seen: dict[str, Path] = {}
     for f in args.evals:
-        for ev in load_record(f)["evaluations"]:
+        source = load_record(f)
+        for ev in source["evaluations"]:
             if ev["label"] in seen:
                 raise ConfigError(f"{f}: evaluation {ev['label']!r} is also in {seen[ev['label']]}")
             seen[ev["label"]] = f
+            # the code that evaluated it (its record's commit), kept with the evaluation
+            ev = {**ev, "meta": {"commit": source.get("commit"), **ev.get("meta", {})}}
             record = put_eval(record, _from_dict(ev))
     sft_info = json.loads((args.out_dir / "sft" / "final" / "harness_train.json").read_text())
     sft_run = _sft_run(args.db, args.method)
