@@ -223,12 +223,7 @@ def step(args: argparse.Namespace) -> int:
     from harness.rl.recipe import Recipe
     from harness.rl.trainer import saved_policy, start_policy
 
-    part = None
-    if args.questions is not None:
-        lo, sep, hi = args.questions.partition(":")
-        if not sep or not lo.isdigit() or not hi.isdigit():
-            raise ConfigError(f"--questions {args.questions!r}: expected LO:HI, e.g. 0:100")
-        part = (int(lo), int(hi))
+    part = _range(args.questions) if args.questions is not None else None
     if str(args.saved) == "start":
         # the run's policy before its first update, with the recipe the run saved
         recipe_file = args.run / "checkpoint" / "recipe.json"

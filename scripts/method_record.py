@@ -60,7 +60,7 @@ def _run_row(db: Path, run_id: str) -> dict:
     return {k: (str(v) if v is not None else None) for k, v in row.items()}
 
 
-def _portable_command(cmd: str | None, roots: list[str]) -> str | None:
+def _portable_command(cmd: str | None, roots: list[tuple[str, str]]) -> str | None:
     """A command line with the machine's folders (``roots``) replaced by ``$RUNS`` / ``.``."""
     if cmd is None:
         return None
