@@ -475,7 +475,7 @@ def evaluate_heldout(
 
     from harness.eval.protocol import mini
     from harness.eval.setup import RunSetup
-    from harness.method import RunContext
+    from harness.method import RunContext, TrainableMethod
     from harness.methods_registry import get_method
     from harness.metrics.registry import score_answer
     from harness.types import SamplingParams
@@ -491,6 +491,11 @@ def evaluate_heldout(
         raise ConfigError("evaluate_heldout: no questions")
     proto = protocol or mini()
     m = get_method(method)
+    if reward is not None and not isinstance(m, TrainableMethod):
+        # refused before any answer is generated: a baseline has no training reward to score with
+        raise ConfigError(
+            f"evaluate_heldout: method {method!r} is a baseline with no training reward; drop reward="
+        )
     retriever = RunSetup(proto, db=Path("unused.duckdb")).retriever(proto) if m.uses_retrieval else None
     own = backend is None
     tmp = None
@@ -535,6 +540,7 @@ def evaluate_heldout(
     ]
     rewards: tuple[float, ...] = ()
     if reward is not None:
+        assert isinstance(m, TrainableMethod)  # refused above otherwise
         rewards = tuple(float(r.total) for r in m.rewards(greedy, name=reward[0], ctx=reward[1]))
     sampled_preds = [
         [_prediction(t) for t in sampled[i * samples : (i + 1) * samples]] for i in range(len(qs))

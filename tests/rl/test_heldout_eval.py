@@ -503,17 +503,23 @@ def test_the_methods_own_reward_is_scored_per_question_kept_and_paired(monkeypat
     questions' order; the column survives the record and is paired only between evaluations scored
     with the same reward (a baseline without it pairs on EM and F1 alone)."""
     import harness.methods_registry as reg
-    from harness.method import RewardBreakdown, RewardContext
+    from harness.method import RewardBreakdown, RewardContext, TrainableMethod, reward_fn
     from harness.rl.heldout_eval import HeldoutEval, compare, evals_table, evaluate_heldout
 
-    direct = reg.get_method("direct")
     seen = []
 
-    def rewards(trajs, *, name, ctx):
-        seen.append((name, ctx.step))
-        return [RewardBreakdown(total=float(len(t.prediction or "")), components={}) for t in trajs]
+    class DirectTrained(type(reg.get_method("direct")), TrainableMethod):
+        """The direct baseline's answers, with a batched training reward: the answer's length."""
 
-    monkeypatch.setattr(direct, "rewards", rewards, raising=False)
+        def rollout_config(self, protocol):
+            return None
+
+        @reward_fn("em_like", default=True, batched=True)
+        def length_reward(self, trajs, *, name, ctx):
+            seen.append((name, ctx.step))
+            return [RewardBreakdown(total=float(len(t.prediction or "")), components={}) for t in trajs]
+
+    direct = DirectTrained()
     monkeypatch.setattr(reg, "get_method", lambda n: direct)
     qs = _questions(3)
     be = _ByQuestion({f"Question number {i}?": "x" * (i + 1) for i in range(3)})
@@ -541,6 +547,10 @@ def test_the_methods_own_reward_is_scored_per_question_kept_and_paired(monkeypat
     assert "(em_like)" in evals_table([ev, bare])
     with pytest.raises(ConfigError, match="one value per question"):
         replace(ev, greedy_reward=ev.greedy_reward[:2])
+    # a baseline has no training reward: refused before any engine is opened or answer generated
+    monkeypatch.setattr(reg, "get_method", lambda n: reg.METHODS.get(n)())
+    with pytest.raises(ConfigError, match="'direct' is a baseline with no training reward"):
+        evaluate_heldout("no-such-model", qs, method="direct", samples=0, progress=False, reward=("em", None))
 
 
 class _ByQuestion(ScriptedBackend):
