@@ -10,7 +10,7 @@ import contextlib
 import errno
 import os
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 
 class HarnessError(Exception):
@@ -74,3 +74,18 @@ def disk_full_is_one_line(
         if is_disk_full(e):
             raise DiskFullError(f"{path}: the disk is full while writing {what}; {advice}") from None
         raise
+
+
+def script_exit(main: Callable[[], int]) -> int:
+    """Run a ``scripts/`` entry point the way ``harness`` runs a command: a :class:`HarnessError` is
+    one line on stderr (``error: ...``, credentials redacted) and exit status 2; anything else is a
+    bug and keeps its traceback. Use as ``sys.exit(script_exit(main))``."""
+    import sys
+
+    from harness.secrets import redact
+
+    try:
+        return int(main() or 0)
+    except HarnessError as e:
+        print(f"error: {redact(str(e))}", file=sys.stderr)
+        return 2

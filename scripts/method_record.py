@@ -232,4 +232,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from harness.errors import script_exit
+
+    sys.exit(script_exit(main))

@@ -40,7 +40,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from harness.errors import ConfigError
+from harness.errors import ConfigError, DataError
 from harness.metrics.bootstrap import Aggregate, bootstrap_ci, wilson_ci
 from harness.metrics.paired import PairedTest, paired_test
 from harness.rl.heldout import AnswerStats, answer_stats
@@ -631,7 +631,15 @@ def template_majority_eval(split: str, data_dir: Path | None = None) -> HeldoutE
 
 
 def load_record(path: Path) -> dict[str, Any]:
-    rec = json.loads(Path(path).read_text())
+    """A held-out record (``eval_heldout.py run --record``): a missing or unreadable file is one line."""
+    try:
+        rec = json.loads(Path(path).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise DataError(path, "no such held-out record (eval_heldout.py run --record writes one)") from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise DataError(path, f"not a readable held-out record JSON ({e})") from None
+    if not isinstance(rec, dict):
+        raise DataError(path, f"a held-out record is a JSON object, got {type(rec).__name__}")
     if rec.get("schema") != RECORD_SCHEMA:
         raise ConfigError(f"{path}: schema {rec.get('schema')!r}, this code reads schema {RECORD_SCHEMA}")
     return rec

@@ -217,3 +217,36 @@ def test_a_hand_damaged_pin_file_is_one_line_before_any_replay(damage, tmp_path,
     assert main(["regress", "--layers", "exact", "--exact-against", str(pins)]) == 2
     line = one_line(capsys.readouterr().err)
     assert named in line, line
+
+
+@pytest.mark.integration  # runs the scripts as processes
+@pytest.mark.parametrize(
+    ("script", "args", "named"),
+    [
+        ("ship_adapter.py", ["check", "smollm2+nothing", "--label", "x"], "'smollm2+nothing' is no shipped"),
+        (
+            "eval_heldout.py",
+            ["merge", "no-such.json", "--label", "x", "--record", "out.json"],
+            "no-such.json",
+        ),
+    ],
+)
+def test_the_learning_scripts_refuse_in_one_line(script, args, named, tmp_path):
+    """A refusal of a ``scripts/`` entry point is one line and exit 2, as ``harness``'s are (it was
+    a ConfigError traceback)."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    done = subprocess.run(
+        [sys.executable, str(root / "scripts" / script), *args],
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(root)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 2, done.stderr
+    line = one_line(done.stderr)
+    assert line.startswith("error: ") and named in line, line
