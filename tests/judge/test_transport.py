@@ -142,8 +142,14 @@ def test_each_verdict_is_stored_as_it_arrives_so_an_interrupted_judge_pays_again
     asks only the fifth."""
     judge = _judge(stub, tmp_path, timeout=20)  # the interrupt, not a timeout, ends the fifth
     items = [JudgeItem("q", ("g",), f"GOOD {i}") for i in range(4)] + [JudgeItem("q", ("g",), "HALT")]
-    with pytest.raises(KeyboardInterrupt):
-        judge.judge(items)
+    # Ctrl-C raises KeyboardInterrupt even where the suite runs as a background job (`nohup ... &`),
+    # which starts Python with SIGINT ignored, so that Python installs no handler of its own
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            judge.judge(items)
+    finally:
+        signal.signal(signal.SIGINT, previous)
     stored = {row["key"] for row in judge.store.get_judgements([judge.key(it) for it in items])}
     assert stored == {judge.key(it) for it in items[:4]}
     assert Stub.hits["GOOD"] == 4
