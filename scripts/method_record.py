@@ -175,12 +175,15 @@ def check(record: dict) -> None:
 
 
 def tables(record: dict, every: int = 5) -> str:
-    from harness.rl.heldout_eval import record_tables
+    from harness.rl.heldout_eval import by_dataset_table, record_evals, record_tables
     from harness.rl.learning_record import rl_curve_table
+    from harness.rl.split import load_split
 
     st = record["stages"]
+    groups = load_split(record["split"]).heldout
     lines = [
         record_tables(record),
+        *([by_dataset_table(record_evals(record), groups)] if len(groups) > 1 else []),
         f"Stages: warm start `{st['sft']['run_id']}` on {len(st['sft']['questions'])} questions (commit "
         f"{(st['sft']['commit'] or '?')[:7]}); RL `{st['rl']['run_id']}`, {st['rl']['steps_done']} steps on "
         f"{len(st['rl']['questions'])} questions (commit {(st['rl']['commit'] or '?')[:7]}); none of them held out.",

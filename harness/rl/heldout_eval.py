@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
@@ -696,6 +696,36 @@ def evals_table(evs: Sequence[HeldoutEval]) -> str:
             f"| {ev.label} | {ev.engine} | {ev.n} | {_fmt(s['greedy_em'])} | {s['greedy_cover_em'].mean:.3f} | "
             f"{s['greedy_f1'].mean:.3f} | {own} | {mean} | {pas} | {top} | {ev.seconds:.0f} |"
         )
+    return "\n".join(lines)
+
+
+def by_dataset_table(evs: Sequence[HeldoutEval], groups: Mapping[str, Sequence[str]]) -> str:
+    """Greedy EM and F1 of each evaluation within each dataset of ``groups`` (dataset -> its held-out
+    ids, a split's ``heldout``): a mean over all questions can hide a dataset the policy never
+    answers. An evaluation's questions outside ``groups`` are refused (a record of another split)."""
+    names = list(groups)
+    of = {sid: d for d in names for sid in groups[d]}
+    lines = [
+        "| evaluation | " + " | ".join(f"{d} EM / F1 (n)" for d in names) + " |",
+        "|---|" + "---|" * len(names),
+    ]
+    for ev in evs:
+        stray = [sid for sid in ev.sample_ids if sid not in of]
+        if stray:
+            raise ConfigError(
+                f"held-out evaluation {ev.label!r}: question {stray[0]!r} is in none of the datasets "
+                f"{', '.join(names)} ({len(stray)} such)"
+            )
+        cells = []
+        for d in names:
+            idx = [i for i, sid in enumerate(ev.sample_ids) if of[sid] == d]
+            if not idx:
+                cells.append("-")
+                continue
+            em = float(np.mean([ev.greedy_em[i] for i in idx]))
+            f1 = float(np.mean([ev.greedy_f1[i] for i in idx]))
+            cells.append(f"{em:.3f} / {f1:.3f} ({len(idx)})")
+        lines.append(f"| {ev.label} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 

@@ -88,3 +88,30 @@ def test_a_shipped_adapter_has_its_methods_record_and_an_evaluation_of_itself(pa
     assert any(e["model"] == preset.name for e in record["evaluations"]), (
         f"{preset.record}: no evaluation of the shipped preset {preset.name}"
     )
+
+
+@pytest.mark.parametrize("path", METHOD_RECORDS, ids=lambda p: p.name)
+def test_the_by_dataset_table_splits_each_evaluation_by_the_splits_datasets(path):
+    """Each row's cells hold the evaluation's own per-question values, grouped by the split's
+    held-out ids: the counts add up to the evaluation's n and the n-weighted EM to its mean."""
+    from harness.rl.heldout_eval import by_dataset_table, record_evals
+    from harness.rl.split import load_split
+
+    record = json.loads(path.read_text())
+    groups = load_split(record["split"]).heldout
+    evs = record_evals(record)
+    table = by_dataset_table(evs, groups).splitlines()
+    assert table[0] == "| evaluation | " + " | ".join(f"{d} EM / F1 (n)" for d in groups) + " |"
+    for ev, line in zip(evs, table[2:], strict=True):
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        assert cells[0] == ev.label
+        ns = [int(c.rsplit("(", 1)[1].rstrip(")")) for c in cells[1:]]
+        ems = [float(c.split(" / ")[0]) for c in cells[1:]]
+        assert sum(ns) == ev.n
+        assert sum(n * em for n, em in zip(ns, ems, strict=True)) / ev.n == pytest.approx(
+            sum(ev.greedy_em) / ev.n, abs=0.0005 * len(ns)
+        )
+    stray = [groups[next(iter(groups))][0]]
+    other = {d: [i for i in ids if i not in stray] for d, ids in groups.items()}
+    with pytest.raises(ConfigError, match="is in none of the datasets"):
+        by_dataset_table(evs[:1], other)
