@@ -44,27 +44,13 @@ def test_tiresrag_ircot_rows_are_recorded_as_two_iterations() -> None:
 
 @pytest.mark.parametrize("paper_model", ["Qwen2.5-3B-Instruct"])
 def test_our_ircot_never_compares_with_tiresrag_ircot(paper_model) -> None:
-    key = next(k for k in views.registered_settings() if k[0] == "tiresrag_r1" and k[2] == "ircot")
-    rec = views.registered_settings()[key]
-    protocol = {
-        "corpus": {"id": rec["corpus"]},
-        "retriever": {"kind": rec["retriever"]},
-        "top_k": rec["top_k"],
-    }
-    rows = pd.DataFrame(
-        [{"paper": "tiresrag_r1", "setting": key[1], "method": "ircot", "model": paper_model,
-          "dataset": "hotpotqa", "metric": "em", "value": 0.2, "source": "s", "note": ""}]
-    )  # fmt: skip
-    board = views.build_leaderboard(
-        pd.DataFrame(
-            [{"protocol_id": "x", "method": "ircot", "model": paper_model, "dataset": "hotpotqa", "metric": "em",
-              "value": v, "label": "", "run_id": "r", "sample_id": f"q{i}"} for i, v in enumerate([1.0, 0.0])]
-        ),
-        protocol_id="x", protocol_name="x", metric="em",
-    )  # fmt: skip
+    key = next(
+        k
+        for k in views.registered_settings()
+        if k[0] == "tiresrag_r1" and k[2] == "ircot" and k[3] == paper_model
+    )
     # the retriever kind text of this synthetic protocol is the recorded one: only the prompt differs
-    t = views.build_reported(rows, {"em": board}, protocol=protocol)
-    (row,) = t.to_dict("records")
+    row = _reported_case(key, "ircot", "ircot", [1.0, 0.0], 0.2)
     assert pd.isna(row["diff"]) and row["differs"] == (
         "prompt ircot, 2 iterations vs ircot: FlashRAG's, which scores the whole chain when no answer "
         "is marked (TIRESRAG-R1 App. C.3)"
@@ -112,32 +98,47 @@ def test_eval_rar_naive_rag_row_is_search_r1s_rag_row() -> None:
 R_SEARCH_RAG = ("r_search", "Table 2", "naive_rag", "Qwen2.5-3B-Instruct")
 
 
-def _flashrag_case(our_method: str, paper_method: str) -> dict:
-    """R-Search's Vanilla RAG row (run with FlashRAG, R-Search §4.2) filed under ``paper_method``,
-    against our run of ``our_method`` under a protocol matching the row's corpus, retriever, top-k."""
-    rec = views.registered_settings()[R_SEARCH_RAG]
+def _reported_case(
+    key: tuple[str, str, str, str],
+    paper_method: str,
+    our_method: str,
+    values: list[float],
+    paper_value: float,
+) -> dict:
+    """The reported view's row for one HotpotQA EM row of paper ``key`` (its registered setting,
+    filed under ``paper_method``) against our run of ``our_method`` scoring ``values`` on its
+    questions, under a protocol matching the row's corpus, retriever and top-k."""
+    paper, setting, _, model = key
+    rec = views.registered_settings()[key]
     protocol = {
         "corpus": {"id": rec["corpus"]},
         "retriever": {"kind": rec["retriever"]},
         "top_k": rec["top_k"],
     }
     rows = pd.DataFrame(
-        [{"paper": "r_search", "setting": "Table 2", "method": paper_method, "model": R_SEARCH_RAG[3],
-          "dataset": "hotpotqa", "metric": "em", "value": 0.34, "source": "s", "note": ""}]
+        [{"paper": paper, "setting": setting, "method": paper_method, "model": model,
+          "dataset": "hotpotqa", "metric": "em", "value": paper_value, "source": "s", "note": ""}]
     )  # fmt: skip
     board = views.build_leaderboard(
         pd.DataFrame(
-            [{"protocol_id": "x", "method": our_method, "model": R_SEARCH_RAG[3], "dataset": "hotpotqa",
+            [{"protocol_id": "x", "method": our_method, "model": model, "dataset": "hotpotqa",
               "metric": "em", "value": v, "label": "", "run_id": "r", "sample_id": f"q{i}"}
-             for i, v in enumerate([1.0, 0.0, 0.0, 1.0])]
+             for i, v in enumerate(values)]
         ),
         protocol_id="x", protocol_name="x", metric="em",
     )  # fmt: skip
-    recorded = {("r_search", "Table 2", paper_method, R_SEARCH_RAG[3]): rec}
+    # filed under another method, the row takes the key's setting; else build_reported's own lookup
+    recorded = None if paper_method == key[2] else {(paper, setting, paper_method, model): rec}
     (row,) = views.build_reported(rows, {"em": board}, protocol=protocol, recorded=recorded).to_dict(
         "records"
     )
     return row
+
+
+def _flashrag_case(our_method: str, paper_method: str) -> dict:
+    """R-Search's Vanilla RAG row (run with FlashRAG, R-Search §4.2) filed under ``paper_method``,
+    against our run of ``our_method`` under a protocol matching the row's corpus, retriever, top-k."""
+    return _reported_case(R_SEARCH_RAG, paper_method, our_method, [1.0, 0.0, 0.0, 1.0], 0.34)
 
 
 def test_a_flashrag_baseline_row_and_our_first_line_run_get_no_difference_with_the_scoring_named() -> None:
