@@ -196,18 +196,20 @@ def merge(args: argparse.Namespace) -> int:
 
     parts = []
     split = None
+    # the code that evaluated: the parts' records' commit (this process only joins them)
+    commits: set[str] = set()
     for f in args.parts:
         rec = load_record(f)
         split = split or rec["split"]
         if rec["split"] != split:
             raise ConfigError(f"{f}: split {rec['split']!r}, not {split!r} as the first part")
         parts += [e for e in record_evals(rec) if e.label == args.label]
+        commits.add(str(rec.get("commit", "")))
     if not parts:
         raise ConfigError(f"no evaluation labelled {args.label!r} in {', '.join(map(str, args.parts))}")
     ev = merge_parts(parts, heldout_questions(split))
-    # the code that evaluated: the parts' records' commit (this process only joins them)
-    commits = sorted({str(load_record(f).get("commit", "")) for f in args.parts})
-    ev = replace(ev, meta={**ev.meta, "commit": commits[0] if len(commits) == 1 else commits})
+    ordered = sorted(commits)
+    ev = replace(ev, meta={**ev.meta, "commit": ordered[0] if len(ordered) == 1 else ordered})
     rec = put_eval(_record(args.record, split), ev)
     _write(args.record, rec)
     print(f"{args.record}: {ev.line()} (from {len(parts)} parts)")

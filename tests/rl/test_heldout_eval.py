@@ -592,7 +592,11 @@ def test_eval_heldout_merge_joins_the_parts_of_a_run_into_the_whole_evaluation(t
             ev, meta={"questions": [lo, hi]}, reward="r", greedy_reward=tuple(float(i) for i in range(lo, hi))
         )
         f = tmp_path / f"part{lo}.json"
-        f.write_text(json.dumps({"schema": 1, "split": "learning-multihop", "evaluations": [ev.to_dict()]}))
+        f.write_text(
+            json.dumps(
+                {"schema": 1, "split": "learning-multihop", "commit": "c0ffee", "evaluations": [ev.to_dict()]}
+            )
+        )
         files.append(f)
     out = tmp_path / "whole.json"
     assert tool.main(["merge", *map(str, files), "--label", "RL", "--record", str(out)]) == 0
@@ -601,5 +605,6 @@ def test_eval_heldout_merge_joins_the_parts_of_a_run_into_the_whole_evaluation(t
     assert sorted(whole.sample_ids) == sorted(ids)
     assert [by_id[q] for q in ids] == [float(i) for i in range(len(ids))]
     assert sum(whole.greedy_em) == sum(float(i % 3 == 0) for i in range(len(ids)))
+    assert whole.meta["commit"] == "c0ffee"  # the parts' code, read once per part
     with pytest.raises(ConfigError, match="cover 150 questions"):
         tool.main(["merge", str(files[0]), "--label", "RL", "--record", str(tmp_path / "gap.json")])
