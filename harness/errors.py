@@ -76,16 +76,23 @@ def disk_full_is_one_line(
         raise
 
 
-def script_exit(main: Callable[[], int]) -> int:
-    """Run a ``scripts/`` entry point the way ``harness`` runs a command: a :class:`HarnessError` is
-    one line on stderr (``error: ...``, credentials redacted) and exit status 2; anything else is a
-    bug and keeps its traceback. Use as ``sys.exit(script_exit(main))``."""
+def print_one_line(e: HarnessError) -> int:
+    """Print ``e`` as the one line a refusal is (``error: ...`` on stderr, credentials redacted: a
+    message may quote a URL) and return its exit status, 2. ``harness`` and :func:`script_exit` both
+    end a refusal here."""
     import sys
 
     from harness.secrets import redact
 
+    print(f"error: {redact(str(e))}", file=sys.stderr)
+    return 2
+
+
+def script_exit(main: Callable[[], int]) -> int:
+    """Run a ``scripts/`` entry point the way ``harness`` runs a command: a :class:`HarnessError` is
+    :func:`print_one_line`; anything else is a bug and keeps its traceback. Use as
+    ``sys.exit(script_exit(main))``."""
     try:
         return int(main() or 0)
     except HarnessError as e:
-        print(f"error: {redact(str(e))}", file=sys.stderr)
-        return 2
+        return print_one_line(e)

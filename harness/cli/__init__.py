@@ -18,8 +18,7 @@ from collections.abc import Callable, Sequence
 from contextlib import contextmanager
 from typing import NoReturn
 
-from harness.errors import ConfigError, HarnessError
-from harness.secrets import redact
+from harness.errors import ConfigError, HarnessError, print_one_line
 
 EXAMPLES = """\
 examples:
@@ -223,8 +222,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         with _sigterm_interrupts():
             return int(args.func(args) or 0)
     except HarnessError as e:
-        print(f"error: {redact(str(e))}", file=sys.stderr)  # a message may quote a URL
-        return 2
+        return print_one_line(e)
     except KeyboardInterrupt as e:
         if hasattr(args, "resume"):  # a command whose work can be resumed (run, train)
             print("interrupted; finished samples are saved (use --resume to continue)", file=sys.stderr)
