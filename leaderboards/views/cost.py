@@ -115,11 +115,12 @@ def timing_table(costs: pd.DataFrame, *, dataset: str | None) -> pd.DataFrame:
         if out:
             worst = max(sec for sec, _ in out)
             nq = sum(n for _, n in out)
+            batches = f"{len(out)} batch{'es' if len(out) > 1 else ''}"
             note = (
-                f"{len(out)} batch{'es' if len(out) > 1 else ''} ({nq} q) at up to {worst:.1f} s/q, "
+                f"{batches} ({nq} q) at up to {worst:.1f} s/q, "
                 f"over {OUTLIER_RATIO:g}× the median {med:.1f}: paused or stalled? (the mean includes it)"
             )
-            short = f"{len(out)} batch{'es' if len(out) > 1 else ''}, {nq} q"
+            short = f"{batches}, {nq} q"
         rows.append(
             {
                 "method": method,
