@@ -101,3 +101,55 @@ def test_paired_is_narrower_than_unpaired_for_correlated_scores() -> None:
 def test_bad_input_raises(call, message: str) -> None:
     with pytest.raises(ValueError, match=message):
         call()
+
+
+def _answers_like(n: int, seed: int) -> np.ndarray:
+    """Metrics x samples shaped like answer scores: EM and cover-EM 0/1 (EM implies cover-EM), F1
+    on a few fractions."""
+    rng = np.random.default_rng(seed)
+    em = (rng.random(n) < 0.3).astype(float)
+    cover = np.maximum(em, (rng.random(n) < 0.4).astype(float))
+    f1 = np.where(em == 1, 1.0, rng.choice([0.0, 0.25, 1 / 3, 0.5, 2 / 3, 0.8], size=n))
+    return np.stack([em, f1, cover])
+
+
+def test_distinct_samples_stand_for_every_sample() -> None:
+    from harness.metrics.bootstrap import _distinct_samples
+
+    m = _answers_like(30_000, seed=1)
+    grouped = _distinct_samples(m)
+    assert grouped is not None
+    values, sizes = grouped
+    assert np.array_equal(values, np.unique(m.T, axis=0))  # the distinct columns, sorted
+    assert sizes.sum() == m.shape[1]
+    assert np.array_equal(values[:, [0, 2]].T @ sizes, m[[0, 2]].sum(axis=1))  # 0/1 sums exactly
+    assert values[:, 1] @ sizes == pytest.approx(m[1].sum(), rel=1e-12)
+    # a metric with many distinct values (a judge's probability): no grouping, the index draw
+    assert _distinct_samples(np.stack([m[0], np.random.default_rng(2).random(30_000)])) is None
+
+
+def test_the_category_draw_has_the_index_draws_distribution() -> None:
+    """From BY_CATEGORY_MIN_N samples with few distinct ones, resample_means draws each distinct
+    sample's count (a multinomial) instead of n indices: other draws, the same distribution. Both
+    are compared with the index draw (the gather of tests/metrics/test_score_many.py's helper)
+    within Monte-Carlo error: 4,000 resamples each, so the bootstrap distribution's centre moves by
+    about 1/60 of its spread and its 2.5%/97.5% quantiles by about 1/20."""
+    from harness.metrics.bootstrap import BY_CATEGORY_MIN_N, resample_means
+
+    n, r = BY_CATEGORY_MIN_N + 1, 4000
+    m = _answers_like(n, seed=3)
+    by_category = resample_means(m, r, seed=0)
+    rng = np.random.default_rng(0)  # the index draw, as it was: the same seed rule
+    by_index = np.stack([m[:, rng.integers(0, n, size=n)].mean(axis=1) for _ in range(r)], axis=1)
+    assert not np.array_equal(by_category, by_index)  # the category draw was taken
+    for got, want, row in zip(by_category, by_index, m, strict=True):
+        spread = want.std()
+        assert spread == pytest.approx(row.std() / math.sqrt(n), rel=0.1)  # the theory's spread
+        assert got.std() == pytest.approx(spread, rel=0.1)
+        assert abs(got.mean() - row.mean()) < 0.1 * spread
+        for q in (0.025, 0.975):
+            assert abs(np.quantile(got, q) - np.quantile(want, q)) < 0.3 * spread
+    below = m[:, : BY_CATEGORY_MIN_N - 1]  # fewer samples: the index draw, as every recorded interval
+    rng = np.random.default_rng(0)
+    idx = rng.integers(0, below.shape[1], size=(3, below.shape[1]), dtype=np.int32)
+    assert np.array_equal(resample_means(below, 3, seed=0)[0], below[0][idx].mean(axis=1))
