@@ -131,6 +131,10 @@ def handle(args: argparse.Namespace) -> int:
 
 
 def run_training(method, recipe, args: argparse.Namespace) -> int:
+    out = output_dir(args.out or Path("runs") / f"{method.name}-{recipe.name}")
+    if args.rollout_backend != "auto":  # refused here, in seconds: before torch is imported (issue 60)
+        check_rollout_backend(args, recipe, args.rollout_backend)
+
     from harness.device import describe_device, resolve_device
     from harness.eval.setup import RunSetup
     from harness.llm.base import make_backend
@@ -138,11 +142,10 @@ def run_training(method, recipe, args: argparse.Namespace) -> int:
     from harness.rl.checkpoint import saved_checkpoint
     from harness.rl.trainer import Trainer, rollout_protocol
 
-    out = output_dir(args.out or Path("runs") / f"{method.name}-{recipe.name}")
     if args.resume and saved_checkpoint(out) is None and not Path(args.db).exists():
         nothing_saved(out, recipe)  # no row to close either: refused before any file is made
     device = resolve_device(args.device)  # a GPU asked for but absent fails here, before any row
-    rollout_backend = rollout_backend_of(args, recipe, device)  # refused here, in seconds
+    rollout_backend = rollout_backend_of(args, recipe, device)
     setup = RunSetup.from_choices(run_choices(args))  # the protocol; --retriever-url asked now
     proto = setup.protocol
     if args.rollout_engines not in (None, 1) and rollout_backend != "llamacpp":
@@ -214,11 +217,18 @@ def rollout_backend_of(args: argparse.Namespace, recipe, device) -> str:
     """``--rollout-backend``, ``auto`` resolved (:func:`harness.rl.rollout_engine.default_rollout_backend`);
     llamacpp is refused in one line where it cannot serve the recipe or model
     (:func:`harness.rl.rollout_engine.check_llamacpp_rollout`), vllm where vLLM is not installed."""
+    if args.rollout_backend != "auto":
+        return str(args.rollout_backend)  # checked by check_rollout_backend before torch was imported
     from harness.rl.rollout_engine import default_rollout_backend
 
-    rollout_backend = args.rollout_backend
-    if rollout_backend == "auto":
-        rollout_backend = default_rollout_backend(recipe, args.model, device)
+    rollout_backend = default_rollout_backend(recipe, args.model, device)
+    check_rollout_backend(args, recipe, rollout_backend)
+    return rollout_backend
+
+
+def check_rollout_backend(args: argparse.Namespace, recipe, rollout_backend: str) -> None:
+    """Refuse ``rollout_backend`` in one line where it cannot serve the recipe or model: llamacpp
+    (:func:`harness.rl.rollout_engine.check_llamacpp_rollout`), vllm where vLLM is not installed."""
     if rollout_backend == "llamacpp":  # refused now, not after the model is converted and loaded
         from harness.rl.rollout_engine import check_llamacpp_rollout
 
@@ -232,7 +242,6 @@ def rollout_backend_of(args: argparse.Namespace, recipe, device) -> str:
             raise ConfigError(
                 f"--rollout-backend vllm: vLLM is not installed ({INSTALL_HINT}); or use llamacpp"
             )
-    return rollout_backend
 
 
 RUN_FILE = "train-run.json"  # under --out: the run that trains into it (its row id)

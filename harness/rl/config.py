@@ -17,16 +17,17 @@ from __future__ import annotations
 
 from functools import cache
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from harness.errors import ConfigError
-from harness.rl.advantages import AdvantageParams
-from harness.rl.dapo import AllOf, DropZeroVariance, GroupFilter, ThresholdFilter
-from harness.rl.kl import KlEstimatorName
-from harness.rl.losses import POLICY_LOSSES, AggMode
+from harness.rl.names import POLICY_LOSSES, AggMode, KlEstimatorName
+
+if TYPE_CHECKING:  # imported where built: they import torch, and validating a recipe must not
+    from harness.rl.advantages import AdvantageParams
+    from harness.rl.dapo import GroupFilter
 
 AdvEstimatorName = Literal["grpo", "dr_grpo", "reinforce_pp", "reinforce_pp_baseline", "rloo", "gae"]
 
@@ -133,6 +134,8 @@ class GroupFilterConfig(_Strict):
         return self
 
     def build(self) -> GroupFilter:
+        from harness.rl.dapo import DropZeroVariance, ThresholdFilter
+
         if self.kind == "zero_variance":
             return DropZeroVariance(metric=self.metric)
         assert self.lower is not None and self.upper is not None
@@ -164,6 +167,8 @@ class DynamicSamplingConfig(_Strict):
     def build_filter(self) -> GroupFilter:
         if not self.enabled:
             raise ConfigError("dynamic sampling is disabled; there is no group filter to build")
+        from harness.rl.dapo import AllOf
+
         built = tuple(f.build() for f in self.filters)
         return built[0] if len(built) == 1 else AllOf(filters=built)
 
@@ -318,6 +323,8 @@ class AlgoConfig(_Strict):
         return self.ppo_epochs * (self.train_batch_size // self.mini_batch_size)
 
     def advantage_params(self) -> AdvantageParams:
+        from harness.rl.advantages import AdvantageParams
+
         return AdvantageParams(
             norm_by_std=self.norm_adv_by_std,
             std_unbiased=self.adv_std_unbiased,

@@ -27,7 +27,6 @@ Masked positions are 0 and carry no gradient.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Literal, get_args
 
 import torch
 from torch import Tensor
@@ -36,9 +35,6 @@ from harness.errors import ConfigError
 from harness.registry import Registry
 from harness.rl.losses import agg_loss
 from harness.rl.masked import as_bool, masked_fill_zero
-
-KlEstimatorName = Literal["k1", "k2", "k3", "low_var_kl", "abs"]
-KL_ESTIMATOR_NAMES: tuple[str, ...] = get_args(KlEstimatorName)
 
 K3_LOG_RATIO_CLAMP = 20.0
 K3_VALUE_CLAMP = 10.0

@@ -34,13 +34,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Literal, get_args
+from typing import Any
 
 import torch
 from torch import Tensor
 
 from harness.errors import ConfigError
-from harness.registry import Registry
 from harness.rl.masked import (
     as_bool,
     masked_count,
@@ -49,6 +48,7 @@ from harness.rl.masked import (
     masked_sum,
     masked_whiten,
 )
+from harness.rl.names import AGG_MODES, POLICY_LOSSES, AggMode  # torch-free; re-exported here
 
 __all__ = [
     "AGG_MODES",
@@ -64,9 +64,6 @@ __all__ = [
     "masked_whiten",
     "policy_loss",
 ]
-
-AggMode = Literal["token-mean", "seq-mean-token-mean", "seq-mean-token-sum", "seq-mean-token-sum-norm"]
-AGG_MODES: tuple[str, ...] = get_args(AggMode)
 
 LOG_RATIO_CLAMP = 20.0
 """|log(pi/pi_old)| is clamped to 20 before ``exp`` (verl does the same), so one wild token
@@ -262,13 +259,7 @@ PolicyLossFn = Callable[
 loss as the trainer calls it, with the recipe's :class:`harness.rl.config.AlgoConfig` as ``algo``
 (its clip ranges, aggregation mode, ...). Tensors are (B, T) as in :func:`policy_loss`."""
 
-POLICY_LOSSES: Registry[PolicyLossFn] = Registry("policy loss")
-"""Policy losses by name (``AlgoConfig.policy_loss``), registered the way advantage estimators
-are (:data:`harness.rl.advantages.ADV_ESTIMATORS`): ``@POLICY_LOSSES.register("name")`` on a
-:data:`PolicyLossFn`."""
 
-
-@POLICY_LOSSES.register("clipped")
 def clipped_policy_loss(
     log_prob: Tensor,
     old_log_prob: Tensor,

@@ -333,10 +333,11 @@ def test_vllm_rollouts_are_refused_in_one_line_where_vllm_is_not_installed():
     import argparse
     import importlib.util
 
-    from harness.cli.cmd_train import rollout_backend_of
+    from harness.cli.cmd_train import check_rollout_backend, rollout_backend_of
 
     if importlib.util.find_spec("vllm") is not None:
         pytest.skip("vLLM is installed here (tests/vllm covers the vllm rollout engine)")
     args = argparse.Namespace(rollout_backend="vllm", model="default")
     with pytest.raises(ConfigError, match="vLLM is not installed"):
-        rollout_backend_of(args, None, torch.device("cpu"))
+        check_rollout_backend(args, None, "vllm")  # asked for by name: checked before torch is imported
+    assert rollout_backend_of(args, None, torch.device("cpu")) == "vllm"  # and not asked again
