@@ -62,13 +62,41 @@ def llama_threads(threads: int | None) -> int:
     return int(env) if env.isdigit() and int(env) > 0 else 1
 
 
-def free_cores(*, load: float | None = None, cores: int | None = None) -> int:
+def free_cores(*, load: float | None = None, cores: int | None = None, busy: float | None = None) -> int:
     """The cores no other process is using: the CPUs this process may run on (:func:`_cpus`) less
-    the 1-minute load average, rounded, at least 1. Read when a command starts, before its own
-    work shows in the load."""
+    the larger of the 1-minute load average and the cores busy right now (:func:`busy_cores`),
+    rounded, at least 1. Read when a command starts, before its own work shows. The load average
+    alone lags: two processes started a few seconds ago leave it near 0 while they fill both cores
+    of a 2-core machine; the probe sees them at once, and the load average still counts the
+    processes waiting for a core, which a busy fraction of at most ``cores`` cannot."""
     cores = _cpus() if cores is None else cores
     load = os.getloadavg()[0] if load is None else load
-    return max(1, min(cores, round(cores - load)))
+    if busy is None:
+        busy = busy_cores() or 0.0
+    return max(1, min(cores, round(cores - max(load, busy))))
+
+
+def busy_cores(interval: float = 0.1, *, stat: str = "/proc/stat") -> float | None:
+    """The CPUs other processes keep busy now: the non-idle share of ``/proc/stat``'s CPU time over
+    ``interval`` seconds (this process sleeps meanwhile, so its own work is not counted), times
+    :func:`_cpus`. None where ``/proc/stat`` cannot be read (macOS): the load average alone then."""
+
+    def idle_total() -> tuple[int, int]:
+        with open(stat, encoding="ascii") as f:
+            fields = [
+                int(x) for x in f.readline().split()[1:9]
+            ]  # user nice system idle iowait irq softirq steal
+        return fields[3] + fields[4], sum(fields)
+
+    try:
+        idle0, total0 = idle_total()
+        time.sleep(interval)
+        idle1, total1 = idle_total()
+    except (OSError, ValueError, IndexError):
+        return None
+    if total1 <= total0:
+        return None
+    return (1.0 - (idle1 - idle0) / (total1 - total0)) * _cpus()
 
 
 def _cpus() -> int:
@@ -78,7 +106,12 @@ def _cpus() -> int:
 
 
 def fit_threads(
-    threads: int, what: str = "--threads", *, load: float | None = None, cores: int | None = None
+    threads: int,
+    what: str = "--threads",
+    *,
+    load: float | None = None,
+    cores: int | None = None,
+    busy: float | None = None,
 ) -> int:
     """``threads``, lowered to :func:`free_cores` with one line on stderr when more are asked for
     than are free: llama.cpp's threads wait for each other at every step, so a thread that shares
@@ -87,11 +120,13 @@ def fit_threads(
     if threads <= 1:
         return threads
     load = os.getloadavg()[0] if load is None else load
-    free = free_cores(load=load, cores=cores)
+    if busy is None:
+        busy = busy_cores() or 0.0
+    free = free_cores(load=load, cores=cores, busy=busy)
     if threads <= free:
         return threads
     print(
-        f"{what} {threads}: only {free} core(s) free (load average {load:.1f} on "
+        f"{what} {threads}: only {free} core(s) free (load average {load:.1f}, {busy:.1f} busy now, on "
         f"{_cpus() if cores is None else cores}); using {free} thread(s), "
         "as more would wait on busy cores",
         file=sys.stderr,

@@ -217,21 +217,14 @@ class Bm25sRetriever(Retriever):
     def _search(self, queries: list[str], k: int) -> list[list[Hit]]:
         from harness.retrieval import bm25_numba
 
-        compiled = bm25_numba.kernel() if bm25_numba.available() else None
-        out = []
-        for q in queries:
-            if compiled is not None:  # the same scores and top-k, compiled (harness.retrieval.bm25_numba)
-                counts = self.term_counts(q)
-                rows, vals = compiled(
-                    self._indptr,
-                    self._indices,
-                    self._data,
-                    np.fromiter(counts.keys(), dtype=np.int64, count=len(counts)),
-                    np.fromiter(counts.values(), dtype=np.int64, count=len(counts)),
-                    len(self.corpus),
-                    k,
-                )
-            else:
-                rows, vals = top_k_rows(self.scores(q), k)
-            out.append([self.corpus.hit(int(r), float(v)) for r, v in zip(rows, vals, strict=True)])
-        return out
+        if bm25_numba.available():  # the same scores and top-k, compiled (harness.retrieval.bm25_numba)
+            counts = [self.term_counts(q) for q in queries]
+            found = bm25_numba.top_k_many(
+                self._indptr, self._indices, self._data, counts, len(self.corpus), k
+            )
+        else:
+            found = [top_k_rows(self.scores(q), k) for q in queries]
+        return [
+            [self.corpus.hit(int(r), float(v)) for r, v in zip(rows, vals, strict=True)]
+            for rows, vals in found
+        ]

@@ -52,6 +52,7 @@ def test_threads_slots_and_draft_reach_the_backend(tmp_path, capsys, monkeypatch
     # --threads is lowered to the cores the load average leaves free (fit_threads): idle cores here
     monkeypatch.setattr(os, "getloadavg", lambda: (0.0, 0.0, 0.0))
     monkeypatch.setattr("harness.llm.server._cpus", lambda: 2)
+    monkeypatch.setattr("harness.llm.server.busy_cores", lambda: 0.0)
 
     from harness.cli.cmd_run import add_parser, backend_options
 

@@ -235,27 +235,21 @@ def test_a_long_query_reads_each_term_once(tiny_corpus, monkeypatch):
 )
 @pytest.mark.parametrize("k", [1, 2, 3, 5, 100])
 def test_the_numba_kernel_gives_the_numpy_scores_and_top_k(tiny_corpus, k):
-    """harness.retrieval.bm25_numba: bit-identical scores and the same top-k rule (ties by row)."""
-    from harness.retrieval.bm25_numba import kernel
+    """harness.retrieval.bm25_numba: bit-identical scores and the same top-k rule (ties by row),
+    a batch of queries in one call (a query without index terms included)."""
+    from harness.retrieval.bm25_numba import top_k_many
 
     r = Bm25sRetriever(tiny_corpus)
-    for q in ["capital of France", "France france paris capital, Paris!", "cats mice python berlin", "the"]:
-        counts = r.term_counts(q)
-        rows, vals = kernel()(
-            r._indptr,
-            r._indices,
-            r._data,
-            np.fromiter(counts.keys(), dtype=np.int64, count=len(counts)),
-            np.fromiter(counts.values(), dtype=np.int64, count=len(counts)),
-            len(tiny_corpus),
-            k,
-        )
+    queries = ["capital of France", "France france paris capital, Paris!", "the", "cats mice python berlin"]
+    got = top_k_many(r._indptr, r._indices, r._data, [r.term_counts(q) for q in queries], len(tiny_corpus), k)
+    for q, (rows, vals) in zip(queries, got, strict=True):
         want_rows, want_vals = top_k_rows(r.scores(q), k)
         assert np.array_equal(rows, want_rows) and np.array_equal(vals, want_vals)
-    scores = np.array([0.0, 2.0, 1.0, 2.0, 2.0, -1.0])  # ties: lower row first; none below zero
-    indptr = np.array([0, 6], dtype=np.int64)
-    rows, vals = kernel()(
-        indptr, np.arange(6, dtype=np.int32), scores.astype(np.float32), np.array([0]), np.array([1]), 6, 3
-    )
-    assert rows.tolist() == [1, 3, 4] and vals.tolist() == [2.0, 2.0, 2.0]
-    assert rows.tolist() == top_k_rows(scores, 3)[0].tolist()
+    scores = np.array([0.0, 2.0, 1.0, 2.0, 2.0, -1.0, 2.0])  # ties: lower row first; none below zero
+    indptr = np.array([0, 7, 14], dtype=np.int64)  # term 1: the same postings in descending row order
+    indices = np.concatenate([np.arange(7), np.arange(7)[::-1]]).astype(np.int32)
+    data = np.concatenate([scores, scores[::-1]]).astype(np.float32)
+    for term in (0, 1):
+        ((rows, vals),) = top_k_many(indptr, indices, data, [{term: 1}], 7, 3)
+        assert rows.tolist() == [1, 3, 4] and vals.tolist() == [2.0, 2.0, 2.0]
+        assert rows.tolist() == top_k_rows(scores, 3)[0].tolist()
