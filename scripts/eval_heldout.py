@@ -109,7 +109,11 @@ def _reward(method: str, recipe_name: str | None):
 def run(args: argparse.Namespace) -> int:
     from harness.errors import ConfigError
     from harness.rl.heldout_eval import heldout_questions
+    from harness.rl.learning_record import portable_model
 
+    # the model as the record will keep it, asked now: a checkpoint outside the working directory
+    # was refused only after the whole evaluation had run (73 minutes of one, 2026-11-29)
+    args.model_entry = portable_model(args.model) if Path(args.model).exists() else args.model
     qs = heldout_questions(args.split)
     if args.limit is not None:
         qs = qs[: args.limit]
@@ -154,14 +158,13 @@ def _run_eval(args: argparse.Namespace, qs: list, reward):
 
 def _finish(args: argparse.Namespace, ev) -> int:
     from harness.rl.heldout_eval import put_eval
-    from harness.rl.learning_record import portable_model
 
     load = os.getloadavg()
     from dataclasses import replace
 
     ev = replace(
         ev,
-        model=portable_model(args.model) if Path(args.model).exists() else args.model,
+        model=args.model_entry,
         meta={
             **ev.meta,
             "loadavg_at_end": [round(x, 2) for x in load],

@@ -2,7 +2,8 @@
 
 bm25s's own numba backend (``BM25.retrieve(backend_selection="numba")``) is fast, but sums float32
 weights and orders ties its own way: its top-3 differed from :func:`harness.retrieval.bm25.top_k_rows`
-on 4 of 1,000 mini-multihop queries, which the exact regression layers would refuse. This kernel is
+on 4 of 1,000 mini-multihop queries in one count (2026-11-28), and its top-3 rows on 15 of 1,000 in
+``tests/bench/test_bench_retrieval.py``'s, which the exact regression layers would refuse. This kernel is
 written by hand for that reason: the same float64 additions in the same order as
 :meth:`~harness.retrieval.bm25.Bm25sRetriever.scores` (each term's weight ``float64(w) * count``,
 terms in order of first occurrence), so the scores are bit-identical, and the same top-k rule

@@ -229,6 +229,24 @@ def test_a_hand_damaged_pin_file_is_one_line_before_any_replay(damage, tmp_path,
             ["merge", "no-such.json", "--label", "x", "--record", "out.json"],
             "no-such.json",
         ),
+        (  # a checkpoint the record could name only by a machine path: refused before evaluating (it
+            # was refused after the whole evaluation, 73 minutes of one); one line, so nothing ran
+            "eval_heldout.py",
+            [
+                "run",
+                "--method",
+                "eval_rar",
+                "--model",
+                "/",
+                "--label",
+                "x",
+                "--samples",
+                "0",
+                "--record",
+                "r.json",
+            ],
+            "eval model / is outside the working directory",
+        ),
     ],
 )
 def test_the_learning_scripts_refuse_in_one_line(script, args, named, tmp_path):
