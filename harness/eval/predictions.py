@@ -28,7 +28,7 @@ import tempfile
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, NoReturn
 
 import orjson
 
@@ -126,22 +126,19 @@ def _one_of(obj: dict[str, Any], keys: Sequence[str], what: str) -> Any:
         if first is _MISSING:
             first = (k, v)
         elif v != first[1]:
-            return _one_of_error(obj, keys, what)
+            _one_of_error(obj, keys, what)
     if first is _MISSING:
-        return _one_of_error(obj, keys, what)
+        _one_of_error(obj, keys, what)
     return first
 
 
-def _one_of_error(obj: dict[str, Any], keys: Sequence[str], what: str) -> Any:
-    found = [
-        (k, v) for k in keys if (v := (_lookup(obj, k) if "." in k else obj.get(k, _MISSING))) is not _MISSING
-    ]
+def _one_of_error(obj: dict[str, Any], keys: Sequence[str], what: str) -> NoReturn:
+    """The refusal :func:`_one_of` found: none of ``keys`` present, or two present that differ
+    (named with every key present)."""
+    found = [k for k in keys if (_lookup(obj, k) if "." in k else obj.get(k, _MISSING)) is not _MISSING]
     if not found:
         raise _RowError(f"missing {what}: expected one of the fields {', '.join(keys)}")
-    if len(found) > 1 and any(v != found[0][1] for _, v in found[1:]):
-        names = " and ".join(k for k, _ in found)
-        raise _RowError(f"ambiguous {what}: fields {names} are both present and differ")
-    return found[0]
+    raise _RowError(f"ambiguous {what}: fields {' and '.join(found)} are both present and differ")
 
 
 def _str_list(value: Any, key: str, *, allow_empty: bool) -> tuple[str, ...]:
