@@ -14,8 +14,10 @@ manifest (``harness.llm.adapters``: name ``<base alias>+<method>``, sha256, size
 ``trained_by`` {method, recipe, algorithm}, the record). An adapter over 10 MB is refused: lower
 ``--rank`` or use f16, then ``check`` that the greedy answers are unchanged. ``check`` evaluates the
 preset with ``harness.rl.heldout_eval.evaluate_heldout`` (llama.cpp, greedy, one thread, the record's
-protocol) on the record's first N held-out questions of the evaluation ``--label`` and lists each
-question whose answer differs.
+protocol) on the first N held-out questions (in the split's held-out order) of the evaluation
+``--label``, answered in the same batches as the committed evaluation answered them
+(``replay_ranges``: a greedy answer can depend on its batch neighbours), and lists each question
+whose answer differs.
 """
 
 from __future__ import annotations
@@ -99,7 +101,13 @@ def export(args: argparse.Namespace) -> int:
 def check(args: argparse.Namespace) -> int:
     from harness.errors import ConfigError
     from harness.llm.adapters import get_adapter
-    from harness.rl.heldout_eval import evaluate_heldout, heldout_questions, load_record, record_evals
+    from harness.rl.heldout_eval import (
+        evaluate_heldout,
+        heldout_questions,
+        load_record,
+        record_evals,
+        replay_ranges,
+    )
 
     preset = get_adapter(args.preset)
     if preset is None:
@@ -111,28 +119,33 @@ def check(args: argparse.Namespace) -> int:
         labels = ", ".join(e.label for e in record_evals(record))
         raise ConfigError(f"{record_path}: no evaluation labelled {args.label!r} (have: {labels})")
     ev = evs[0]
-    by_id = {e.id: e for e in heldout_questions(record["split"])}
-    ids = list(ev.sample_ids[: args.n])
+    order = heldout_questions(record["split"])
+    pos = {e.id: i for i, e in enumerate(order)}
+    # the first N in held-out order, answered in the batches the committed evaluation used
+    ranges = replay_ranges(ev, list(pos), args.n)
     protocol = None
     if args.protocol:
         from harness.eval.protocol import preset as protocol_preset
 
         protocol = protocol_preset(args.protocol)
-    fresh = evaluate_heldout(
-        preset.name,
-        [by_id[i] for i in ids],
-        method=preset.method,
-        samples=0,
-        threads=args.threads,
-        protocol=protocol,
-        label=f"check {preset.name}",
-        progress=not args.no_progress,
-    )
-    differ = [
-        (i, want, got)
-        for i, want, got in zip(ids, ev.greedy[: args.n], fresh.greedy, strict=True)
-        if want != got
-    ]
+    fresh: dict[str, str | None] = {}
+    for lo, hi in ranges:
+        got = evaluate_heldout(
+            preset.name,
+            order[lo:hi],
+            method=preset.method,
+            samples=0,
+            threads=args.threads,
+            batch_size=int(ev.meta.get("batch_size", 8)),
+            protocol=protocol,
+            label=f"check {preset.name}",
+            progress=not args.no_progress,
+            first=lo,
+        )
+        fresh.update(zip(got.sample_ids, got.greedy, strict=True))
+    committed = dict(zip(ev.sample_ids, ev.greedy, strict=True))
+    ids = sorted(committed, key=pos.__getitem__)[: args.n]
+    differ = [(i, committed[i], fresh[i]) for i in ids if committed[i] != fresh[i]]
     for i, want, got in differ:
         print(f"{i}: committed {want!r}, now {got!r}")
     print(

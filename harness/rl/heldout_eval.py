@@ -423,6 +423,50 @@ def _solve(
     return out
 
 
+def replay_ranges(ev: HeldoutEval, order: Sequence[str], n: int) -> list[tuple[int, int]]:
+    """The position ranges of ``order`` (the split's held-out questions, the order every evaluation
+    and part runs in) to evaluate again so that the first ``n`` of ``ev``'s questions in that order
+    are answered in the very batches ``ev`` answered them in.
+
+    Why: llama.cpp's greedy answer to a question can depend on which questions share its batch
+    (its matrix kernels differ with the batch's token count), so a re-evaluation of the first 20
+    questions alone, or in another order, need not reproduce committed answers that were made 8 at
+    a time from the start of each part (2026-11-29: 19 of 20 for Eval-RAR's shipped adapter, 20 of
+    20 once batched as the evaluation was). Each range starts at a batch start of its part
+    (``meta["parts"]`` of a merged evaluation, ``meta["questions"]`` of one part, else from 0) and
+    covers whole batches of ``meta["batch_size"]`` (8 for records written before it was kept,
+    :func:`evaluate_heldout`'s default), cut at the part's end; adjacent ranges of one part are
+    joined, so solving a range ``batch_size`` at a time from its start replays the batches."""
+    if n < 1:
+        raise ConfigError(f"replay_ranges: n {n} (need >= 1)")
+    pos = {q: i for i, q in enumerate(order)}
+    missing = [q for q in ev.sample_ids if q not in pos]
+    if missing:
+        raise ConfigError(
+            f"replay_ranges: question {missing[0]} of {ev.label!r} is not held out in this split"
+        )
+    batch = int(ev.meta.get("batch_size", 8))
+    if "parts" in ev.meta:
+        parts = [tuple(p["questions"]) for p in ev.meta["parts"]]
+    elif ev.meta.get("questions"):
+        parts = [tuple(ev.meta["questions"])]
+    else:
+        parts = [(0, len(ev.sample_ids))]
+    wanted = sorted(pos[q] for q in ev.sample_ids)[:n]
+    ranges: list[tuple[int, int]] = []
+    for p in wanted:
+        lo, hi = next(((a, b) for a, b in parts if a <= p < b), (None, None))
+        if lo is None or hi is None:
+            raise ConfigError(f"replay_ranges: position {p} of {ev.label!r} is in none of its parts {parts}")
+        start = lo + (p - lo) // batch * batch
+        end = min(start + batch, hi)
+        if ranges and ranges[-1][1] == start and start != lo:
+            ranges[-1] = (ranges[-1][0], end)
+        elif not ranges or ranges[-1][1] <= start:
+            ranges.append((start, end))
+    return ranges
+
+
 def _prediction(t: Any) -> str | None:
     """The trajectory's answer (None: none extracted); a failed generation stops the evaluation
     (a held-out number over fewer questions is not the same number)."""
@@ -568,7 +612,12 @@ def evaluate_heldout(
         sampled=tuple(tuple(r) for r in sampled_preds) if samples else (),
         sampled_em=tuple(tuple(r) for r in sampled_em) if samples else (),
         seconds=time.perf_counter() - t0,
-        meta={"adapters": [Path(a).name for a in adapters], "threads": threads, "slots": slots},
+        meta={
+            "adapters": [Path(a).name for a in adapters],
+            "threads": threads,
+            "slots": slots,
+            "batch_size": batch_size,
+        },
         reward=reward[0] if reward is not None else "",
         greedy_reward=rewards,
     )

@@ -608,3 +608,36 @@ def test_eval_heldout_merge_joins_the_parts_of_a_run_into_the_whole_evaluation(t
     assert whole.meta["commit"] == "c0ffee"  # the parts' code, read once per part
     with pytest.raises(ConfigError, match="cover 150 questions"):
         tool.main(["merge", str(files[0]), "--label", "RL", "--record", str(tmp_path / "gap.json")])
+
+
+# -- replay_ranges: the batches a re-evaluation must reproduce ------------------------------------------
+
+
+def _placed(order, positions, meta):
+    """An evaluation of order[p] for p in positions, its rows sorted by id (as a committed record's)."""
+    ids = sorted(order[p] for p in positions)
+    return replace(_eval("x", [0] * len(ids), ids=ids), meta=meta)
+
+
+def test_replay_ranges_are_the_committed_batches_of_a_merged_evaluation():
+    from harness.rl.heldout_eval import replay_ranges
+
+    order = [f"q{i:03d}" for i in range(40)][::-1]  # held-out order is not id order
+    merged = _placed(order, range(40), {"parts": [{"questions": [0, 21]}, {"questions": [21, 40]}]})
+    # the first 20 in held-out order were answered 8 at a time from position 0: 0-7, 8-15, 16-20
+    assert replay_ranges(merged, order, 20) == [(0, 21)]
+    assert replay_ranges(merged, order, 3) == [(0, 8)]
+    # past the first part: its last batch is cut at 21, and the second part's batches start at 21
+    assert replay_ranges(merged, order, 23) == [(0, 21), (21, 29)]
+
+
+def test_replay_ranges_of_one_part_and_of_another_batch_size():
+    from harness.rl.heldout_eval import replay_ranges
+
+    order = [f"q{i:03d}" for i in range(40)]
+    part = _placed(order, range(21, 40), {"questions": [21, 40], "batch_size": 4})
+    assert replay_ranges(part, order, 6) == [(21, 29)]
+    whole = _placed(order, range(12), {})  # neither parts nor a range: from position 0, batches of 8
+    assert replay_ranges(whole, order, 12) == [(0, 12)]
+    with pytest.raises(ConfigError, match="q039 of 'x' is not held out"):
+        replay_ranges(_placed(order, [39], {}), order[:39], 1)

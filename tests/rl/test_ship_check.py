@@ -1,0 +1,82 @@
+"""Issue 57: ``scripts/ship_adapter.py check`` re-answers a shipped adapter's first N held-out
+questions in the batches its committed evaluation answered them in. llama.cpp's greedy answer can
+depend on a question's batch neighbours, so the engine here is a stand-in whose answer is the
+committed one only when the question's batch is the committed batch (what Eval-RAR's adapter
+showed on 2026-11-29: 19 of 20 when the first 20 were answered in id order, 20 of 20 in the
+evaluation's batches)."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+RECORD = ROOT / "results" / "learning-eval_rar.json"
+LABEL = "SFT+RL step 10 (shipped adapter)"
+
+
+def _tool():
+    spec = importlib.util.spec_from_file_location("ship_adapter", ROOT / "scripts" / "ship_adapter.py")
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules["ship_adapter"] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
+@pytest.fixture
+def batch_bound_engine(monkeypatch):
+    """evaluate_heldout replaced: the committed answer for a question answered in its committed
+    batch, another answer otherwise; every call's (first id, number of questions) kept."""
+    import harness.rl.heldout_eval as he
+
+    record = he.load_record(RECORD)
+    ev = next(e for e in he.record_evals(record) if e.label == LABEL)
+    committed = dict(zip(ev.sample_ids, ev.greedy, strict=True))
+    order = [e.id for e in he.heldout_questions(record["split"])]
+    batches = {
+        tuple(order[s : min(s + 8, hi)])
+        for lo, hi in (p["questions"] for p in ev.meta["parts"])
+        for s in range(lo, hi, 8)
+    }
+    calls: list[tuple[str, int]] = []
+
+    def fake(checkpoint, questions, *, batch_size=8, **kw):
+        qs = list(questions)
+        calls.append((qs[0].id, len(qs)))
+        greedy = []
+        for s in range(0, len(qs), batch_size):
+            chunk = tuple(q.id for q in qs[s : s + batch_size])
+            greedy += [committed[q] if chunk in batches else f"{committed[q]} (other batch)" for q in chunk]
+        return SimpleNamespace(sample_ids=tuple(q.id for q in qs), greedy=tuple(greedy))
+
+    monkeypatch.setattr(he, "evaluate_heldout", fake)
+    return order, calls, committed
+
+
+def test_check_answers_the_first_questions_in_their_committed_batches(batch_bound_engine, capsys):
+    order, calls, _ = batch_bound_engine
+    assert _tool().main(["check", "smollm2+eval_rar", "--label", LABEL, "--n", "20", "--no-progress"]) == 0
+    assert calls == [(order[0], 24)]  # the first three batches of the first part, whole
+    assert "20 of 20 greedy answers equal the committed ones" in capsys.readouterr().out
+
+
+def test_check_lists_a_differing_answer_and_fails(batch_bound_engine, monkeypatch, capsys):
+    import harness.rl.heldout_eval as he
+
+    order, _, committed = batch_bound_engine
+    real = he.evaluate_heldout
+
+    def one_off(*a, **kw):
+        ev = real(*a, **kw)
+        return SimpleNamespace(sample_ids=ev.sample_ids, greedy=("changed",) + ev.greedy[1:])
+
+    monkeypatch.setattr(he, "evaluate_heldout", one_off)
+    assert _tool().main(["check", "smollm2+eval_rar", "--label", LABEL, "--n", "5", "--no-progress"]) == 1
+    out = capsys.readouterr().out
+    assert f"{order[0]}: committed {committed[order[0]]!r}, now 'changed'" in out
+    assert "4 of 5 greedy answers equal" in out
