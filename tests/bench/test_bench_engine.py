@@ -13,6 +13,7 @@ import pytest
 
 from harness.rollout.base import RunContext
 from methods.search_r1.method import SearchR1
+from tests.support.side_by_side import report
 
 N = 16
 
@@ -55,8 +56,9 @@ def test_bench_batched_engine_vs_sequential(benchmark, setting):
             "engine_overhead_share": overhead,
         }
     )
-    print(
-        f"\nsequential {seq_wall:.2f}s, batched {wall:.2f}s, speed-up {seq_wall / wall:.1f}x, "
-        f"engine overhead {overhead:.1%} of the batched run"
+    report(
+        benchmark,
+        f"sequential {seq_wall:.2f}s, batched {wall:.2f}s, speed-up {seq_wall / wall:.1f}x, "
+        f"engine overhead {overhead:.1%} of the batched run",
     )
     assert len(trajs) == N

@@ -24,6 +24,7 @@ from harness.llm.transformers_backend import TransformersBackend
 from harness.rollout.base import RunContext
 from methods.search_r1.method import SearchR1
 from tests.support.searching import SearchesThenAnswers
+from tests.support.side_by_side import report
 
 pytestmark = pytest.mark.bench
 N = 8
@@ -85,9 +86,10 @@ def test_bench_prefill_per_question(benchmark, setting, training):
             "seconds_with_reuse": on_s,
         }
     )
-    print(
-        f"\n{'token ids' if training else 'text'}: prefilled per question {full:.0f} without reuse, "
-        f"{reused:.0f} with ({full / reused:.1f}x fewer); {off_s:.1f}s vs {on_s:.1f}s"
+    report(
+        benchmark,
+        f"{'token ids' if training else 'text'}: prefilled per question {full:.0f} without reuse, "
+        f"{reused:.0f} with ({full / reused:.1f}x fewer); {off_s:.1f}s vs {on_s:.1f}s",
     )
     if training:
         assert full >= 3 * reused

@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.side_by_side import report
+
 pytestmark = pytest.mark.integration
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -48,7 +50,8 @@ def test_bench_a_refused_rl_step(benchmark, tmp_path) -> None:
     benchmark.pedantic(rounds, rounds=1, iterations=1)
     assert not (tmp_path / "o").exists() and not (tmp_path / "r.duckdb").exists()
     benchmark.extra_info.update({"wall_s": walls, "cpu_s": cpus, "load": loads, "before_s": 332})
-    print(
-        f"\nrefused RL step: {max(walls):.1f} s wall at most, {max(cpus):.1f} s CPU "
-        f"(load {min(loads):.1f}-{max(loads):.1f}; 332 s before)"
+    report(
+        benchmark,
+        f"refused RL step: {max(walls):.1f} s wall at most, {max(cpus):.1f} s CPU "
+        f"(load {min(loads):.1f}-{max(loads):.1f}; 332 s before)",
     )

@@ -14,6 +14,7 @@ from __future__ import annotations
 import pytest
 
 from harness.retrieval.lucene import pyserini_available
+from tests.support.side_by_side import report
 
 N_QUERIES = 1000
 needs_pyserini = pytest.mark.skipif(
@@ -199,8 +200,9 @@ def test_bench_bm25s_numba_kernel_against_bm25s_numba(benchmark, bm25s_retriever
             "asked": len(asked),
         }
     )
-    print(
-        f"\nbm25s top-3 of 1,000 queries: ours (numba) {ratio:.2f}x bm25s's numba backend, "
+    report(
+        benchmark,
+        f"bm25s top-3 of 1,000 queries: ours (numba) {ratio:.2f}x bm25s's numba backend, "
         f"{med['numpy_path'] / med['ours']:.2f}x our numpy path ({med['ours']:.3f} / {med['bm25s_numba']:.3f} / "
-        f"{med['numpy_path']:.3f} s CPU); bm25s's top-3 equal ours on {same} of {len(asked)}"
+        f"{med['numpy_path']:.3f} s CPU); bm25s's top-3 equal ours on {same} of {len(asked)}",
     )

@@ -21,6 +21,8 @@ from pathlib import Path
 import httpx
 import pytest
 
+from tests.support.side_by_side import report
+
 pytestmark = pytest.mark.integration
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -106,8 +108,9 @@ def test_bench_serve_retriever_against_the_plain_handler(benchmark, tmp_path) ->
     }
     benchmark.extra_info.update(figures | ratios)
     loads = figures["ours_load"] + figures["plain_load"]
-    print(
-        f"\nserve-retriever vs plain handler, bm25s, 16 threads x 2,000: {ratios['ratio_req_per_s']:.2f}x req/s, "
+    report(
+        benchmark,
+        f"serve-retriever vs plain handler, bm25s, 16 threads x 2,000: {ratios['ratio_req_per_s']:.2f}x req/s, "
         f"{ratios['ratio_cpu_per_req']:.2f}x less server CPU a request, p99 {ratios['ratio_p99']:.2f}x lower "
-        f"(ours p99 {figures['ours_p99_ms']} ms, plain {figures['plain_p99_ms']}; load {min(loads):.1f}-{max(loads):.1f})"
+        f"(ours p99 {figures['ours_p99_ms']} ms, plain {figures['plain_p99_ms']}; load {min(loads):.1f}-{max(loads):.1f})",
     )

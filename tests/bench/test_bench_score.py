@@ -140,7 +140,7 @@ def test_bench_harness_score_100k_against_a_flashrag_loop(benchmark, tmp_path_fa
     metric (cover_em_tokens, R1-Searcher's) is left out: the loop does not compute it."""
     import sys
 
-    from tests.support.side_by_side import describe, side_by_side
+    from tests.support.side_by_side import describe, report, side_by_side
 
     root = Path(__file__).resolve().parents[2]
     path = _make_predictions(tmp_path_factory.mktemp("bench100k") / "p.jsonl", n=100_000)
@@ -160,4 +160,4 @@ def test_bench_harness_score_100k_against_a_flashrag_loop(benchmark, tmp_path_fa
 
     result = benchmark.pedantic(lambda: side_by_side(ours, loop, rounds=3, env=env), rounds=1, iterations=1)
     benchmark.extra_info.update(result)
-    print("\n" + describe("harness score vs FlashRAG-style loop, 100k rows", result))
+    report(benchmark, describe("harness score vs FlashRAG-style loop, 100k rows", result))

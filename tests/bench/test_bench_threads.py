@@ -28,7 +28,7 @@ SPIN = "import time\nend = time.monotonic() + 600\nwhile time.monotonic() < end:
 
 def test_bench_threads_2_on_busy_cores_against_threads_1(benchmark, tmp_path) -> None:
     from harness.llm.server import _cpus, busy_cores
-    from tests.support.side_by_side import describe, side_by_side
+    from tests.support.side_by_side import describe, report, side_by_side
 
     env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"}
 
@@ -62,4 +62,6 @@ def test_bench_threads_2_on_busy_cores_against_threads_1(benchmark, tmp_path) ->
             p.wait()
     result["busy_cores_before"] = busy if busy is not None else -1.0
     benchmark.extra_info.update(result)
-    print("\n" + describe("harness run --threads 2 vs --threads 1 on busy cores", result) + f"; busy {busy}")
+    report(
+        benchmark, describe("harness run --threads 2 vs --threads 1 on busy cores", result) + f"; busy {busy}"
+    )

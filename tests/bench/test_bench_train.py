@@ -14,6 +14,8 @@ from pathlib import Path
 import pytest
 import torch
 
+from tests.support.side_by_side import report
+
 ROOT = Path(__file__).resolve().parents[2]
 SIZES = {"group": 4, "prompts": 2, "new_tokens": 32, "steps": 3}
 CPU = torch.device("cpu")
@@ -38,7 +40,7 @@ def test_bench_grpo_step_ours(benchmark, tiny_dir, tmp_path):
     benchmark.extra_info.update(
         {"seconds_per_step": steps[1:], "peak_rss_mb": peak_mb, "peak_rss_before_mb": before / 1024}
     )
-    print(f"\nours: seconds per step {[round(s, 2) for s in steps]}, peak RSS {peak_mb:.0f} MB")
+    report(benchmark, f"ours: seconds per step {[round(s, 2) for s in steps]}, peak RSS {peak_mb:.0f} MB")
     assert len(steps) == SIZES["steps"]
 
 
@@ -51,8 +53,9 @@ def test_bench_grpo_step_vs_trl(benchmark, tiny_dir, tmp_path):
     )
     o, t = gc.median_later(ours), gc.median_later(trl)  # the first step of each warms caches
     benchmark.extra_info.update({"ours_s": o, "trl_s": t, "ratio_ours_over_trl": o / t})
-    print(
-        f"\nGRPO step (G={SIZES['group']}, {SIZES['prompts']} prompts, {SIZES['new_tokens']} tokens): "
-        f"ours {o:.2f}s, TRL {t:.2f}s, ratio {o / t:.2f}"
+    report(
+        benchmark,
+        f"GRPO step (G={SIZES['group']}, {SIZES['prompts']} prompts, {SIZES['new_tokens']} tokens): "
+        f"ours {o:.2f}s, TRL {t:.2f}s, ratio {o / t:.2f}",
     )
     assert len(trl) == SIZES["steps"]

@@ -68,3 +68,11 @@ def describe(what: str, r: dict[str, float | list[float]]) -> str:
         f"theirs {med(r['theirs_cpu_s']):.2f} / {med(r['theirs_wall_s']):.2f}; "  # type: ignore[arg-type]
         f"load {min(loads):.1f}-{max(loads):.1f})"
     )
+
+
+def report(benchmark, line: str) -> None:
+    """Print a bench's side-by-side line and keep it in ``benchmark.extra_info["summary"]``, which
+    ``tests/support/bench_summary.py`` prints with every other bench's at the end of the run."""
+    line = line.strip()
+    benchmark.extra_info["summary"] = line
+    print("\n" + line)
