@@ -16,6 +16,7 @@ from harness.errors import ConfigError
 from harness.metrics.paired import BOOTSTRAP, MCNEMAR, paired_bootstrap_diff
 from harness.types import QAExample
 from tests.support.scripted import ScriptedBackend
+from tests.support.scripts import load_script
 
 
 def _eval(
@@ -572,18 +573,11 @@ class _ByQuestion(ScriptedBackend):
 def test_eval_heldout_merge_joins_the_parts_of_a_run_into_the_whole_evaluation(tmp_path):
     """``eval_heldout.py run --questions LO:HI`` parts, each in its own record, are joined by
     ``merge`` into one evaluation over the split's held-out ids in their order; a gap is refused."""
-    import importlib.util
     import json
-    import sys
-    from pathlib import Path
 
     from harness.rl.heldout_eval import heldout_questions, load_record, record_evals
 
-    root = Path(__file__).resolve().parents[2]
-    spec = importlib.util.spec_from_file_location("eval_heldout", root / "scripts" / "eval_heldout.py")
-    tool = importlib.util.module_from_spec(spec)
-    sys.modules["eval_heldout"] = tool
-    spec.loader.exec_module(tool)
+    tool = load_script("eval_heldout")
     ids = [e.id for e in heldout_questions("learning-multihop")]
     files = []
     for lo, hi in ((0, 150), (150, len(ids))):

@@ -5,14 +5,13 @@ points at a record of its own method that evaluates the shipped preset itself.""
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 from pathlib import Path
 
 import pytest
 
 from harness.errors import ConfigError
+from tests.support.scripts import load_script
 
 ROOT = Path(__file__).resolve().parents[2]
 RECORDS = sorted((ROOT / "results").glob("learning-*.json"))
@@ -21,12 +20,7 @@ MANIFESTS = sorted((ROOT / "methods").glob("*/trained/*.adapter.json"))
 
 
 def _tool():
-    spec = importlib.util.spec_from_file_location("method_record", ROOT / "scripts" / "method_record.py")
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules["method_record"] = mod
-    spec.loader.exec_module(mod)
-    return mod
+    return load_script("method_record")
 
 
 @pytest.mark.parametrize("path", METHOD_RECORDS, ids=lambda p: p.name)

@@ -10,17 +10,13 @@ from pathlib import Path
 import pytest
 
 from tests.rl.test_heldout_eval import _eval
+from tests.support.scripts import load_script
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def _script():
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("rl_run_record", ROOT / "scripts" / "rl_run_record.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_script("rl_run_record")
 
 
 def test_build_keeps_every_step_and_evaluation_and_pairs_later_ones_with_step_0(tmp_path, monkeypatch):

@@ -7,12 +7,12 @@ evaluation's batches)."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+
+from tests.support.scripts import load_script
 
 ROOT = Path(__file__).resolve().parents[2]
 RECORD = ROOT / "results" / "learning-eval_rar.json"
@@ -20,12 +20,7 @@ LABEL = "SFT+RL step 10 (shipped adapter)"
 
 
 def _tool():
-    spec = importlib.util.spec_from_file_location("ship_adapter", ROOT / "scripts" / "ship_adapter.py")
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules["ship_adapter"] = mod
-    spec.loader.exec_module(mod)
-    return mod
+    return load_script("ship_adapter")
 
 
 @pytest.fixture

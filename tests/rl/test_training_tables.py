@@ -4,12 +4,12 @@ by the regeneration."""
 
 from __future__ import annotations
 
-import importlib.util
 import shutil
-import sys
 from pathlib import Path
 
 import pytest
+
+from tests.support.scripts import load_script
 
 pytestmark = pytest.mark.integration  # runs the table commands as processes
 
@@ -17,12 +17,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def _tool():
-    spec = importlib.util.spec_from_file_location("training_tables", ROOT / "scripts" / "training_tables.py")
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules["training_tables"] = mod  # its dataclass looks its module up
-    spec.loader.exec_module(mod)
-    return mod
+    return load_script("training_tables")  # its dataclass looks its module up
 
 
 def test_every_table_block_of_the_training_pages_is_its_records_output():
