@@ -74,7 +74,9 @@ def _write(path: Path, rec: dict) -> None:
 
     from harness.results.lifecycle import git_commit
 
-    rec = {**rec, "commit": git_commit()}  # +dirty when the code that ran differed from HEAD
+    # +dirty when the code that ran differed from HEAD; an exported copy (git archive, as the learning
+    # runs use) has no git, so the commit it was exported from, named as scripts/learning_run.sh takes it
+    rec = {**rec, "commit": git_commit() or os.environ.get("HARNESS_COMMIT", "")}
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(rec, indent=1, ensure_ascii=False) + "\n")
 

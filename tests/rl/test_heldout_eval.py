@@ -604,6 +604,24 @@ def test_eval_heldout_merge_joins_the_parts_of_a_run_into_the_whole_evaluation(t
         tool.main(["merge", str(files[0]), "--label", "RL", "--record", str(tmp_path / "gap.json")])
 
 
+def test_a_record_written_outside_a_git_checkout_names_the_exported_commit(tmp_path, monkeypatch):
+    """A learning run's evaluations run from an exported copy (git archive: no git), so the record
+    takes its commit from HARNESS_COMMIT, as scripts/learning_run.sh does; inside a checkout git's
+    commit wins."""
+    import json
+
+    import harness.results.lifecycle as lifecycle
+
+    tool = load_script("eval_heldout")
+    monkeypatch.setenv("HARNESS_COMMIT", "f8ba33b")
+    monkeypatch.setattr(lifecycle, "_GIT_COMMIT", "")
+    tool._write(tmp_path / "a.json", {"schema": 1, "split": "s", "evaluations": []})
+    assert json.loads((tmp_path / "a.json").read_text())["commit"] == "f8ba33b"
+    monkeypatch.setattr(lifecycle, "_GIT_COMMIT", "4e6aa6e")
+    tool._write(tmp_path / "b.json", {"schema": 1, "split": "s", "evaluations": []})
+    assert json.loads((tmp_path / "b.json").read_text())["commit"] == "4e6aa6e"
+
+
 # -- replay_ranges: the batches a re-evaluation must reproduce ------------------------------------------
 
 
