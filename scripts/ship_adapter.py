@@ -106,6 +106,7 @@ def check(args: argparse.Namespace) -> int:
         heldout_questions,
         load_record,
         record_evals,
+        recorded_batch_size,
         replay_ranges,
     )
 
@@ -136,7 +137,7 @@ def check(args: argparse.Namespace) -> int:
             method=preset.method,
             samples=0,
             threads=args.threads,
-            batch_size=int(ev.meta.get("batch_size", 8)),
+            batch_size=recorded_batch_size(ev),
             protocol=protocol,
             label=f"check {preset.name}",
             progress=not args.no_progress,

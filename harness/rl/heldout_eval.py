@@ -423,6 +423,12 @@ def _solve(
     return out
 
 
+def recorded_batch_size(ev: HeldoutEval) -> int:
+    """The batch size ``ev`` was answered in (``meta["batch_size"]``; 8, :func:`evaluate_heldout`'s
+    default, for records written before it was kept)."""
+    return int(ev.meta.get("batch_size", 8))
+
+
 def replay_ranges(ev: HeldoutEval, order: Sequence[str], n: int) -> list[tuple[int, int]]:
     """The position ranges of ``order`` (the split's held-out questions, the order every evaluation
     and part runs in) to evaluate again so that the first ``n`` of ``ev``'s questions in that order
@@ -434,8 +440,7 @@ def replay_ranges(ev: HeldoutEval, order: Sequence[str], n: int) -> list[tuple[i
     a time from the start of each part (2026-11-29: 19 of 20 for Eval-RAR's shipped adapter, 20 of
     20 once batched as the evaluation was). Each range starts at a batch start of its part
     (``meta["parts"]`` of a merged evaluation, ``meta["questions"]`` of one part, else from 0) and
-    covers whole batches of ``meta["batch_size"]`` (8 for records written before it was kept,
-    :func:`evaluate_heldout`'s default), cut at the part's end; adjacent ranges of one part are
+    covers whole batches of :func:`recorded_batch_size`, cut at the part's end; adjacent ranges of one part are
     joined, so solving a range ``batch_size`` at a time from its start replays the batches."""
     if n < 1:
         raise ConfigError(f"replay_ranges: n {n} (need >= 1)")
@@ -445,7 +450,7 @@ def replay_ranges(ev: HeldoutEval, order: Sequence[str], n: int) -> list[tuple[i
         raise ConfigError(
             f"replay_ranges: question {missing[0]} of {ev.label!r} is not held out in this split"
         )
-    batch = int(ev.meta.get("batch_size", 8))
+    batch = recorded_batch_size(ev)
     if "parts" in ev.meta:
         parts = [tuple(p["questions"]) for p in ev.meta["parts"]]
     elif ev.meta.get("questions"):
@@ -455,9 +460,10 @@ def replay_ranges(ev: HeldoutEval, order: Sequence[str], n: int) -> list[tuple[i
     wanted = sorted(pos[q] for q in ev.sample_ids)[:n]
     ranges: list[tuple[int, int]] = []
     for p in wanted:
-        lo, hi = next(((a, b) for a, b in parts if a <= p < b), (None, None))
-        if lo is None or hi is None:
+        part = next(((a, b) for a, b in parts if a <= p < b), None)
+        if part is None:
             raise ConfigError(f"replay_ranges: position {p} of {ev.label!r} is in none of its parts {parts}")
+        lo, hi = part
         start = lo + (p - lo) // batch * batch
         end = min(start + batch, hi)
         if ranges and ranges[-1][1] == start and start != lo:
