@@ -12,6 +12,11 @@ question ids of every training stage, the stages' curves and commands, in one JS
     python scripts/method_record.py tables results/learning-r_search.json   # what the page prints
     python scripts/method_record.py check results/learning-r_search.json    # what the test checks
 
+A run resumed with ``--resume`` logs under a new run id: give the earlier ones with
+``--resumed-from RUN_ID`` (oldest first); the RL curve is stitched from them
+(:func:`harness.rl.learning_record.stitched_curve`) and ``stages.rl.segments`` says which run
+logged which steps, at which commit.
+
 ``build`` takes the evaluations (by label; one label once) from the ``eval_heldout.py`` records
 given, the warm start's question ids from ``<out-dir>/sft/final/harness_train.json`` (trained on
 and its early-stopping dev slice), the RL stage's from ``<out-dir>/rl/rl_questions.jsonl`` (every
@@ -73,7 +78,7 @@ def build(args: argparse.Namespace) -> int:
     from harness.errors import ConfigError
     from harness.results.lifecycle import git_commit
     from harness.rl.heldout_eval import load_record, put_eval, record_tables
-    from harness.rl.learning_record import train_curve
+    from harness.rl.learning_record import stitched_curve, train_curve
 
     record: dict = {
         "schema": SCHEMA,
@@ -98,7 +103,14 @@ def build(args: argparse.Namespace) -> int:
     sft_info = json.loads((args.out_dir / "sft" / "final" / "harness_train.json").read_text())
     sft_run = _sft_run(args.db, args.method)
     rl_run = json.loads((args.out_dir / "rl" / "train-run.json").read_text())["run_id"]
-    curve = train_curve(args.db, rl_run)
+    # a --resume continues a run under a new run id, from its last checkpoint: one curve, oldest first
+    rl_runs = [*args.resumed_from, rl_run]
+    curve, segments = stitched_curve([train_curve(args.db, r) for r in rl_runs])
+    if curve["step"][0] != 1:
+        raise ConfigError(
+            f"{args.db}: RL run {rl_runs[0]} starts at step {curve['step'][0]}: it resumed an earlier run; "
+            "give that run's id with --resumed-from (oldest first)"
+        )
     steps = len(curve["step"])
     draws = _rl_draws(args.out_dir, steps)
     roots = [(str(args.out_dir.resolve().parent), "$RUNS"), (str(Path.cwd().resolve()), ".")]
@@ -116,6 +128,18 @@ def build(args: argparse.Namespace) -> int:
             "questions": questions,
         }
     stages["rl"]["steps_done"] = steps
+    if args.resumed_from:  # which run logged which steps, each with its commit and command
+        stages["rl"]["segments"] = []
+        for run_id, seg in zip(rl_runs, segments, strict=True):
+            row = _run_row(args.db, run_id)
+            stages["rl"]["segments"].append(
+                {
+                    "run_id": run_id,
+                    "steps": seg,
+                    "commit": row["git_commit"] or None,
+                    "command": _portable_command(row["command"], roots),
+                }
+            )
     stages["rl"]["draws"] = draws
     record["stages"] = stages
     record["curves"] = {"sft": train_curve(args.db, sft_run), "rl": curve}
@@ -214,6 +238,13 @@ def main(argv: list[str] | None = None) -> int:
         metavar="STAGE=SHA",
         help="a stage's commit when it ran from an exported copy (git archive: the database has none; "
         "scripts/learning_run.sh logs HARNESS_COMMIT), e.g. sft=66c209d...",
+    )
+    b.add_argument(
+        "--resumed-from",
+        action="append",
+        default=[],
+        metavar="RUN_ID",
+        help="an earlier RL run whose checkpoint the one in rl/train-run.json resumed (repeat, oldest first)",
     )
     b.add_argument("--about", default="", help="one paragraph: what was run and what stopped it")
     b.add_argument("--record", type=Path, required=True, help="the record to write (results/...)")

@@ -31,7 +31,7 @@ from pathlib import Path
 
 def build(args: argparse.Namespace) -> int:
     from harness.results.lifecycle import git_commit
-    from harness.rl.learning_record import train_curve
+    from harness.rl.learning_record import stitched_curve, train_curve
 
     run_id = json.loads((args.out_dir / "train-run.json").read_text())["run_id"]
     run_ids = [*args.resumed_from, run_id]
@@ -66,33 +66,6 @@ def build(args: argparse.Namespace) -> int:
         f"{args.record}: {len(curve['step'])} steps, {len(evaluations)} held-out evaluations", file=sys.stderr
     )
     return 0
-
-
-def stitched_curve(curves: list[dict]) -> tuple[dict, list[list[int]]]:
-    """One curve from the curves of a run and the runs it resumed (oldest first): each run's steps
-    up to the first step of the run that resumed it (a resume restarts from the last checkpoint,
-    so steps logged after it by a run that then died are redone), and the first and last step each
-    run gives; a metric one run never logged is None on its steps. Refused in one line when a run
-    does not continue where the one before it left off."""
-    from harness.errors import ConfigError
-
-    names = sorted({k for c in curves for k in c if k != "step"})
-    merged: dict = {"step": [], **{k: [] for k in names}}
-    segments: list[list[int]] = []
-    for i, c in enumerate(curves):
-        stop = curves[i + 1]["step"][0] if i + 1 < len(curves) else None
-        keep = [j for j, s in enumerate(c["step"]) if stop is None or s < stop]
-        if not keep or (merged["step"] and c["step"][keep[0]] != merged["step"][-1] + 1):
-            raise ConfigError(
-                f"run {i + 1} of the resumed chain (steps {c['step'][0]}-{c['step'][-1]}) does not continue "
-                f"after step {merged['step'][-1] if merged['step'] else 0}"
-                f"{f' before step {stop}' if stop is not None else ''}: "
-                "give --resumed-from in the order the runs ran"
-            )
-        for k in ["step", *names]:
-            merged[k].extend(c[k][j] if k in c else None for j in keep)
-        segments.append([c["step"][keep[0]], c["step"][keep[-1]]] if keep else [])
-    return merged, segments
 
 
 def tables_of(record: dict, every: int) -> str:

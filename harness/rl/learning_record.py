@@ -131,6 +131,31 @@ def train_curve(db: Path, run_id: str) -> dict[str, list[float | None]]:
     return out
 
 
+def stitched_curve(curves: list[dict]) -> tuple[dict, list[list[int]]]:
+    """One curve from the curves of a run and the runs it resumed (oldest first): each run's steps
+    up to the first step of the run that resumed it (a resume restarts from the last checkpoint,
+    so steps logged after it by a run that then died are redone), and the first and last step each
+    run gives; a metric one run never logged is None on its steps. Refused in one line when a run
+    does not continue where the one before it left off."""
+    names = sorted({k for c in curves for k in c if k != "step"})
+    merged: dict = {"step": [], **{k: [] for k in names}}
+    segments: list[list[int]] = []
+    for i, c in enumerate(curves):
+        stop = curves[i + 1]["step"][0] if i + 1 < len(curves) else None
+        keep = [j for j, s in enumerate(c["step"]) if stop is None or s < stop]
+        if not keep or (merged["step"] and c["step"][keep[0]] != merged["step"][-1] + 1):
+            raise ConfigError(
+                f"run {i + 1} of the resumed chain (steps {c['step'][0]}-{c['step'][-1]}) does not continue "
+                f"after step {merged['step'][-1] if merged['step'] else 0}"
+                f"{f' before step {stop}' if stop is not None else ''}: "
+                "give --resumed-from in the order the runs ran"
+            )
+        for k in ["step", *names]:
+            merged[k].extend(c[k][j] if k in c else None for j in keep)
+        segments.append([c["step"][keep[0]], c["step"][keep[-1]]] if keep else [])
+    return merged, segments
+
+
 def load_record(path: Path) -> dict:
     rec = json.loads(Path(path).read_text())
     if rec.get("schema") != SCHEMA:

@@ -109,3 +109,67 @@ def test_the_by_dataset_table_splits_each_evaluation_by_the_splits_datasets(path
     other = {d: [i for i in ids if i not in stray] for d, ids in groups.items()}
     with pytest.raises(ConfigError, match="is in none of the datasets"):
         by_dataset_table(evs[:1], other)
+
+
+def _run(run_id: str, commit: str, command: str, method: str = "m"):
+    from harness.results.store import RunRecord
+
+    return RunRecord(
+        run_id=run_id, kind="train", method=method, model="x", backend="b", protocol_id="p",
+        protocol_name="p", protocol_json="{}", method_spec_hash="h", method_spec_json="{}", bench="b",
+        git_commit=commit, command=command, status="complete",
+    )  # fmt: skip
+
+
+def test_build_stitches_a_resumed_rl_run_and_names_each_runs_steps_and_commit(tmp_path, monkeypatch):
+    """RL died after step 3 with its checkpoint at step 2 and was resumed under a new run id: the
+    record's curve is steps 1-2 of the first run and 3-4 of the second, ``segments`` says so with
+    each run's commit; without ``--resumed-from`` the build is refused."""
+    from harness.results.store import Store
+    from harness.rl.heldout_eval import RECORD_SCHEMA, heldout_questions
+    from tests.rl.test_heldout_eval import _eval
+
+    monkeypatch.chdir(tmp_path)
+    out, db = Path("run"), Path("run.duckdb")
+    (out / "sft" / "final").mkdir(parents=True)
+    (out / "rl").mkdir()
+    (out / "sft" / "final" / "harness_train.json").write_text(json.dumps({"questions": ["t1", "t2"]}))
+    (out / "rl" / "train-run.json").write_text(json.dumps({"run_id": "train-2"}))
+    # step 2 drawn twice (died, redone); step 4 drawn, not done
+    draws = [(0, "t3"), (1, "t4"), (2, "t5"), (2, "t5"), (3, "t6"), (4, "t7")]
+    (out / "rl" / "rl_questions.jsonl").write_text(
+        "".join(json.dumps({"step": s, "round": 0, "ids": [q]}) + "\n" for s, q in draws)
+    )
+    store = Store(db)
+    store.create_run(_run("sft-m-1", "a" * 40, "harness sft"))
+    store.create_run(_run("train-1", "b" * 40, "harness train"))
+    store.create_run(_run("train-2", "c" * 40, "harness train --resume"))
+    store.add_train_steps("sft-m-1", 0, {"loss": 1.0})
+    for step in range(3):
+        store.add_train_steps("train-1", step, {"reward": 0.1 * step})
+    for step in range(2, 4):
+        store.add_train_steps("train-2", step, {"reward": 1.0})
+    del store
+    ids = [q.id for q in heldout_questions("learning-multihop")]
+    for label in ("A", "B"):
+        rec = {"schema": RECORD_SCHEMA, "commit": "d" * 40, "split": "learning-multihop", "evaluations": []}
+        rec["evaluations"] = [_eval(label, [1, 0] * (len(ids) // 2), ids=ids).to_dict()]
+        Path(f"{label}.json").write_text(json.dumps(rec))
+    tool = _tool()
+    argv = ["build", "--method", "m", "--recipe", "r", "--out-dir", str(out), "--db", str(db)]
+    argv += ["--evals", "A.json", "B.json", "--pair", "A,B", "--record", "rec.json"]
+    assert tool.main([*argv, "--resumed-from", "train-1"]) == 0
+    got = json.loads(Path("rec.json").read_text())
+    rl = got["stages"]["rl"]
+    assert got["curves"]["rl"] == {"step": [1, 2, 3, 4], "reward": [0.0, 0.1, 1.0, 1.0]}
+    assert rl["run_id"] == "train-2" and rl["steps_done"] == 4
+    assert rl["segments"] == [
+        {"run_id": "train-1", "steps": [1, 2], "commit": "b" * 40, "command": "harness train"},
+        {"run_id": "train-2", "steps": [3, 4], "commit": "c" * 40, "command": "harness train --resume"},
+    ]
+    assert rl["questions"] == ["t3", "t4", "t5", "t6"]
+    assert got["stages"]["sft"]["questions"] == ["t1", "t2"]
+    with pytest.raises(
+        ConfigError, match="RL run train-2 starts at step 3: .* give that run's id with --resumed-from"
+    ):
+        tool.main(argv)  # the last run alone would be a curve of steps 3-4 and the draws of 1-2
