@@ -1,11 +1,20 @@
-"""Issue 60: ``harness serve-retriever`` against Search-R1's plain ``/retrieve`` handler shape
-(scripts/plain_retrieval_server.py) over the same bm25s index: 16 client threads x 2,000
-single-query requests (scripts/retriever_load.py), the two servers alternating, two rounds.
-Stored: each round's req/s, p99 and the server's CPU per request (from /proc), the ratios of
-medians and the load. Goal: >= 1.5x req/s with a lower p99. The client shares the machine's cores
-with the server, so on 2 cores req/s also measures the client; the CPU per request does not.
+"""Issue 60: ``harness serve-retriever`` side by side with a plain ``/retrieve`` server over the same
+index, 16 client threads x 2,000 single-query requests (scripts/retriever_load.py), the two servers
+alternating. Stored: each round's req/s, p99 and the server's CPU per request (from /proc), the
+ratios of medians and the load. Goal: >= 1.5x req/s with a lower p99. The client shares the
+machine's cores with the server, so on 2 cores req/s also measures the client; the CPU per request
+does not.
 
-Run: ``python -m pytest tests/bench/test_bench_retrieval_server.py -s -p no:cacheprovider``
+- bm25s, against Search-R1's plain handler shape (scripts/plain_retrieval_server.py), two rounds;
+- Lucene (marker ``pyserini``: the ``pyserini`` env), against Search-R1's own
+  ``search_r1/search/retrieval_server.py`` (PeterGriffinJin/Search-R1@a14dc3a, unmodified, started by
+  scripts/searchr1_retrieval_server.py) over the row-id export of the same corpus
+  (``harness index --retriever pyserini --export-row-ids``), three rounds. Upstream's file is not in
+  this repository: give its path in ``SEARCH_R1_RETRIEVAL_SERVER``, or the bench is skipped.
+
+Run: ``python -m pytest tests/bench/test_bench_retrieval_server.py -s -p no:cacheprovider``;
+Lucene: ``SEARCH_R1_RETRIEVAL_SERVER=PATH .tox/pyserini/bin/python -m pytest
+tests/bench/test_bench_retrieval_server.py -m pyserini -p no:cacheprovider``
 """
 
 from __future__ import annotations
@@ -63,9 +72,46 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def test_bench_serve_retriever_against_the_plain_handler(benchmark, tmp_path) -> None:
+def _alternate(servers: list[tuple[str, int, subprocess.Popen]], rounds: int) -> dict[str, list[float]]:
+    """``rounds`` rounds of 2,000 requests from 16 threads on each server in turn (after 200 to warm
+    up each): req/s, p99, the server's CPU a request and the load before each run."""
     load = _load_script()
     questions = load.bench_questions()
+    figures: dict[str, list[float]] = {}
+    for _, port, _ in servers:
+        load.load(f"http://127.0.0.1:{port}", questions, requests=200, threads=16)
+    for _ in range(rounds):
+        for name, port, proc in servers:
+            figures.setdefault(f"{name}_load", []).append(os.getloadavg()[0])
+            cpu0 = _cpu_s(proc.pid)
+            r = load.load(f"http://127.0.0.1:{port}", questions, requests=2000, threads=16)
+            assert r["errors"] == 0, r["first_error"]
+            figures.setdefault(f"{name}_cpu_ms_per_req", []).append(1000 * (_cpu_s(proc.pid) - cpu0) / 2000)
+            figures.setdefault(f"{name}_req_per_s", []).append(r["req_per_s"])
+            figures.setdefault(f"{name}_p99_ms", []).append(r["p99_ms"])
+    return figures
+
+
+def _ratios(figures: dict[str, list[float]], theirs: str) -> dict[str, float]:
+    med = statistics.median
+    return {
+        "ratio_req_per_s": med(figures["ours_req_per_s"]) / med(figures[f"{theirs}_req_per_s"]),
+        "ratio_cpu_per_req": med(figures[f"{theirs}_cpu_ms_per_req"]) / med(figures["ours_cpu_ms_per_req"]),
+        "ratio_p99": med(figures[f"{theirs}_p99_ms"]) / med(figures["ours_p99_ms"]),
+    }
+
+
+def _line(what: str, figures: dict[str, list[float]], ratios: dict[str, float], theirs: str) -> str:
+    loads = figures["ours_load"] + figures[f"{theirs}_load"]
+    p99 = {k: [round(v, 1) for v in figures[f"{k}_p99_ms"]] for k in ("ours", theirs)}
+    return (
+        f"{what}: {ratios['ratio_req_per_s']:.2f}x req/s, {ratios['ratio_cpu_per_req']:.2f}x less server CPU "
+        f"a request, p99 {ratios['ratio_p99']:.2f}x lower (ours p99 {p99['ours']} ms, {theirs} {p99[theirs]}; "
+        f"load {min(loads):.1f}-{max(loads):.1f})"
+    )
+
+
+def test_bench_serve_retriever_against_the_plain_handler(benchmark, tmp_path) -> None:
     env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
     ours_port, plain_port = _free_port(), _free_port()
     ours = _start(
@@ -83,34 +129,93 @@ def test_bench_serve_retriever_against_the_plain_handler(benchmark, tmp_path) ->
         assert same[0] == same[1]  # the same index, the same bytes
 
         def rounds() -> None:
-            for _ in range(2):
-                for name, port, proc in (("ours", ours_port, ours), ("plain", plain_port, plain)):
-                    figures.setdefault(f"{name}_load", []).append(os.getloadavg()[0])
-                    cpu0 = _cpu_s(proc.pid)
-                    r = load.load(f"http://127.0.0.1:{port}", questions, requests=2000, threads=16)
-                    assert r["errors"] == 0, r["first_error"]
-                    figures.setdefault(f"{name}_cpu_ms_per_req", []).append(
-                        1000 * (_cpu_s(proc.pid) - cpu0) / 2000
-                    )
-                    figures.setdefault(f"{name}_req_per_s", []).append(r["req_per_s"])
-                    figures.setdefault(f"{name}_p99_ms", []).append(r["p99_ms"])
+            figures.update(_alternate([("ours", ours_port, ours), ("plain", plain_port, plain)], rounds=2))
 
         benchmark.pedantic(rounds, rounds=1, iterations=1)
     finally:
         for proc in (ours, plain):
             proc.terminate()
             proc.wait(timeout=30)
-    med = statistics.median
-    ratios = {
-        "ratio_req_per_s": med(figures["ours_req_per_s"]) / med(figures["plain_req_per_s"]),
-        "ratio_cpu_per_req": med(figures["plain_cpu_ms_per_req"]) / med(figures["ours_cpu_ms_per_req"]),
-        "ratio_p99": med(figures["plain_p99_ms"]) / med(figures["ours_p99_ms"]),
-    }
+    ratios = _ratios(figures, "plain")
     benchmark.extra_info.update(figures | ratios)
-    loads = figures["ours_load"] + figures["plain_load"]
     report(
         benchmark,
-        f"serve-retriever vs plain handler, bm25s, 16 threads x 2,000: {ratios['ratio_req_per_s']:.2f}x req/s, "
-        f"{ratios['ratio_cpu_per_req']:.2f}x less server CPU a request, p99 {ratios['ratio_p99']:.2f}x lower "
-        f"(ours p99 {figures['ours_p99_ms']} ms, plain {figures['plain_p99_ms']}; load {min(loads):.1f}-{max(loads):.1f})",
+        _line("serve-retriever vs plain handler, bm25s, 16 threads x 2,000", figures, ratios, "plain"),
+    )
+
+
+@pytest.mark.pyserini
+def test_bench_serve_retriever_against_search_r1s_server_on_lucene(benchmark, tmp_path) -> None:
+    upstream = os.environ.get("SEARCH_R1_RETRIEVAL_SERVER")
+    if not upstream:
+        pytest.skip(
+            "set SEARCH_R1_RETRIEVAL_SERVER to the path of Search-R1's search_r1/search/retrieval_server.py "
+            "(PeterGriffinJin/Search-R1@a14dc3a) to run this bench"
+        )
+    pytest.importorskip("pyserini", reason="the pyserini env (tox -e pyserini)")
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"}
+    export = tmp_path / "searchr1-bm25"
+    for extra in ([], ["--export-row-ids", str(export)]):
+        subprocess.run(
+            [sys.executable, "-m", "harness", "index", "--retriever", "pyserini", *extra],
+            env=env,
+            check=True,
+            stdout=subprocess.DEVNULL,
+        )
+    ours_port, up_port = _free_port(), _free_port()
+    ours = _start(
+        [
+            sys.executable,
+            "-m",
+            "harness",
+            "serve-retriever",
+            "--retriever",
+            "pyserini",
+            "--port",
+            str(ours_port),
+        ],
+        ours_port,
+        env,
+    )
+    up = _start(
+        [
+            sys.executable,
+            str(ROOT / "scripts" / "searchr1_retrieval_server.py"),
+            upstream,
+            "--port",
+            str(up_port),
+            "--",
+            "--index_path",
+            str(export / "bm25"),
+            "--corpus_path",
+            str(export / "corpus.jsonl"),
+            "--topk",
+            "3",
+            "--retriever_name",
+            "bm25",
+        ],  # fmt: skip
+        up_port,
+        env,
+    )
+    figures: dict[str, list[float]] = {}
+    try:
+
+        def rounds() -> None:
+            figures.update(_alternate([("ours", ours_port, ours), ("upstream", up_port, up)], rounds=3))
+
+        benchmark.pedantic(rounds, rounds=1, iterations=1)
+    finally:
+        for proc in (ours, up):
+            proc.terminate()
+            proc.wait(timeout=30)
+    ratios = _ratios(figures, "upstream")
+    benchmark.extra_info.update(figures | ratios)
+    report(
+        benchmark,
+        _line(
+            "serve-retriever vs Search-R1's retrieval_server.py, Lucene, 16 threads x 2,000",
+            figures,
+            ratios,
+            "upstream",
+        ),
     )
