@@ -622,6 +622,31 @@ def test_a_record_written_outside_a_git_checkout_names_the_exported_commit(tmp_p
     assert json.loads((tmp_path / "b.json").read_text())["commit"] == "4e6aa6e"
 
 
+def test_run_refuses_a_record_of_unknown_code_before_evaluating(tmp_path, monkeypatch):
+    """Outside a checkout without HARNESS_COMMIT the record could name no commit: refused in one
+    line before any model is opened (the evaluation would otherwise run for an hour first)."""
+    import harness.results.lifecycle as lifecycle
+    from harness.errors import ConfigError
+
+    tool = load_script("eval_heldout")
+    monkeypatch.delenv("HARNESS_COMMIT", raising=False)
+    monkeypatch.setattr(lifecycle, "_GIT_COMMIT", "")
+    monkeypatch.setattr(tool, "_run_eval", lambda *a: pytest.fail("evaluated before refusing"))
+    argv = [
+        "run",
+        "--split",
+        "learning-multihop",
+        "--method",
+        "naive_rag",
+        "--model",
+        "smollm2-135m-instruct",
+    ]
+    argv += ["--label", "x", "--samples", "0", "--record", str(tmp_path / "r.json")]
+    with pytest.raises(ConfigError, match="r.json: no git commit here and HARNESS_COMMIT is unset"):
+        tool.main(argv)
+    assert not (tmp_path / "r.json").exists()
+
+
 # -- replay_ranges: the batches a re-evaluation must reproduce ------------------------------------------
 
 
