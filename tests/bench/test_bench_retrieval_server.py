@@ -111,6 +111,24 @@ def _line(what: str, figures: dict[str, list[float]], ratios: dict[str, float], 
     )
 
 
+def _side_by_side(
+    benchmark, servers: list[tuple[str, int, subprocess.Popen]], rounds: int, what: str
+) -> None:
+    """Alternate ``servers`` (ours first) for ``rounds`` rounds, stop them by PID, store the figures and
+    ratios of medians in the benchmark's extra_info and report the side-by-side line."""
+    figures: dict[str, list[float]] = {}
+    try:
+        benchmark.pedantic(lambda: figures.update(_alternate(servers, rounds)), rounds=1, iterations=1)
+    finally:
+        for _, _, proc in servers:
+            proc.terminate()
+            proc.wait(timeout=30)
+    theirs = servers[1][0]
+    ratios = _ratios(figures, theirs)
+    benchmark.extra_info.update(figures | ratios)
+    report(benchmark, _line(what, figures, ratios, theirs))
+
+
 def test_bench_serve_retriever_against_the_plain_handler(benchmark, tmp_path) -> None:
     env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
     ours_port, plain_port = _free_port(), _free_port()
@@ -122,26 +140,16 @@ def test_bench_serve_retriever_against_the_plain_handler(benchmark, tmp_path) ->
         plain_port,
         env,
     )
-    figures: dict[str, list[float]] = {}
     try:
         q = {"queries": ["who wrote hamlet"], "topk": 3, "return_scores": True}
         same = [httpx.post(f"http://127.0.0.1:{p}/retrieve", json=q).content for p in (ours_port, plain_port)]
         assert same[0] == same[1]  # the same index, the same bytes
-
-        def rounds() -> None:
-            figures.update(_alternate([("ours", ours_port, ours), ("plain", plain_port, plain)], rounds=2))
-
-        benchmark.pedantic(rounds, rounds=1, iterations=1)
-    finally:
+    except BaseException:
         for proc in (ours, plain):
             proc.terminate()
-            proc.wait(timeout=30)
-    ratios = _ratios(figures, "plain")
-    benchmark.extra_info.update(figures | ratios)
-    report(
-        benchmark,
-        _line("serve-retriever vs plain handler, bm25s, 16 threads x 2,000", figures, ratios, "plain"),
-    )
+        raise
+    servers = [("ours", ours_port, ours), ("plain", plain_port, plain)]
+    _side_by_side(benchmark, servers, 2, "serve-retriever vs plain handler, bm25s, 16 threads x 2,000")
 
 
 @pytest.mark.pyserini
@@ -168,54 +176,19 @@ def test_bench_serve_retriever_against_search_r1s_server_on_lucene(benchmark, tm
             sys.executable,
             "-m",
             "harness",
-            "serve-retriever",
-            "--retriever",
-            "pyserini",
-            "--port",
-            str(ours_port),
+            *f"serve-retriever --retriever pyserini --port {ours_port}".split(),
         ],
         ours_port,
         env,
     )
-    up = _start(
-        [
-            sys.executable,
-            str(ROOT / "scripts" / "searchr1_retrieval_server.py"),
-            upstream,
-            "--port",
-            str(up_port),
-            "--",
-            "--index_path",
-            str(export / "bm25"),
-            "--corpus_path",
-            str(export / "corpus.jsonl"),
-            "--topk",
-            "3",
-            "--retriever_name",
-            "bm25",
-        ],  # fmt: skip
-        up_port,
-        env,
-    )
-    figures: dict[str, list[float]] = {}
+    index = ["--index_path", str(export / "bm25"), "--corpus_path", str(export / "corpus.jsonl")]
+    upstream_args = [*index, "--topk", "3", "--retriever_name", "bm25"]
     try:
-
-        def rounds() -> None:
-            figures.update(_alternate([("ours", ours_port, ours), ("upstream", up_port, up)], rounds=3))
-
-        benchmark.pedantic(rounds, rounds=1, iterations=1)
-    finally:
-        for proc in (ours, up):
-            proc.terminate()
-            proc.wait(timeout=30)
-    ratios = _ratios(figures, "upstream")
-    benchmark.extra_info.update(figures | ratios)
-    report(
-        benchmark,
-        _line(
-            "serve-retriever vs Search-R1's retrieval_server.py, Lucene, 16 threads x 2,000",
-            figures,
-            ratios,
-            "upstream",
-        ),
-    )
+        server = [sys.executable, str(ROOT / "scripts" / "searchr1_retrieval_server.py"), upstream]
+        up = _start([*server, "--port", str(up_port), "--", *upstream_args], up_port, env)
+    except BaseException:
+        ours.terminate()
+        raise
+    servers = [("ours", ours_port, ours), ("upstream", up_port, up)]
+    what = "serve-retriever vs Search-R1's retrieval_server.py, Lucene, 16 threads x 2,000"
+    _side_by_side(benchmark, servers, 3, what)
