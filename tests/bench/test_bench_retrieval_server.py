@@ -64,6 +64,18 @@ def _start(cmd: list[str], port: int, env: dict[str, str]) -> subprocess.Popen:
     raise RuntimeError(f"{' '.join(cmd)} did not answer on port {port}")
 
 
+def _start_pair(
+    ours: list[str], theirs: list[str], ports: tuple[int, int], env: dict[str, str]
+) -> tuple[subprocess.Popen, subprocess.Popen]:
+    """Both servers started and answering; the first stopped when the second does not start."""
+    first = _start(ours, ports[0], env)
+    try:
+        return first, _start(theirs, ports[1], env)
+    except BaseException:
+        first.terminate()
+        raise
+
+
 def _free_port() -> int:
     import socket
 
@@ -132,12 +144,10 @@ def _side_by_side(
 def test_bench_serve_retriever_against_the_plain_handler(benchmark, tmp_path) -> None:
     env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
     ours_port, plain_port = _free_port(), _free_port()
-    ours = _start(
-        [sys.executable, "-m", "harness", "serve-retriever", "--port", str(ours_port)], ours_port, env
-    )
-    plain = _start(
+    ours, plain = _start_pair(
+        [sys.executable, "-m", "harness", "serve-retriever", "--port", str(ours_port)],
         [sys.executable, str(ROOT / "scripts" / "plain_retrieval_server.py"), "--port", str(plain_port)],
-        plain_port,
+        (ours_port, plain_port),
         env,
     )
     try:
@@ -171,24 +181,23 @@ def test_bench_serve_retriever_against_search_r1s_server_on_lucene(benchmark, tm
             stdout=subprocess.DEVNULL,
         )
     ours_port, up_port = _free_port(), _free_port()
-    ours = _start(
+    index = ["--index_path", str(export / "bm25"), "--corpus_path", str(export / "corpus.jsonl")]
+    upstream_server = [sys.executable, str(ROOT / "scripts" / "searchr1_retrieval_server.py"), upstream]
+    ours, up = _start_pair(
         [
             sys.executable,
             "-m",
             "harness",
-            *f"serve-retriever --retriever pyserini --port {ours_port}".split(),
+            "serve-retriever",
+            "--retriever",
+            "pyserini",
+            "--port",
+            str(ours_port),
         ],
-        ours_port,
+        [*upstream_server, "--port", str(up_port), "--", *index, "--topk", "3", "--retriever_name", "bm25"],
+        (ours_port, up_port),
         env,
     )
-    index = ["--index_path", str(export / "bm25"), "--corpus_path", str(export / "corpus.jsonl")]
-    upstream_args = [*index, "--topk", "3", "--retriever_name", "bm25"]
-    try:
-        server = [sys.executable, str(ROOT / "scripts" / "searchr1_retrieval_server.py"), upstream]
-        up = _start([*server, "--port", str(up_port), "--", *upstream_args], up_port, env)
-    except BaseException:
-        ours.terminate()
-        raise
     servers = [("ours", ours_port, ours), ("upstream", up_port, up)]
     what = "serve-retriever vs Search-R1's retrieval_server.py, Lucene, 16 threads x 2,000"
     _side_by_side(benchmark, servers, 3, what)

@@ -111,22 +111,13 @@ def test_the_by_dataset_table_splits_each_evaluation_by_the_splits_datasets(path
         by_dataset_table(evs[:1], other)
 
 
-def _run(run_id: str, commit: str, command: str, method: str = "m"):
-    from harness.results.store import RunRecord
-
-    return RunRecord(
-        run_id=run_id, kind="train", method=method, model="x", backend="b", protocol_id="p",
-        protocol_name="p", protocol_json="{}", method_spec_hash="h", method_spec_json="{}", bench="b",
-        git_commit=commit, command=command, status="complete",
-    )  # fmt: skip
-
-
 def test_build_stitches_a_resumed_rl_run_and_names_each_runs_steps_and_commit(tmp_path, monkeypatch):
     """RL died after step 3 with its checkpoint at step 2 and was resumed under a new run id: the
     record's curve is steps 1-2 of the first run and 3-4 of the second, ``segments`` says so with
     each run's commit; without ``--resumed-from`` the build is refused."""
     from harness.results.store import Store
     from harness.rl.heldout_eval import RECORD_SCHEMA, heldout_questions
+    from tests.results.test_store import record
     from tests.rl.test_heldout_eval import _eval
 
     monkeypatch.chdir(tmp_path)
@@ -141,9 +132,14 @@ def test_build_stitches_a_resumed_rl_run_and_names_each_runs_steps_and_commit(tm
         "".join(json.dumps({"step": s, "round": 0, "ids": [q]}) + "\n" for s, q in draws)
     )
     store = Store(db)
-    store.create_run(_run("sft-m-1", "a" * 40, "harness sft"))
-    store.create_run(_run("train-1", "b" * 40, "harness train"))
-    store.create_run(_run("train-2", "c" * 40, "harness train --resume"))
+    for run_id, commit, command in (
+        ("sft-m-1", "a" * 40, "harness sft"),
+        ("train-1", "b" * 40, "harness train"),
+        ("train-2", "c" * 40, "harness train --resume"),
+    ):
+        store.create_run(
+            record(run_id, kind="train", method="m", git_commit=commit, command=command, status="complete")
+        )
     store.add_train_steps("sft-m-1", 0, {"loss": 1.0})
     for step in range(3):
         store.add_train_steps("train-1", step, {"reward": 0.1 * step})
@@ -152,8 +148,8 @@ def test_build_stitches_a_resumed_rl_run_and_names_each_runs_steps_and_commit(tm
     del store
     ids = [q.id for q in heldout_questions("learning-multihop")]
     for label in ("A", "B"):
-        rec = {"schema": RECORD_SCHEMA, "commit": "d" * 40, "split": "learning-multihop", "evaluations": []}
-        rec["evaluations"] = [_eval(label, [1, 0] * (len(ids) // 2), ids=ids).to_dict()]
+        ev = _eval(label, [1, 0] * (len(ids) // 2), ids=ids).to_dict()
+        rec = {"schema": RECORD_SCHEMA, "commit": "d" * 40, "split": "learning-multihop", "evaluations": [ev]}
         Path(f"{label}.json").write_text(json.dumps(rec))
     tool = _tool()
     argv = ["build", "--method", "m", "--recipe", "r", "--out-dir", str(out), "--db", str(db)]
