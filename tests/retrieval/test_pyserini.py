@@ -33,6 +33,14 @@ def test_lucene_bm25_on_a_tiny_corpus(tiny_corpus):
     for x, y in zip(a[0], b[0], strict=True):  # Lucene's lossy 1-byte length norms: close, not equal
         assert x.score == pytest.approx(y.score, rel=0.05)
     assert a[0][0].contents == tiny_corpus.get("d5")
+    # the index stores ids only (the text comes from the corpus): Anserini loads each hit's stored
+    # document, and stored passage text made every search slower
+    stored = lucene._searcher.doc(0)
+    assert (
+        stored.raw() is None
+        and stored.contents() is None
+        and stored.docid() in {"d1", "d2", "d3", "d4", "d5"}
+    )
     meta = json.loads((lucene.index_dir / META_FILE).read_text())
     assert meta["retriever"] == {"kind": "pyserini", "k1": 0.9, "b": 0.4}
     assert meta["n_docs"] == 5 and meta["libraries"]["anserini"].startswith("anserini-")
