@@ -36,7 +36,7 @@ from array import array
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO
+from typing import IO, Literal
 
 import numpy as np
 from pydantic import BaseModel, ValidationError
@@ -164,7 +164,7 @@ def _id_hash(doc_id: str) -> int:
     return int.from_bytes(hashlib.blake2b(doc_id.encode(), digest_size=8).digest(), "little")
 
 
-def _int_view(path: Path, arr: np.ndarray, code: str) -> memoryview:
+def _int_view(path: Path, arr: np.ndarray, code: Literal["q", "Q"]) -> memoryview:
     """``arr`` (a memmap of ``path``) as a memoryview of Python ints (``code``: "q" int64, "Q" uint64)."""
     if not arr.dtype.isnative or arr.dtype.kind not in "iu" or arr.dtype.itemsize != 8:
         raise ValueError(f"prepared corpus file {path} holds {arr.dtype}, not native 8-byte integers")
