@@ -40,6 +40,11 @@ def rss_mb(pid: int) -> float:
     raise RuntimeError(f"no VmRSS for process {pid}")
 
 
+def _host_port(url: str) -> tuple[str, int]:
+    parts = urllib.parse.urlsplit(url)
+    return parts.hostname or "127.0.0.1", parts.port or 80
+
+
 def load(
     url: str, questions: list[str], *, requests: int = 2000, threads: int = 16, topk: int = 3
 ) -> dict[str, object]:
@@ -49,8 +54,7 @@ def load(
     JSON read with ``json``), not ``httpx``: on the same 2 cores as the server, httpx spent 1.3-1.4 ms
     of CPU a request, as much as the server it measured, and http.client 0.31-0.38 ms (2026-11-29,
     against both Lucene servers), so req/s now measures the server rather than the client."""
-    parts = urllib.parse.urlsplit(url)
-    host, port = parts.hostname or "127.0.0.1", parts.port or 80
+    host, port = _host_port(url)
     latencies: list[float] = []
     errors: list[str] = []
     lock = threading.Lock()
@@ -105,8 +109,7 @@ def load(
 
 def slow_clients(url: str, n: int) -> list[socket.socket]:
     """``n`` connections that each send half a request line and then nothing."""
-    parts = urllib.parse.urlsplit(url)
-    host, port = parts.hostname or "127.0.0.1", parts.port or 80
+    host, port = _host_port(url)
     out = []
     for _ in range(n):
         c = socket.create_connection((host, port))
