@@ -3,7 +3,9 @@ cannot run (it needs pyserini and a Java runtime, or a dense model): the shape o
 ``search_r1/search/retrieval_server.py`` (PeterGriffinJin/Search-R1@a14dc3a) over a harness
 retriever. A FastAPI app with one plain synchronous ``POST /retrieve`` handler (a pydantic request
 model, ``queries`` searched in one call, a dict reply that FastAPI encodes), started by
-``uvicorn.run`` with its defaults: no limits, no reply budget, no turns. The same index then
+``uvicorn.run`` with its defaults as upstream's README installs uvicorn (``pip install uvicorn
+fastapi``: h11 and asyncio, pinned here because the harness's own env has httptools, which
+uvicorn would otherwise pick): no limits, no reply budget, no turns. The same index then
 answers both servers, so only the serving differs.
 
     python scripts/plain_retrieval_server.py --port 8001            # bm25s over the closed corpus
@@ -56,7 +58,14 @@ def main(argv: list[str] | None = None) -> int:
     from harness.retrieval.factory import make_retriever
 
     retriever = make_retriever(args.retriever, None)
-    uvicorn.run(make_app(retriever, args.topk), host=args.host, port=args.port, log_level="warning")
+    uvicorn.run(
+        make_app(retriever, args.topk),
+        host=args.host,
+        port=args.port,
+        log_level="warning",
+        http="h11",
+        loop="asyncio",
+    )
     return 0
 
 

@@ -38,8 +38,8 @@ is searched (their bytes projected over the whole request), and on the bytes whi
 built; each with a one-line JSON reason naming the limit. A client must send a whole
 request (headers and body) within ``read_timeout_s`` of connecting or of its previous response,
 otherwise it gets 408 and the connection is closed (uvicorn alone only times out idle keep-alive
-connections, so a client sending headers byte by byte, or nothing, would hold one forever). Request
-headers are bounded by h11 (16 KiB); beyond ``max_connections`` open connections the one that has
+connections, so a client sending headers byte by byte, or nothing, would hold one forever). A request
+line and headers over 16 KiB get 431 (:data:`harness.serving.MAX_HEAD_BYTES`); beyond ``max_connections`` open connections the one that has
 waited longest for a request is closed (408), so slow clients cannot take every connection.
 
 **Work** runs off the event loop, in FastAPI's bounded thread pool. Searches take turns in arrival

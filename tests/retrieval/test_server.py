@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import socket
 import threading
 import time
@@ -397,6 +398,37 @@ def test_a_keep_alive_connection_is_timed_per_request(limited):
     first, _, rest = reply.partition(b"HTTP/1.1 408")
     assert first.startswith(b"HTTP/1.1 200 OK") and b'"id":"d2"' in first
     assert rest.endswith(b'(read_timeout_s)"}')
+
+
+def test_pipelined_requests_are_answered_in_order_then_timed(limited):
+    """Two whole requests in one write: both answered, in order, and the read timeout runs only after
+    the second (a pipelined request already in has no deadline)."""
+    reqs = [
+        b"POST /retrieve HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        b"Content-Length: %d\r\n\r\n" % len(body) + body
+        for body in (b'{"queries": ["berlin"]}', b'{"queries": ["paris"]}')
+    ]
+    reply = _raw(limited.port, b"".join(reqs), wait=10)
+    statuses = re.findall(rb"HTTP/1\.1 (\d{3}) ", reply)
+    assert statuses == [b"200", b"200", b"408"], reply
+    assert reply.index(b'"id":"d2"') < reply.index(b"HTTP/1.1 200", 1)  # berlin's hit came first
+
+
+def test_a_request_head_over_16_kib_gets_431_and_is_disconnected(limited):
+    from harness.serving import MAX_HEAD_BYTES
+
+    head = b"POST /retrieve HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+    body = b'{"queries": ["berlin"]}'
+    for pad, status in [
+        (MAX_HEAD_BYTES - 1024, b"200 OK"),
+        (MAX_HEAD_BYTES + 1, b"431 Request Header Fields Too Large"),
+    ]:
+        req = head + b"X-Pad: " + b"a" * pad + b"\r\nContent-Length: %d\r\n\r\n" % len(body) + body
+        reply = _raw(limited.port, req, wait=10)
+        assert reply.startswith(b"HTTP/1.1 " + status), reply[:200]
+    assert reply.endswith(b'{"detail": "request line and headers over the server\'s limit of 16384 bytes"}')
+    ok = httpx.post(limited.url + "/retrieve", json={"queries": ["berlin"]})
+    assert ok.status_code == 200
 
 
 def test_serve_retriever_refuses_a_bad_port_in_one_line(tiny_path, cache_dir):
