@@ -21,7 +21,6 @@ directory and is renamed into place only when complete.
 
 from __future__ import annotations
 
-import itertools
 import json
 import os
 import tempfile
@@ -341,6 +340,27 @@ def _read_array(path: str, data: bytes, needs: frozenset[str]) -> list[Predictio
 
 
 _BLOCK = 2048  # rows scored together (answer metrics: a block's strings are normalised at once)
+# and at most this many characters of predictions a block: a block's strings and their normalised
+# copies are held at once, so long predictions (6 KB a row) would hold 2048 x 6 KB x 3
+_BLOCK_CHARS = 2**19
+
+
+def _blocks(rows: Iterable[PredictionRow]) -> Iterator[list[PredictionRow]]:
+    """``rows`` in blocks of at most :data:`_BLOCK` rows and, but for a single longer row,
+    :data:`_BLOCK_CHARS` characters of predictions."""
+    block: list[PredictionRow] = []
+    chars = 0
+    for row in rows:
+        chars += len(row.prediction)
+        if block and chars > _BLOCK_CHARS:
+            yield block
+            block, chars = [], len(row.prediction)
+        block.append(row)
+        if len(block) == _BLOCK:
+            yield block
+            block, chars = [], 0
+    if block:
+        yield block
 
 
 def _block_scorer(metrics: Sequence[Metric]) -> Callable[[Sequence[PredictionRow]], list[list[float]]]:
@@ -510,7 +530,7 @@ def _score_jsonl(
     try:
         with open(path, "rb") as f:
             rows_iter = _jsonl_rows(path, _lines(f), _needed_fields(metrics))
-            while block := list(itertools.islice(rows_iter, _BLOCK)):
+            for block in _blocks(rows_iter):
                 for row, scores in zip(block, scorer(block), strict=True):
                     for col, v in zip(columns, scores, strict=True):
                         col.append(shared.get(v, v))

@@ -265,3 +265,22 @@ def test_data_error_names_file_and_line(tmp_path: Path) -> None:
     with pytest.raises(DataError) as e:
         read_predictions(path)
     assert (e.value.path, e.value.line) == (str(path), 3)
+
+
+def test_blocks_are_bounded_by_rows_and_by_prediction_characters() -> None:
+    """JSON Lines are scored a block at a time: at most 2,048 rows, and at most 512 Ki characters of
+    predictions unless one row alone is longer (a block's strings are held at once)."""
+    from harness.eval.predictions import _BLOCK, _BLOCK_CHARS, PredictionRow, _blocks
+
+    def rows(sizes):
+        return [PredictionRow(line=i + 1, prediction="x" * n, golds=("x",)) for i, n in enumerate(sizes)]
+
+    short = rows([1] * (2 * _BLOCK + 5))
+    assert [len(b) for b in _blocks(short)] == [_BLOCK, _BLOCK, 5]
+    long_rows = rows([6000] * 200)
+    blocks = list(_blocks(long_rows))
+    per_block = _BLOCK_CHARS // 6000
+    assert [len(b) for b in blocks] == [per_block, per_block, 200 - 2 * per_block]
+    huge = rows([10, _BLOCK_CHARS + 1, 10])  # a row longer than the bound is a block of its own
+    assert [[r.line for r in b] for b in _blocks(huge)] == [[1], [2], [3]]
+    assert [r for b in _blocks(long_rows) for r in b] == long_rows
