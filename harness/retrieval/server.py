@@ -42,7 +42,7 @@ connections, so a client sending headers byte by byte, or nothing, would hold on
 line and headers over 16 KiB get 431 (:data:`harness.serving.MAX_HEAD_BYTES`); beyond ``max_connections`` open connections the one that has
 waited longest for a request is closed (408), so slow clients cannot take every connection.
 
-**Work** runs off the event loop, in FastAPI's bounded thread pool. Searches take turns in arrival
+**Work** runs off the event loop, on a bounded thread pool (FastAPI's; ``/retrieve``'s own, :func:`_route_threads`). Searches take turns in arrival
 order (:class:`FifoSemaphore`; one at a time, or ``--search-threads`` for a retriever whose search
 is thread-safe: pyserini gets :data:`AUTO_SEARCH_THREADS`), :data:`CHUNK_HITS` hits per turn, each
 turn searching and rendering its queries' JSON (the bytes FastAPI would render): a large request
@@ -52,12 +52,14 @@ and sent piece by piece.
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import json
 import socket
 import threading
 from collections import deque
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import orjson
@@ -467,10 +469,11 @@ class _FastRetrieve:
     """ASGI middleware answering ``POST /retrieve`` (a JSON body) without FastAPI's routing, body
     parsing and dependency machinery, which were most of a one-query request's CPU: the body is
     read with orjson and validated by :class:`RetrieveRequest` as FastAPI would (pydantic's Python
-    mode on the parsed object), searched through the same :class:`_Searcher` in Starlette's thread
-    pool, and answered with the same bytes and the same error replies. A body that orjson or the
+    mode on the parsed object), searched through the same :class:`_Searcher` on a thread pool
+    (:func:`_route_threads`), and answered with the same bytes and the same error replies. A body that orjson or the
     model refuses goes on to FastAPI, so its 422 (and its wording) is FastAPI's, as before. Sits
-    inside :class:`~harness.serving.BodyLimit`, so the body limit applies first."""
+    inside :class:`~harness.serving.BodyLimit`, so the body limit applies first, and ahead of the
+    app's middleware stack (:func:`_app_class`)."""
 
     def __init__(self, app: Any, searcher: _Searcher):
         self.app = app
@@ -486,7 +489,6 @@ class _FastRetrieve:
             await self.app(scope, receive, send)
             return
         from pydantic import ValidationError
-        from starlette.concurrency import run_in_threadpool
 
         from harness.serving import replay_body
 
@@ -505,11 +507,14 @@ class _FastRetrieve:
             await self.app(scope, replay_body(body, receive), send)  # FastAPI's own 422
             return
         try:
-            # in the thread pool, as FastAPI runs a route: searching on the event loop instead used
-            # less CPU a request (1.53x against 1.24x less than the plain handler) but answered fewer
+            # off the event loop, as FastAPI runs a route: searching on the loop instead used less CPU
+            # a request (1.53x against 1.24x less than the plain handler) but answered fewer
             # requests a second on a busy machine (0.84x against 1.39x, load 12-15): one thread
-            # against many
-            response = _respond(await run_in_threadpool(self.searcher.retrieve, req))
+            # against many. A plain executor, not Starlette's run_in_threadpool: anyio's hand-off
+            # (its capacity limiter, run-vars and cancel scopes) was a fifth of the event loop's
+            # time under 16 clients (py-spy, GIL held)
+            loop = asyncio.get_running_loop()
+            response = _respond(await loop.run_in_executor(_route_threads(), self.searcher.retrieve, req))
         except BadRequest as e:
             response = await _bad(None, e)
         except HarnessError as e:
@@ -517,6 +522,34 @@ class _FastRetrieve:
         except Exception as e:  # noqa: BLE001 -- as the app's catch-all handler: a 500 with the message
             response = await _crash(None, e)
         await response(scope, receive, send)
+
+
+@functools.cache
+def _route_threads() -> ThreadPoolExecutor:
+    """The threads ``POST /retrieve`` requests are answered on, one pool a process: as many as
+    Starlette's thread pool (anyio's default of 40), so a long request searching turn by turn
+    (:class:`FifoSemaphore`) holds one of them and the requests behind it still reach their turn."""
+    return ThreadPoolExecutor(max_workers=40, thread_name_prefix="retrieve")
+
+
+@functools.cache
+def _app_class() -> type:
+    """FastAPI with ``POST /retrieve`` answered ahead of its middleware stack (made here, not at import:
+    FastAPI is imported when an app is). The stack (Starlette's error middleware, FastAPI's
+    telemetry and body-limit middleware, ours) was 6% of the event loop's time under 16 clients
+    (py-spy, GIL held); ``fast_retrieve`` catches its own errors as the app's handlers would."""
+    from fastapi import FastAPI
+
+    class RetrievalApp(FastAPI):
+        fast_retrieve: Any = None
+
+        async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+            if self.fast_retrieve is not None and scope["type"] == "http" and scope["path"] == "/retrieve":
+                await self.fast_retrieve(scope, receive, send)
+            else:
+                await super().__call__(scope, receive, send)
+
+    return RetrievalApp
 
 
 def _json_content(scope: Any) -> bool:
@@ -558,13 +591,17 @@ def create_app(
         chunk_hits=chunk_hits,
         search_threads=search_threads,
     )
-    app = FastAPI(title="rar-harness retrieval server", version="1")
-    app.add_middleware(_FastRetrieve, searcher=searcher)  # inside BodyLimit (added after: outermost)
-    app.add_middleware(
-        BodyLimit,
-        max_bytes=limits.max_body_bytes,
-        flag="max_body_bytes",
-        advice="send fewer or shorter queries",
+    app = _app_class()(title="rar-harness retrieval server", version="1")
+    body_limit: dict[str, Any] = {
+        "max_bytes": limits.max_body_bytes,
+        "flag": "max_body_bytes",
+        "advice": "send fewer or shorter queries",
+    }
+    app.add_middleware(BodyLimit, **body_limit)
+    # /retrieve before Starlette's middleware stack: the body limit, then the fast path, which hands
+    # what it does not answer to the whole app (its stack and routes, the body limit again)
+    app.fast_retrieve = BodyLimit(
+        _FastRetrieve(functools.partial(FastAPI.__call__, app), searcher), **body_limit
     )
     app.state.passage_bytes = searcher.passage_bytes
     app.state.search_threads = searcher.search_threads
