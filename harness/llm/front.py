@@ -9,8 +9,8 @@ threads, reads a body of any size into memory before looking at it, accepts any 
 any bearer token, serves ``/slots``, ``/props`` and ``/metrics`` to everyone, wraps ``max_tokens``
 into an int32 and answers completions logprobs in the chat shape. What the front does:
 
-* **Connections** (:class:`FrontLimits`): uvicorn (asyncio, httptools) holds a connection as a few KB of
-  state, not a thread, so 64 clients trickling bytes cost nothing and ``/health`` is answered at
+* **Connections** (:class:`FrontLimits`): uvicorn (asyncio, httptools) holds a connection as a few
+  KB of state, not a thread, so 64 clients trickling bytes cost nothing and ``/health`` is answered at
   once. A client must send its whole request within ``read_timeout_s`` of connecting or of its
   previous response, else 408 and the connection is closed; beyond ``max_connections`` open
   connections the one that has waited longest for its request is closed (408), and only when

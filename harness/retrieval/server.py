@@ -38,12 +38,13 @@ is searched (their bytes projected over the whole request), and on the bytes whi
 built; each with a one-line JSON reason naming the limit. A client must send a whole
 request (headers and body) within ``read_timeout_s`` of connecting or of its previous response,
 otherwise it gets 408 and the connection is closed (uvicorn alone only times out idle keep-alive
-connections, so a client sending headers byte by byte, or nothing, would hold one forever). A request
-line and headers over 16 KiB get 431 (:data:`harness.serving.MAX_HEAD_BYTES`); beyond ``max_connections`` open connections the one that has
-waited longest for a request is closed (408), so slow clients cannot take every connection.
+connections, so a client sending headers byte by byte, or nothing, would hold one forever). A
+request line and headers over 16 KiB get 431 (:data:`harness.serving.MAX_HEAD_BYTES`); beyond
+``max_connections`` open connections the one that has waited longest for a request is closed
+(408), so slow clients cannot take every connection.
 
-**Work** runs off the event loop, on a bounded thread pool (FastAPI's; ``/retrieve``'s own, :func:`_route_threads`). Searches take turns in arrival
-order (:class:`FifoSemaphore`; one at a time, or ``--search-threads`` for a retriever whose search
+**Work** runs off the event loop, on a bounded thread pool (FastAPI's; ``/retrieve``'s own,
+:func:`_route_threads`). Searches take turns in arrival order (:class:`FifoSemaphore`; one at a time, or ``--search-threads`` for a retriever whose search
 is thread-safe: pyserini gets :data:`AUTO_SEARCH_THREADS`), :data:`CHUNK_HITS` hits per turn, each
 turn searching and rendering its queries' JSON (the bytes FastAPI would render): a large request
 holds others back by one turn, not its whole length, and its reply is held once, as its pieces,
@@ -470,8 +471,9 @@ class _FastRetrieve:
     parsing and dependency machinery, which were most of a one-query request's CPU: the body is
     read with orjson and validated by :class:`RetrieveRequest` as FastAPI would (pydantic's Python
     mode on the parsed object), searched through the same :class:`_Searcher` on a thread pool
-    (:func:`_route_threads`), and answered with the same bytes and the same error replies. A body that orjson or the
-    model refuses goes on to FastAPI, so its 422 (and its wording) is FastAPI's, as before. Sits
+    (:func:`_route_threads`), and answered with the same bytes and the same error replies. A body
+    that orjson or the model refuses goes on to FastAPI, so its 422 (and its wording) is FastAPI's,
+    as before. Sits
     inside :class:`~harness.serving.BodyLimit`, so the body limit applies first, and ahead of the
     app's middleware stack (:func:`_app_class`)."""
 
