@@ -44,8 +44,9 @@ request line and headers over 16 KiB get 431 (:data:`harness.serving.MAX_HEAD_BY
 (408), so slow clients cannot take every connection.
 
 **Work** runs off the event loop, on a bounded thread pool (FastAPI's; ``/retrieve``'s own,
-:func:`_route_threads`). Searches take turns in arrival order (:class:`FifoSemaphore`; one at a time, or ``--search-threads`` for a retriever whose search
-is thread-safe: pyserini gets :data:`AUTO_SEARCH_THREADS`), :data:`CHUNK_HITS` hits per turn, each
+:func:`_route_threads`). Searches take turns in arrival order (:class:`FifoSemaphore`; one at a
+time, or ``--search-threads`` for a retriever whose search is thread-safe: pyserini gets
+:data:`AUTO_SEARCH_THREADS`), :data:`CHUNK_HITS` hits per turn, each
 turn searching and rendering its queries' JSON (the bytes FastAPI would render): a large request
 holds others back by one turn, not its whole length, and its reply is held once, as its pieces,
 and sent piece by piece.
