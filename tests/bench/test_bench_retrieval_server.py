@@ -66,16 +66,18 @@ def _start(cmd: list[str], port: int, env: dict[str, str]) -> subprocess.Popen:
     raise RuntimeError(f"{' '.join(cmd)} did not answer on port {port}")
 
 
-def _start_pair(
-    ours: list[str], theirs: list[str], ports: tuple[int, int], env: dict[str, str]
-) -> tuple[subprocess.Popen, subprocess.Popen]:
-    """Both servers started and answering; the first stopped when the second does not start."""
-    first = _start(ours, ports[0], env)
+def _start_all(cmds: list[list[str]], ports: list[int], env: dict[str, str]) -> list[subprocess.Popen]:
+    """Every server started and answering, in turn; those already started are stopped when one
+    does not start."""
+    started: list[subprocess.Popen] = []
     try:
-        return first, _start(theirs, ports[1], env)
+        for cmd, port in zip(cmds, ports, strict=True):
+            started.append(_start(cmd, port, env))
     except BaseException:
-        first.terminate()
+        for proc in started:
+            proc.terminate()
         raise
+    return started
 
 
 def _free_port() -> int:
@@ -153,10 +155,12 @@ def _side_by_side(
 def test_bench_serve_retriever_against_the_plain_handler(benchmark, tmp_path) -> None:
     env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
     ours_port, plain_port = _free_port(), _free_port()
-    ours, plain = _start_pair(
-        [sys.executable, "-m", "harness", "serve-retriever", "--port", str(ours_port)],
-        [sys.executable, str(ROOT / "scripts" / "plain_retrieval_server.py"), "--port", str(plain_port)],
-        (ours_port, plain_port),
+    ours, plain = _start_all(
+        [
+            [sys.executable, "-m", "harness", "serve-retriever", "--port", str(ours_port)],
+            [sys.executable, str(ROOT / "scripts" / "plain_retrieval_server.py"), "--port", str(plain_port)],
+        ],
+        [ours_port, plain_port],
         env,
     )
     try:
@@ -189,47 +193,28 @@ def test_bench_serve_retriever_against_search_r1s_server_on_lucene(benchmark, tm
             check=True,
             stdout=subprocess.DEVNULL,
         )
-    ours_port, up_port = _free_port(), _free_port()
+    ours_port, up_port, auto_port = _free_port(), _free_port(), _free_port()
     index = ["--index_path", str(export / "bm25"), "--corpus_path", str(export / "corpus.jsonl")]
+    upstream_args = ["--", *index, "--topk", "3", "--retriever_name", "bm25"]
     upstream_server = [sys.executable, str(ROOT / "scripts" / "searchr1_retrieval_server.py"), upstream]
-    ours, up = _start_pair(
+    ours, up, auto = _start_all(
         [
-            sys.executable,
-            "-m",
-            "harness",
-            "serve-retriever",
-            "--retriever",
-            "pyserini",
-            "--port",
-            str(ours_port),
+            [
+                sys.executable,
+                "-m",
+                "harness",
+                "serve-retriever",
+                "--retriever",
+                "pyserini",
+                "--port",
+                str(ours_port),
+            ],
+            [*upstream_server, "--port", str(up_port), *upstream_args],  # as installed: h11, asyncio
+            [*upstream_server, "--port", str(auto_port), "--uvicorn", "auto", *upstream_args],
         ],
-        [*upstream_server, "--port", str(up_port), "--", *index, "--topk", "3", "--retriever_name", "bm25"],
-        (ours_port, up_port),
+        [ours_port, up_port, auto_port],
         env,
     )
-    auto_port = _free_port()
-    try:
-        auto = _start(
-            [
-                *upstream_server,
-                "--port",
-                str(auto_port),
-                "--uvicorn",
-                "auto",
-                "--",
-                *index,
-                "--topk",
-                "3",
-                "--retriever_name",
-                "bm25",
-            ],
-            auto_port,
-            env,
-        )
-    except BaseException:
-        for proc in (ours, up):
-            proc.terminate()
-        raise
     servers = [("ours", ours_port, ours), ("upstream", up_port, up), ("upstream_httptools", auto_port, auto)]
     what = (
         "serve-retriever vs Search-R1's retrieval_server.py as its README installs it (uvicorn on h11, asyncio), "
