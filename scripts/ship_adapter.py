@@ -7,6 +7,10 @@
     # re-evaluate a shipped adapter on the first 20 held-out questions of its record and compare every
     # greedy answer with the committed one (exit 1 on any difference)
     python scripts/ship_adapter.py check smollm2+eval_rar --n 20 --label "SFT+RL step 50"
+    # a run whose evaluation spans sessions: its warm start and policy kept in the repository meanwhile
+    python scripts/ship_adapter.py export --method tiresrag_r1 --recipe cpu-learn-grpo \\
+        --checkpoint runs/tiresrag_r1/sft/final --record results/learning-tiresrag_r1.json \\
+        --rank 32 --to results/in-progress/tiresrag_r1
 
 ``export`` writes the checkpoint's difference to the packaged base (``harness.llm.gguf_lora``:
 exact SVD factors, at most ``--rank`` directions each, stored ``--storage`` f32 or f16) and its
@@ -45,10 +49,18 @@ def algorithm_of(recipe, steps: int | None = None) -> str:
     return f"{' '.join(parts[:1])} ({'; '.join(parts[1:])}); reward {rewards}; LoRA; {done} steps{of}"
 
 
+def _train_info(checkpoint: Path) -> dict:
+    return json.loads((checkpoint / "harness_train.json").read_text())
+
+
 def _steps_of(checkpoint: Path) -> int | None:
     """The RL steps of a checkpoint (``harness_train.json``'s ``steps``; None for a warm start)."""
-    info = json.loads((checkpoint / "harness_train.json").read_text())
+    info = _train_info(checkpoint)
     return int(info["steps"]) if info.get("stage", "rl") != "sft" and "steps" in info else None
+
+
+def _is_warm_start(checkpoint: Path) -> bool:
+    return _train_info(checkpoint).get("stage") == "sft"
 
 
 def export(args: argparse.Namespace) -> int:
@@ -62,9 +74,17 @@ def export(args: argparse.Namespace) -> int:
     recipe = method.recipes()[args.recipe]
     base = canonical_name(args.base)
     alias = BASE_ALIAS.get(base, base)
-    folder = Path(inspect.getfile(type(method))).parent / "trained"
+    folder = Path(args.to) if args.to else Path(inspect.getfile(type(method))).parent / "trained"
+    warm = _is_warm_start(Path(args.checkpoint))
+    if warm and not args.to:
+        raise ConfigError(
+            f"--checkpoint {args.checkpoint}: a warm start (harness sft) is not the method's trained policy; "
+            "write it elsewhere with --to DIR"
+        )
     folder.mkdir(parents=True, exist_ok=True)
-    gguf = folder / f"{alias}.gguf"
+    # a warm start's files and preset name say so: it is kept beside a run, never served as the method's policy
+    stem = f"{alias}-sft" if warm else alias
+    gguf = folder / f"{stem}.gguf"
     checkpoint_adapter(base, Path(args.checkpoint), gguf, max_rank=args.rank, storage=args.storage)
     size = gguf.stat().st_size
     if size > MAX_BYTES:
@@ -76,7 +96,7 @@ def export(args: argparse.Namespace) -> int:
 
         rank = max(t.shape[0] for t in gg.GGUFReader(str(gguf)).tensors if t.name.endswith("lora_a"))
     manifest = {
-        "name": f"{alias}+{method.name}",
+        "name": f"{alias}+{method.name}" + ("-sft" if warm else ""),
         "base": base,
         "method": method.name,
         "gguf": gguf.name,
@@ -87,11 +107,13 @@ def export(args: argparse.Namespace) -> int:
         "trained_by": {
             "method": method.name,
             "recipe": recipe.name,
-            "algorithm": algorithm_of(recipe, _steps_of(Path(args.checkpoint))),
+            "algorithm": "SFT warm start on the method's own demonstrations (harness sft); LoRA"
+            if warm
+            else algorithm_of(recipe, _steps_of(Path(args.checkpoint))),
         },
         "record": args.record,
     }
-    path = folder / f"{alias}{SUFFIX}"
+    path = folder / f"{stem}{SUFFIX}"
     path.write_text(json.dumps(manifest, indent=1) + "\n")
     load_manifest(path)  # what the harness will read
     print(f"wrote {gguf} ({size / 1e6:.2f} MB) and {path}: model preset {manifest['name']}")
@@ -168,6 +190,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     e.add_argument("--rank", type=int, default=None, help="keep at most this rank (default: exact)")
     e.add_argument("--storage", choices=["f32", "f16"], default="f16", help="tensor type (default f16)")
+    e.add_argument(
+        "--to",
+        default=None,
+        help="write into this folder instead of methods/<paper>/trained/ (a run in progress, kept in "
+        "results/in-progress/<method>/ until its evaluation is complete; a warm start: <alias>-sft.*)",
+    )
     c = sub.add_parser("check", help="re-evaluate a shipped adapter and compare with its committed answers")
     c.add_argument("preset", help="the adapter preset, e.g. smollm2+search_r1")
     c.add_argument("--label", required=True, help="the record's evaluation of this policy")

@@ -75,3 +75,59 @@ def test_check_lists_a_differing_answer_and_fails(batch_bound_engine, monkeypatc
     out = capsys.readouterr().out
     assert f"{order[0]}: committed {committed[order[0]]!r}, now 'changed'" in out
     assert "4 of 5 greedy answers equal" in out
+
+
+@pytest.fixture
+def fake_adapter(monkeypatch):
+    """checkpoint_adapter replaced: a few bytes at the path (what export does with them is the test)."""
+    import harness.llm.gguf_lora as gl
+
+    def fake(base, checkpoint, path, *, max_rank=None, storage="f32"):
+        Path(path).write_bytes(b"GGUF" + bytes(60))
+        return Path(path)
+
+    monkeypatch.setattr(gl, "checkpoint_adapter", fake)
+
+
+def _checkpoint(tmp_path: Path, **info) -> Path:
+    import json
+
+    d = tmp_path / info["stage"]
+    d.mkdir()
+    (d / "harness_train.json").write_text(json.dumps({"method": "tiresrag_r1", **info}))
+    return d
+
+
+def test_export_keeps_a_warm_start_apart_from_the_shipped_policy(fake_adapter, tmp_path):
+    """A run in progress keeps its warm start and its policy beside it (``--to``); the warm start is
+    named as one (``<alias>-sft``, preset ``...-sft``, "SFT warm start") and is refused as the
+    method's shipped policy."""
+    import json
+
+    from harness.errors import ConfigError
+
+    tool = _tool()
+    sft = _checkpoint(tmp_path, stage="sft", steps=50)
+    rl = _checkpoint(tmp_path, stage="rl", steps=5)
+    common = [
+        "export",
+        "--method",
+        "tiresrag_r1",
+        "--recipe",
+        "cpu-learn-grpo",
+        "--record",
+        "r.json",
+        "--rank",
+        "32",
+    ]
+    with pytest.raises(ConfigError, match="a warm start .harness sft. is not the method's trained policy"):
+        tool.main([*common, "--checkpoint", str(sft)])
+    out = tmp_path / "in-progress"
+    assert tool.main([*common, "--checkpoint", str(sft), "--to", str(out)]) == 0
+    assert tool.main([*common, "--checkpoint", str(rl), "--to", str(out)]) == 0
+    warm = json.loads((out / "smollm2-sft.adapter.json").read_text())
+    policy = json.loads((out / "smollm2.adapter.json").read_text())
+    assert (warm["name"], warm["gguf"]) == ("smollm2+tiresrag_r1-sft", "smollm2-sft.gguf")
+    assert warm["trained_by"]["algorithm"].startswith("SFT warm start")
+    assert (policy["name"], policy["gguf"]) == ("smollm2+tiresrag_r1", "smollm2.gguf")
+    assert policy["trained_by"]["algorithm"].endswith("5 steps of the recipe's 50")
