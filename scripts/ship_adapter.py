@@ -15,7 +15,8 @@
 ``export`` writes the checkpoint's difference to the packaged base (``harness.llm.gguf_lora``:
 exact SVD factors, at most ``--rank`` directions each, stored ``--storage`` f32 or f16) and its
 manifest (``harness.llm.adapters``: name ``<base alias>+<method>``, sha256, size, rank, storage,
-``trained_by`` {method, recipe, algorithm}, the record). An adapter over 10 MB is refused: lower
+``trained_by`` {method, recipe, algorithm}, the record; the algorithm line is read from the
+checkpoint's own ``recipe.json``, overrides included). An adapter over 10 MB is refused: lower
 ``--rank`` or use f16, then ``check`` that the greedy answers are unchanged. ``check`` evaluates the
 preset with ``harness.rl.heldout_eval.evaluate_heldout`` (llama.cpp, greedy, one thread, the record's
 protocol) on the first N held-out questions (in the split's held-out order) of the evaluation
@@ -59,6 +60,24 @@ def _steps_of(checkpoint: Path) -> int | None:
     return int(info["steps"]) if info.get("stage", "rl") != "sft" and "steps" in info else None
 
 
+def _recipe_of(checkpoint: Path, named):
+    """The recipe that trained ``checkpoint``: its ``recipe.json`` (``save_final`` writes the recipe the
+    run used, ``--recipe-override`` included, so the manifest's algorithm line says what was run),
+    else the recipe ``named``. A checkpoint of another recipe is refused."""
+    from harness.errors import ConfigError
+    from harness.rl.recipe import Recipe
+
+    path = checkpoint / "recipe.json"
+    if not path.is_file():
+        return named
+    used = Recipe.model_validate_json(path.read_text())
+    if used.name != named.name:
+        raise ConfigError(
+            f"{path}: the checkpoint was trained with recipe {used.name!r}, not --recipe {named.name}"
+        )
+    return used
+
+
 def _is_warm_start(checkpoint: Path) -> bool:
     return _train_info(checkpoint).get("stage") == "sft"
 
@@ -71,7 +90,7 @@ def export(args: argparse.Namespace) -> int:
     from harness.methods_registry import get_method
 
     method = get_method(args.method)
-    recipe = method.recipes()[args.recipe]
+    recipe = _recipe_of(Path(args.checkpoint), method.recipes()[args.recipe])
     base = canonical_name(args.base)
     alias = BASE_ALIAS.get(base, base)
     folder = Path(args.to) if args.to else Path(inspect.getfile(type(method))).parent / "trained"

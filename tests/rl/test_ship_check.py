@@ -131,3 +131,36 @@ def test_export_keeps_a_warm_start_apart_from_the_shipped_policy(fake_adapter, t
     assert warm["trained_by"]["algorithm"].startswith("SFT warm start")
     assert (policy["name"], policy["gguf"]) == ("smollm2+tiresrag_r1", "smollm2.gguf")
     assert policy["trained_by"]["algorithm"].endswith("5 steps of the recipe's 50")
+
+
+def test_export_names_the_recipe_the_checkpoint_was_trained_with(fake_adapter, tmp_path):
+    """A run with ``--recipe-override`` (When to Search's 10 steps, stage 2 from step 4): the
+    manifest's algorithm line is the checkpoint's own ``recipe.json``, not the named recipe's
+    defaults; a checkpoint of another recipe is refused."""
+    import json
+
+    from harness.errors import ConfigError
+    from harness.methods_registry import get_trainable
+
+    tool = _tool()
+    stages = '[{"start_step": 0, "reward": "stage1"}, {"start_step": 4, "reward": "stage2"}]'
+    _, used = get_trainable("when_to_search", "cpu-learn-dapo", ["steps=10", f"reward_stages={stages}"])
+    rl = _checkpoint(tmp_path, stage="rl", steps=10)
+    (rl / "recipe.json").write_text(used.model_dump_json())
+    common = [
+        "export",
+        "--method",
+        "when_to_search",
+        "--record",
+        "r.json",
+        "--rank",
+        "44",
+        "--to",
+        str(tmp_path),
+    ]
+    assert tool.main([*common, "--recipe", "cpu-learn-dapo", "--checkpoint", str(rl)]) == 0
+    algorithm = json.loads((tmp_path / "smollm2.adapter.json").read_text())["trained_by"]["algorithm"]
+    assert "reward stage1 from step 0, stage2 from step 4" in algorithm
+    assert algorithm.endswith("LoRA; 10 steps")
+    with pytest.raises(ConfigError, match="trained with recipe 'cpu-learn-dapo', not --recipe cpu-smoke"):
+        tool.main([*common, "--recipe", "cpu-smoke", "--checkpoint", str(rl)])
