@@ -169,3 +169,21 @@ def test_build_stitches_a_resumed_rl_run_and_names_each_runs_steps_and_commit(tm
         ConfigError, match="RL run train-2 starts at step 3: .* give that run's id with --resumed-from"
     ):
         tool.main(argv)  # the last run alone would be a curve of steps 3-4 and the draws of 1-2
+
+
+WARM_STARTS = sorted((ROOT / "results" / "warm-starts").glob("*/*.adapter.json"))
+
+
+@pytest.mark.parametrize("path", WARM_STARTS, ids=lambda p: p.parent.name)
+def test_a_kept_warm_start_is_the_adapter_its_record_evaluated(path):
+    """A warm start kept beside its record (results/warm-starts) matches its manifest's size and sha256,
+    is its method's, and is the adapter of its record's warm-start evaluation (by file name)."""
+    from harness.llm.adapters import load_manifest, verified_gguf
+
+    warm = load_manifest(path)
+    verified_gguf(warm)
+    assert warm.method == path.parent.name and warm.trained_by["algorithm"].startswith("SFT warm start")
+    record = json.loads((ROOT / warm.record).read_text())
+    assert record["method"] == warm.method
+    evs = [e for e in record["evaluations"] if e["label"] == "SFT (warm start)"]
+    assert [e["meta"]["adapters"] for e in evs] == [[warm.gguf.name]]
