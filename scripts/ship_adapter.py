@@ -50,13 +50,8 @@ def algorithm_of(recipe, steps: int | None = None) -> str:
     return f"{' '.join(parts[:1])} ({'; '.join(parts[1:])}); reward {rewards}; LoRA; {done} steps{of}"
 
 
-def _train_info(checkpoint: Path) -> dict:
-    return json.loads((checkpoint / "harness_train.json").read_text())
-
-
-def _steps_of(checkpoint: Path) -> int | None:
-    """The RL steps of a checkpoint (``harness_train.json``'s ``steps``; None for a warm start)."""
-    info = _train_info(checkpoint)
+def _steps_of(info: dict) -> int | None:
+    """The RL steps of a checkpoint from its ``harness_train.json`` (``steps``; None for a warm start)."""
     return int(info["steps"]) if info.get("stage", "rl") != "sft" and "steps" in info else None
 
 
@@ -78,10 +73,6 @@ def _recipe_of(checkpoint: Path, named):
     return used
 
 
-def _is_warm_start(checkpoint: Path) -> bool:
-    return _train_info(checkpoint).get("stage") == "sft"
-
-
 def export(args: argparse.Namespace) -> int:
     from harness.errors import ConfigError
     from harness.llm.adapters import MAX_BYTES, SUFFIX, load_manifest
@@ -94,7 +85,8 @@ def export(args: argparse.Namespace) -> int:
     base = canonical_name(args.base)
     alias = BASE_ALIAS.get(base, base)
     folder = Path(args.to) if args.to else Path(inspect.getfile(type(method))).parent / "trained"
-    warm = _is_warm_start(Path(args.checkpoint))
+    info = json.loads((Path(args.checkpoint) / "harness_train.json").read_text())
+    warm = info.get("stage") == "sft"
     if warm and not args.to:
         raise ConfigError(
             f"--checkpoint {args.checkpoint}: a warm start (harness sft) is not the method's trained policy; "
@@ -128,7 +120,7 @@ def export(args: argparse.Namespace) -> int:
             "recipe": recipe.name,
             "algorithm": "SFT warm start on the method's own demonstrations (harness sft); LoRA"
             if warm
-            else algorithm_of(recipe, _steps_of(Path(args.checkpoint))),
+            else algorithm_of(recipe, _steps_of(info)),
         },
         "record": args.record,
     }
