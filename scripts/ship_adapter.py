@@ -50,11 +50,6 @@ def algorithm_of(recipe, steps: int | None = None) -> str:
     return f"{' '.join(parts[:1])} ({'; '.join(parts[1:])}); reward {rewards}; LoRA; {done} steps{of}"
 
 
-def _steps_of(info: dict) -> int | None:
-    """The RL steps of a checkpoint from its ``harness_train.json`` (``steps``; None for a warm start)."""
-    return int(info["steps"]) if info.get("stage", "rl") != "sft" and "steps" in info else None
-
-
 def _recipe_of(checkpoint: Path, named):
     """The recipe that trained ``checkpoint``: its ``recipe.json`` (``save_final`` writes the recipe the
     run used, ``--recipe-override`` included, so the manifest's algorithm line says what was run),
@@ -120,7 +115,7 @@ def export(args: argparse.Namespace) -> int:
             "recipe": recipe.name,
             "algorithm": "SFT warm start on the method's own demonstrations (harness sft); LoRA"
             if warm
-            else algorithm_of(recipe, _steps_of(info)),
+            else algorithm_of(recipe, int(info["steps"]) if "steps" in info else None),
         },
         "record": args.record,
     }
