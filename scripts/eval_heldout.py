@@ -69,19 +69,12 @@ def _record(path: Path, split: str) -> dict:
     return {"schema": RECORD_SCHEMA, "split": split, "evaluations": []}
 
 
-def _commit() -> str:
-    """The code that runs: git's commit (+dirty when it differs from HEAD); an exported copy (git
-    archive, as the learning runs use) has no git, so the commit it was exported from, named as
-    scripts/learning_run.sh takes it (HARNESS_COMMIT); empty when neither is known."""
-    from harness.results.lifecycle import git_commit
-
-    return git_commit() or os.environ.get("HARNESS_COMMIT", "")
-
-
 def _write(path: Path, rec: dict) -> None:
     import json
 
-    rec = {**rec, "commit": _commit()}
+    from harness.results.lifecycle import code_commit
+
+    rec = {**rec, "commit": code_commit()}
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(rec, indent=1, ensure_ascii=False) + "\n")
 
@@ -115,13 +108,14 @@ def _reward(method: str, recipe_name: str | None):
 
 def run(args: argparse.Namespace) -> int:
     from harness.errors import ConfigError
+    from harness.results.lifecycle import code_commit
     from harness.rl.heldout_eval import heldout_questions
     from harness.rl.learning_record import portable_model
 
     # the model as the record will keep it, asked now: a checkpoint outside the working directory
     # was refused only after the whole evaluation had run (73 minutes of one, 2026-11-29)
     args.model_entry = portable_model(args.model) if Path(args.model).exists() else args.model
-    if args.record is not None and not _commit():
+    if args.record is not None and not code_commit():
         # asked before the work, as the model path is: a record of unknown code cannot be traced
         raise ConfigError(
             f"{args.record}: no git commit here and HARNESS_COMMIT is unset, so the record would name no code; "

@@ -76,7 +76,7 @@ def _portable_command(cmd: str | None, roots: list[tuple[str, str]]) -> str | No
 
 def build(args: argparse.Namespace) -> int:
     from harness.errors import ConfigError
-    from harness.results.lifecycle import git_commit
+    from harness.results.lifecycle import code_commit
     from harness.rl.heldout_eval import load_record, put_eval, record_tables
     from harness.rl.learning_record import stitched_curve, train_curve
 
@@ -86,7 +86,7 @@ def build(args: argparse.Namespace) -> int:
         "recipe": args.recipe,
         "about": args.about,
         "commands": args.command,
-        "commit": git_commit(),
+        "commit": code_commit(),
         "split": args.split,
         "evaluations": [],
     }

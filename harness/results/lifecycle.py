@@ -81,6 +81,16 @@ def git_commit() -> str:
     return _GIT_COMMIT
 
 
+def code_commit() -> str:
+    """The code that runs, as a record names it: :func:`git_commit`; outside a checkout (an exported
+    copy, ``git archive``, as the learning runs use) the commit it was exported from, named in the
+    environment variable ``HARNESS_COMMIT`` (``scripts/learning_run.sh`` sets it); empty when
+    neither is known."""
+    import os
+
+    return git_commit() or os.environ.get("HARNESS_COMMIT", "")
+
+
 def versions() -> dict[str, str]:
     """Python's version and those of :data:`VERSIONED_PACKAGES` that are installed."""
     from importlib.metadata import PackageNotFoundError, version

@@ -154,8 +154,14 @@ def test_build_stitches_a_resumed_rl_run_and_names_each_runs_steps_and_commit(tm
     tool = _tool()
     argv = ["build", "--method", "m", "--recipe", "r", "--out-dir", str(out), "--db", str(db)]
     argv += ["--evals", "A.json", "B.json", "--pair", "A,B", "--record", "rec.json"]
+    import harness.results.lifecycle as lifecycle
+
+    # built from an exported copy (no git), as the learning runs are: the record names HARNESS_COMMIT
+    monkeypatch.setattr(lifecycle, "_GIT_COMMIT", "")
+    monkeypatch.setenv("HARNESS_COMMIT", "3de3417")
     assert tool.main([*argv, "--resumed-from", "train-1"]) == 0
     got = json.loads(Path("rec.json").read_text())
+    assert got["commit"] == "3de3417"
     rl = got["stages"]["rl"]
     assert got["curves"]["rl"] == {"step": [1, 2, 3, 4], "reward": [0.0, 0.1, 1.0, 1.0]}
     assert rl["run_id"] == "train-2" and rl["steps_done"] == 4
