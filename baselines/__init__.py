@@ -19,6 +19,7 @@ PLUGIN = Plugin(
         "naive_rag_flashrag": ".flashrag:NaiveRAGFlashRAG",
         "ircot_flashrag": ".flashrag:IRCoTFlashRAG",
         "search_r1_rag": ".search_r1_rag:SearchR1RAG",
+        "naive_rag_arena": ".naive_rag_arena:NaiveRAGArena",
     },
     variants={
         "search_o1_released": "search_o1",
@@ -26,6 +27,7 @@ PLUGIN = Plugin(
         "naive_rag_flashrag": "naive_rag",
         "ircot_flashrag": "ircot",
         "search_r1_rag": "naive_rag",
+        "naive_rag_arena": "naive_rag",
     },
     protocols={
         "search_o1-released-singlehop": ".protocol:search_o1_released_singlehop",

@@ -60,7 +60,16 @@ from harness.rollout.render import RENDERERS, first_line_and_rest, stripped_obse
 from harness.rollout.segments import SegmentLoopConfig, run_segment_rollouts, stopped_at
 from harness.rollout.single import answer_once
 from harness.rollout.state import Observation, RolloutState
-from harness.types import Completion, ExtractionStatus, Hit, QAExample, SamplingParams, Trajectory, Turn
+from harness.types import (
+    Completion,
+    ExtractionStatus,
+    Hit,
+    QAExample,
+    SamplingParams,
+    Trajectory,
+    Turn,
+    join_contents,
+)
 
 if TYPE_CHECKING:
     from harness.judge.reward import RewardJudge
@@ -130,6 +139,7 @@ __all__ = [
     "Turn",
     "Completion",
     "Hit",
+    "join_contents",
     "SamplingParams",
     "ExtractionStatus",
     "Backend",

@@ -63,6 +63,7 @@ def test_the_registries_hold_what_the_manifests_declare():
         "naive_rag_flashrag": "naive_rag",
         "ircot_flashrag": "ircot",
         "search_r1_rag": "naive_rag",
+        "naive_rag_arena": "naive_rag",  # naive RAG over ARENA's references (its paired baseline)
     }
 
 

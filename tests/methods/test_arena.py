@@ -534,14 +534,16 @@ def test_run_all_leaves_out_questions_arena_cannot_answer(scripted, tmp_path: Pa
 def test_retrieval_methods_are_refused_under_arena_protocol(scripted, tmp_path: Path, capsys) -> None:
     arena = preset(PROTOCOL_NAME)
     assert bound_protocols() == {
-        PROTOCOL_NAME: ("arena",),
+        PROTOCOL_NAME: ("arena", "naive_rag_arena"),  # and naive RAG over its references
         # the baselines' released evaluations (docs/baselines.md)
         "flashrag": ("direct_flashrag", "ircot_flashrag", "naive_rag_flashrag"),
         "search_o1-released-singlehop": ("search_o1_released",),
         "search_o1-released-multihop": ("search_o1_released",),
     }
     for name in ("naive_rag", "search_r1", "direct"):
-        with pytest.raises(ConfigError, match=f"own setting of method arena; method '{name}' is not scored"):
+        with pytest.raises(
+            ConfigError, match=f"own setting of method arena, naive_rag_arena; method '{name}' is not scored"
+        ):
             check_protocol(get_method(name), arena)
     with pytest.raises(ConfigError, match=f"scored only under its own protocol {PROTOCOL_NAME}"):
         check_protocol(Arena(), preset("mini"))
