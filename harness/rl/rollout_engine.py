@@ -40,6 +40,13 @@ from typing import Any, Literal
 from harness.errors import ConfigError
 from harness.rl.recipe import Recipe
 
+# Tokens per llama.cpp slot of a rollout engine: the packaged SmolLM2's trained context. A recipe's
+# prompts are the method's own and can be long: ARENA's (each question's own 20 paragraphs for
+# MuSiQue) reach 4,982 tokens over the learning-multihop train questions, past the 2,048 this
+# engine had (tests/rl/test_rollout_engine.py measures them). The KV cache is allocated per slot:
+# 8 slots x 8,192 tokens x about 23 KB a token (SmolLM2-135M, f16) is about 1.5 GB.
+ROLLOUT_N_CTX = 8192
+
 RolloutBackend = Literal["transformers", "llamacpp", "vllm"]
 ROLLOUT_BACKENDS: tuple[str, ...] = ("transformers", "llamacpp", "vllm")
 # What the llama.cpp engine serves as the base: the packaged GGUF as it is (SmolLM2: Q4_1), or its
@@ -232,7 +239,7 @@ class LlamaCppRollout:
             self.start = (checkpoint_adapter(base, start, self.dir / "start.gguf"),)
         self.weights = weights
         spec = BackendSpec(
-            kind="llamacpp", model=served, threads=threads, max_batch_size=parallel, n_ctx=2048
+            kind="llamacpp", model=served, threads=threads, max_batch_size=parallel, n_ctx=ROLLOUT_N_CTX
         )
         # the engine has the cores to itself: it runs between sync and suspend, the learner after
         self.backend: LlamaCppBackend | LlamaCppEngines

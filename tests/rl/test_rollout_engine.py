@@ -341,3 +341,29 @@ def test_vllm_rollouts_are_refused_in_one_line_where_vllm_is_not_installed():
     with pytest.raises(ConfigError, match="vLLM is not installed"):
         check_rollout_backend(args, None, "vllm")  # asked for by name: checked before torch is imported
     assert rollout_backend_of(args, None, torch.device("cpu")) == "vllm"  # and not asked again
+
+
+def test_the_rollout_engines_slots_hold_every_arena_training_prompt_and_its_completion():
+    """ARENA's cpu-learn-grpo RL failed at its first rollout on 2026-11-30 (a MuSiQue prompt of 2,966
+    tokens against 2,048 a slot). Every RL question's prompt, in the packaged tokenizer, plus the
+    recipe's new tokens must fit a slot."""
+    from transformers import AutoTokenizer
+
+    from harness.llm.model_files import resolve_model
+    from harness.methods_registry import get_method
+    from harness.rl.rollout_engine import ROLLOUT_N_CTX
+    from harness.rl.trainer import training_examples
+
+    arena = get_method("arena")
+    recipe = arena.recipes()["cpu-learn-grpo"]
+    tok = AutoTokenizer.from_pretrained(str(resolve_model("default")))
+    musique = [e for e in training_examples(recipe) if e.dataset == "musique"]  # the 20-paragraph ones
+    texts = [
+        tok.apply_chat_template(
+            arena.prompt_messages(e, training=True), add_generation_prompt=True, tokenize=False
+        )
+        for e in musique
+    ]
+    longest = max(len(ids) for ids in tok(texts)["input_ids"])
+    assert longest > 2048  # what the engine had
+    assert longest + recipe.max_new_tokens <= ROLLOUT_N_CTX
