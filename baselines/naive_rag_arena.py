@@ -10,7 +10,7 @@ for ARENA: its paired comparison would mix two protocols, which
 standard RAG prompt, documents as ``Doc i(Title: ...) text``, the first line of at most 32 new
 tokens as the answer; :mod:`baselines.naive_rag`) whose documents are ARENA's references for the
 question, exactly those ARENA's prompt numbers and in that order
-(``methods.arena.method.ClosedCorpusContexts``: the question's own paragraphs, or the labelled
+(ARENA's context provider, ``methods.arena.method.ClosedCorpusContexts``: the question's own paragraphs, or the labelled
 gold + BM25 substitute where it has none). It never calls the retriever, and records per
 trajectory which references it read, as ARENA does.
 """
@@ -32,7 +32,7 @@ from harness.api import (
     extract_first_line,
     join_contents,
 )
-from methods.arena.method import PROTOCOL_NAME, Arena, ClosedCorpusContexts, ContextProvider
+from methods.arena.method import PROTOCOL_NAME, Arena, ContextProvider
 
 
 class NaiveRAGArena(NaiveRAG):
@@ -47,20 +47,19 @@ class NaiveRAGArena(NaiveRAG):
     reference_source_key: ClassVar[str] = Arena.reference_source_key
 
     def __init__(self, contexts: ContextProvider | None = None):
-        self._contexts = contexts
+        # ARENA itself supplies the references (its context provider) and says which questions it
+        # cannot answer, so both arms read the same paragraphs by one code path
+        self._arena = Arena(contexts=contexts)
 
-    @property
-    def context_provider(self) -> ContextProvider:
-        if self._contexts is None:
-            self._contexts = ClosedCorpusContexts()
-        return self._contexts
-
-    def spec(self, protocol: Protocol) -> MethodSpec:
+    def _require_protocol(self, protocol: Protocol) -> None:
         if protocol.name != PROTOCOL_NAME:
             raise ConfigError(
                 f"method {self.name!r} reads ARENA's references and is scored only under --protocol "
                 f"{PROTOCOL_NAME} (got {protocol.name!r}); open-retrieval naive RAG is `naive_rag`"
             )
+
+    def spec(self, protocol: Protocol) -> MethodSpec:
+        self._require_protocol(protocol)
         base = super().spec(protocol)
         params = {
             **base.params,
@@ -71,11 +70,11 @@ class NaiveRAGArena(NaiveRAG):
         return base.model_copy(update={"name": self.name, "params": params})
 
     def cannot_answer(self, example: QAExample) -> str | None:
-        return Arena().cannot_answer(example)
+        return self._arena.cannot_answer(example)
 
     def solve(self, examples: list[QAExample], ctx: RunContext) -> list[Trajectory]:
-        self.spec(ctx.protocol)  # refuses any other protocol
-        contexts = self.context_provider.contexts(examples, ctx.protocol)
+        self._require_protocol(ctx.protocol)
+        contexts = self._arena.context_provider.contexts(examples, ctx.protocol)
         docs = [
             [Hit(r.passage_id or "", join_contents(r.title, r.text), 0.0) for r in c.references]
             for c in contexts
