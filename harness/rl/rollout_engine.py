@@ -45,6 +45,7 @@ from harness.rl.recipe import Recipe
 # MuSiQue) reach 4,982 tokens over the learning-multihop train questions, past the 2,048 this
 # engine had (tests/rl/test_rollout_engine.py measures them). The KV cache is allocated per slot:
 # 8 slots x 8,192 tokens x about 23 KB a token (SmolLM2-135M, f16) is about 1.5 GB.
+# vLLM's rollout engine takes the same length as its max_model_len (it had 2,048 as well).
 ROLLOUT_N_CTX = 8192
 
 RolloutBackend = Literal["transformers", "llamacpp", "vllm"]
@@ -178,7 +179,9 @@ class VLLMRollout:
 
         dtype = str(resolve_dtype(recipe.dtype, torch.device(device))).removeprefix("torch.")
         self.backend = VLLMBackend(
-            BackendSpec(kind="vllm", model=model, dtype=dtype, max_model_len=2048, max_batch_size=parallel),
+            BackendSpec(
+                kind="vllm", model=model, dtype=dtype, max_model_len=ROLLOUT_N_CTX, max_batch_size=parallel
+            ),
             logprobs=True,
         )
         self.sync_seconds: float = 0.0

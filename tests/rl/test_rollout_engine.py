@@ -367,3 +367,23 @@ def test_the_rollout_engines_slots_hold_every_arena_training_prompt_and_its_comp
     longest = max(len(ids) for ids in tok(texts)["input_ids"])
     assert longest > 2048  # what the engine had
     assert longest + recipe.max_new_tokens <= ROLLOUT_N_CTX
+
+
+def test_the_vllm_rollout_engine_holds_as_many_tokens_as_a_llamacpp_slot(monkeypatch):
+    """vLLM's rollout engine had ``max_model_len=2048``, which would refuse ARENA's training prompts
+    as the llama.cpp slots did; it now takes :data:`ROLLOUT_N_CTX` (what the engine is asked for;
+    tests/vllm runs the engine itself)."""
+    import harness.llm.vllm_backend as vllm_backend
+    from harness.rl.rollout_engine import ROLLOUT_N_CTX, VLLMRollout
+
+    specs = []
+
+    class Recorder:
+        def __init__(self, spec, **kw):
+            specs.append((spec, kw))
+
+    monkeypatch.setattr(vllm_backend, "VLLMBackend", Recorder)
+    VLLMRollout("default", _recipe("cpu-grpo-long"), parallel=4)
+    ((spec, kw),) = specs
+    assert (spec.kind, spec.max_model_len, spec.max_batch_size) == ("vllm", ROLLOUT_N_CTX, 4)
+    assert kw == {"logprobs": True}
