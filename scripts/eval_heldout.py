@@ -155,6 +155,7 @@ def _run_eval(args: argparse.Namespace, qs: list, reward):
         threads=args.threads,
         slots=args.slots,
         batch_size=args.batch_size,
+        n_ctx=args.n_ctx,
         label=args.label,
         progress=not args.no_progress,
         protocol=_protocol(args.protocol),
@@ -403,6 +404,13 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--engine", choices=["llamacpp", "transformers"], default="llamacpp")
     r.add_argument("--threads", type=int, default=1, help="engine threads (default 1)")
     r.add_argument("--slots", type=int, default=1, help="llama.cpp parallel slots (default 1)")
+    r.add_argument(
+        "--n-ctx",
+        type=int,
+        default=None,
+        help="llama.cpp tokens a slot, prompt plus answer (default 4096; ARENA's MuSiQue prompts with "
+        "its 1,024 new tokens need 8192)",
+    )
     r.add_argument("--batch-size", type=int, default=8, help="questions solved together (default 8)")
     r.add_argument(
         "--reward-recipe",

@@ -167,6 +167,7 @@ def check(args: argparse.Namespace) -> int:
             threads=args.threads,
             batch_size=recorded_batch_size(ev),
             protocol=protocol,
+            n_ctx=args.n_ctx,
             label=f"check {preset.name}",
             progress=not args.no_progress,
             first=lo,
@@ -209,6 +210,12 @@ def main(argv: list[str] | None = None) -> int:
     c.add_argument("--record", default=None, help="default: the manifest's record")
     c.add_argument("--protocol", default=None, help="default mini; ARENA: arena-gold-context")
     c.add_argument("--threads", type=int, default=1, help="llama.cpp threads (default 1)")
+    c.add_argument(
+        "--n-ctx",
+        type=int,
+        default=None,
+        help="llama.cpp tokens a slot (default 4096; as the record's part used)",
+    )
     c.add_argument("--no-progress", action="store_true")
     args = ap.parse_args(argv)
     return export(args) if args.cmd == "export" else check(args)

@@ -352,17 +352,23 @@ def open_engine(
     slots: int = 1,
     device: str = "auto",
     spin: bool = False,
+    n_ctx: int | None = None,
 ) -> Any:
     """The backend that evaluates ``model``: llama.cpp over its packaged base with the checkpoint's
     difference as an adapter plus ``adapters``, in a child process (torch runs in this one); or
     transformers over a checkpoint directory (``adapters`` refused there). ``spin``: the llama.cpp
     child's threads wait actively (for a caller that leaves it the cores, as the trainer does
-    between steps; :class:`~harness.llm.llamacpp_backend.LlamaCppBackend`)."""
+    between steps; :class:`~harness.llm.llamacpp_backend.LlamaCppBackend`). ``n_ctx``: llama.cpp's
+    tokens a slot (prompt plus answer; None: :class:`~harness.llm.base.BackendSpec`'s 4,096, which
+    ARENA's 20-paragraph MuSiQue prompts with its 1,024 new tokens exceed)."""
     from harness.llm.base import BackendSpec
 
+    ctx = {} if n_ctx is None else {"n_ctx": n_ctx}
     if engine == "transformers":
         if adapters:
             raise ConfigError("held-out evaluation: GGUF adapters apply to engine 'llamacpp' only")
+        if n_ctx is not None:
+            raise ConfigError("held-out evaluation: n_ctx applies to engine 'llamacpp' only")
         from harness.llm.base import make_backend
 
         return make_backend(
@@ -378,7 +384,7 @@ def open_engine(
 
     if get_adapter(model) is not None:  # a shipped adapter preset: the backend adds its adapter itself
         return LlamaCppBackend(
-            BackendSpec(kind="llamacpp", model=model, threads=threads, max_batch_size=slots),
+            BackendSpec(kind="llamacpp", model=model, threads=threads, max_batch_size=slots, **ctx),
             lora=[Path(a) for a in adapters],
             child=True,
             spin=spin,
@@ -390,7 +396,7 @@ def open_engine(
         lora.append(checkpoint_adapter(base, chain[0], Path(work_dir) / "checkpoint-delta.gguf"))
     lora += [Path(a) for a in adapters]
     return LlamaCppBackend(
-        BackendSpec(kind="llamacpp", model=base, threads=threads, max_batch_size=slots),
+        BackendSpec(kind="llamacpp", model=base, threads=threads, max_batch_size=slots, **ctx),
         lora=lora,
         child=True,
         spin=spin,
@@ -507,6 +513,7 @@ def evaluate_heldout(
     spin: bool = False,
     first: int = 0,
     reward: tuple[str, Any] | None = None,
+    n_ctx: int | None = None,
 ) -> HeldoutEval:
     """``checkpoint`` (a packaged preset, or a ``harness sft`` / ``harness train`` checkpoint
     directory) on ``questions``: greedy, then ``samples`` answers each at ``temperature`` (0: no
@@ -518,6 +525,7 @@ def evaluate_heldout(
     ``first`` on) samples each question with the seeds the whole one would (:func:`merge_parts`).
     ``reward``: (a reward name of ``method``, its :class:`~harness.method.RewardContext`): score
     each greedy trajectory with the method's own training reward (``greedy_reward``).
+    ``n_ctx``: llama.cpp's tokens a slot (:func:`open_engine`), stored in ``meta``.
     Nothing is written to a results database."""
     import tempfile
 
@@ -561,6 +569,7 @@ def evaluate_heldout(
             threads=threads,
             slots=slots,
             spin=spin,
+            n_ctx=n_ctx,
         )
     t0 = time.perf_counter()
     try:
@@ -623,6 +632,7 @@ def evaluate_heldout(
             "threads": threads,
             "slots": slots,
             "batch_size": batch_size,
+            **({} if n_ctx is None else {"n_ctx": n_ctx}),
         },
         reward=reward[0] if reward is not None else "",
         greedy_reward=rewards,
@@ -931,8 +941,8 @@ def merge_parts(parts: Sequence[HeldoutEval], questions: Sequence[QAExample]) ->
     same model, engine, method, protocol, samples, temperature and seed, and sampled with the
     whole evaluation's seeds (:func:`evaluate_heldout`'s ``first``): so the parts of a deterministic
     engine give what one evaluation would. Rows in ``questions``' order; the seconds add up;
-    ``meta`` is the first part's with ``parts`` ([lo, hi], seconds, threads of each) in place of
-    its own range."""
+    ``meta`` is the first part's with ``parts`` ([lo, hi], seconds, threads and any ``n_ctx`` of
+    each) in place of its own range."""
     if not parts:
         raise ConfigError("merge_parts: no parts")
     key = ("label", "model", "engine", "method", "protocol_id", "temperature", "seed", "k", "reward")
@@ -966,6 +976,7 @@ def merge_parts(parts: Sequence[HeldoutEval], questions: Sequence[QAExample]) ->
             "questions": p.meta.get("questions"),
             "seconds": round(p.seconds, 1),
             "threads": p.meta.get("threads"),
+            **({"n_ctx": p.meta["n_ctx"]} if "n_ctx" in p.meta else {}),
         }
         for p in sorted(parts, key=lambda p: ids.index(p.sample_ids[0]))
     ]

@@ -7,6 +7,7 @@ one seed per (question, sample), whatever the batch size)."""
 from __future__ import annotations
 
 from dataclasses import replace
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -678,3 +679,36 @@ def test_replay_ranges_of_one_part_and_of_another_batch_size():
     assert replay_ranges(whole, order, 12) == [(0, 12)]
     with pytest.raises(ConfigError, match="q039 of 'x' is not held out"):
         replay_ranges(_placed(order, [39], {}), order[:39], 1)
+
+
+def test_the_engines_tokens_a_slot_are_the_callers_and_each_part_keeps_its_own(monkeypatch):
+    """ARENA's 20-paragraph MuSiQue prompts with its 1,024 new tokens exceed llama.cpp's default
+    4,096 tokens a slot (the 2026-11-30 evaluation parts from question 275 stopped at their first
+    batch): ``n_ctx`` reaches the engine's spec, is refused for transformers, and each merged part
+    keeps the value it ran with."""
+    import harness.llm.llamacpp_backend as llamacpp_backend
+    from harness.llm.base import BackendSpec
+    from harness.rl.heldout_eval import merge_parts, open_engine
+
+    specs = []
+
+    class Recorder:
+        def __init__(self, spec, **kw):
+            specs.append(spec)
+
+    monkeypatch.setattr(llamacpp_backend, "LlamaCppBackend", Recorder)
+    open_engine("default", work_dir=Path("unused"), n_ctx=8192)
+    open_engine("default", work_dir=Path("unused"))
+    assert [s.n_ctx for s in specs] == [8192, BackendSpec.model_fields["n_ctx"].default]
+    assert specs[1].n_ctx == 4096
+    with pytest.raises(ConfigError, match="n_ctx applies to engine 'llamacpp' only"):
+        open_engine("default", engine="transformers", work_dir=Path("unused"), n_ctx=8192)
+
+    qs = _questions(4)
+    a = replace(_eval("x", [1, 0], ids=[q.id for q in qs[:2]]), meta={"questions": [0, 2], "threads": 1})
+    b = replace(
+        _eval("x", [0, 1], ids=[q.id for q in qs[2:]]),
+        meta={"questions": [2, 4], "threads": 1, "n_ctx": 8192},
+    )
+    parts = merge_parts([a, b], qs).meta["parts"]
+    assert [p.get("n_ctx") for p in parts] == [None, 8192]
