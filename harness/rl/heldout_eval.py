@@ -359,8 +359,8 @@ def open_engine(
     transformers over a checkpoint directory (``adapters`` refused there). ``spin``: the llama.cpp
     child's threads wait actively (for a caller that leaves it the cores, as the trainer does
     between steps; :class:`~harness.llm.llamacpp_backend.LlamaCppBackend`). ``n_ctx``: llama.cpp's
-    tokens a slot (prompt plus answer; None: :class:`~harness.llm.base.BackendSpec`'s 4,096, which
-    ARENA's 20-paragraph MuSiQue prompts with its 1,024 new tokens exceed)."""
+    tokens a slot (prompt plus answer; None: :class:`~harness.llm.base.BackendSpec`'s 4,096, too
+    few for a protocol of many long paragraphs and 1,024 new tokens)."""
     from harness.llm.base import BackendSpec
 
     ctx = {} if n_ctx is None else {"n_ctx": n_ctx}
