@@ -418,6 +418,9 @@ REPLY = "<relevance>[1]</relevance>\n<analysis>Ref 1.</analysis>\n<answer>yes</a
 def scripted(monkeypatch: pytest.MonkeyPatch) -> ScriptedBackend:
     backend = ScriptedBackend({}, default=REPLY)
     monkeypatch.setattr(Runner, "backend", lambda self: backend)
+    # and every method's own model (``--method all`` serves each shipped adapter preset through
+    # ``backend_for``): without this the trained policies ran on the real packaged model here
+    monkeypatch.setattr(Runner, "backend_for", lambda self, model: backend)
     monkeypatch.setattr(Runner, "retriever", lambda self, protocol=None: RecordingRetriever())
     return backend
 
