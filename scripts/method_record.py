@@ -11,6 +11,7 @@ question ids of every training stage, the stages' curves and commands, in one JS
         --about "..." --record results/learning-r_search.json
     python scripts/method_record.py tables results/learning-r_search.json   # what the page prints
     python scripts/method_record.py check results/learning-r_search.json    # what the test checks
+    python scripts/method_record.py summary results/learning-r_search.json results/learning-eval_rar.json
 
 A run resumed with ``--resume`` logs under a new run id: give the earlier ones with
 ``--resumed-from RUN_ID`` (oldest first); the RL curve is stitched from them
@@ -26,6 +27,8 @@ ids meet the split's held-out ids. Paths in the record are relative; nothing mac
 
 ``tables`` prints the evaluations, the paired comparisons (``--pair`` B - A: greedy EM by exact
 McNemar, F1 and the method's own reward by paired bootstrap), a line per stage and the RL curve.
+``summary`` prints one row per record: the shipped policy (the evaluation of the adapter preset
+whose manifest names the record) against the warm start and the baseline its pairs name.
 ``check`` re-reads the split: every evaluation covers its held-out ids exactly, and no stage id is
 held out (one line and exit 1 otherwise).
 """
@@ -38,6 +41,8 @@ import sys
 from pathlib import Path
 
 SCHEMA = 1
+ROOT = Path(__file__).resolve().parents[1]
+WARM_START = "SFT (warm start)"  # the warm start's evaluation label in every method record
 
 
 def _rl_draws(out_dir: Path, steps: int) -> list[dict]:
@@ -219,6 +224,63 @@ def tables(record: dict, every: int = 5) -> str:
     return "\n\n".join(lines)
 
 
+def shipped_pairs(record: dict, path: str) -> tuple:
+    """(the warm start's evaluation, the shipped policy's, the baseline's) in ``record`` (at the
+    repository-relative ``path``): the policy is the evaluation of the adapter preset whose manifest
+    names this record; the warm start and the baseline are the ``a`` of the record's pairs with that
+    policy as ``b`` (the warm start labelled :data:`WARM_START`, the baseline of another method)."""
+    from harness.errors import ConfigError
+    from harness.llm.adapters import adapter_presets
+    from harness.rl.heldout_eval import record_evals
+
+    method = record["method"]
+    names = {p.name for p in adapter_presets().values() if p.method == method and p.record == path}
+    evs = {e.label: e for e in record_evals(record)}
+    policy = [e for e in evs.values() if e.model in names]
+    if len(policy) != 1:
+        raise ConfigError(
+            f"{path}: {len(policy)} evaluations of a shipped {method} adapter whose manifest names this record "
+            f"(presets {sorted(names) or 'none'}); the summary needs exactly one"
+        )
+    pol = policy[0]
+    firsts = [evs[a] for a, b in record.get("pairs") or [] if b == pol.label]
+    warm = [e for e in firsts if e.label == WARM_START]
+    base = [e for e in firsts if e.method != method]
+    if len(warm) != 1 or len(base) != 1:
+        raise ConfigError(
+            f"{path}: the pairs with {pol.label!r} second name {len(warm)} {WARM_START!r} and {len(base)} "
+            f"evaluation(s) of another method; the summary needs one warm start and one baseline"
+        )
+    return warm[0], pol, base[0]
+
+
+def summary(paths: list[str]) -> str:
+    """One row per method record: its shipped policy against its warm start (greedy EM by exact
+    McNemar, F1 and the method's own reward by paired bootstrap) and against its baseline (EM)."""
+    from harness.rl.heldout_eval import compare
+
+    def cell(t) -> str:
+        d = t.diff
+        return f"{d.mean:+.3f} [{d.lo:+.3f}, {d.hi:+.3f}], p = {t.p:.2g}"
+
+    lines = [
+        "| method | recipe, RL steps | held-out questions | greedy EM: warm start → shipped policy | EM, policy - warm start [95%], exact McNemar | gained / lost | F1, policy - warm start | own reward, policy - warm start | EM, policy - baseline | shipped preset |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for path in paths:
+        record = json.loads((ROOT / path).read_text())
+        warm, pol, base = shipped_pairs(record, path)
+        w, b = compare(warm, pol).tests, compare(base, pol).tests
+        reward = cell(w["greedy_reward"]) if "greedy_reward" in w else "-"
+        lines.append(
+            f"| `{record['method']}` | `{record['recipe']}`, {record['stages']['rl']['steps_done']} | "
+            f"{pol.n} (`{record['split']}`) | {sum(warm.greedy_em) / warm.n:.3f} → {sum(pol.greedy_em) / pol.n:.3f} | "
+            f"{cell(w['greedy_em'])} | {w['greedy_em'].b_better} / {w['greedy_em'].a_better} | "
+            f"{cell(w['greedy_f1'])} | {reward} | {cell(b['greedy_em'])} (`{base.label}`) | `{pol.model}` |"
+        )
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -251,11 +313,20 @@ def main(argv: list[str] | None = None) -> int:
     t = sub.add_parser("tables", help="print the record's markdown tables")
     t.add_argument("record", type=Path)
     t.add_argument("--every", type=int, default=5, help="curve rows: every N steps, the first and the last")
+    m = sub.add_parser(
+        "summary", help="one row per method: its shipped policy against its warm start and baseline"
+    )
+    m.add_argument(
+        "records", nargs="+", help="method records, repository-relative (results/learning-<method>.json)"
+    )
     c = sub.add_parser("check", help="the record against the split: coverage and no held-out id trained on")
     c.add_argument("record", type=Path)
     args = ap.parse_args(argv)
     if args.cmd == "build":
         return build(args)
+    if args.cmd == "summary":
+        print(summary(args.records))
+        return 0
     rec = json.loads(args.record.read_text())
     if args.cmd == "tables":
         print(tables(rec, args.every))

@@ -193,3 +193,35 @@ def test_a_kept_warm_start_is_the_adapter_its_record_evaluated(path):
     assert record["method"] == warm.method
     evs = [e for e in record["evaluations"] if e["label"] == "SFT (warm start)"]
     assert [e["meta"]["adapters"] for e in evs] == [[warm.gguf.name]]
+
+
+@pytest.mark.parametrize("path", METHOD_RECORDS, ids=lambda p: p.name)
+def test_the_summary_row_is_the_shipped_policy_against_its_warm_start_question_by_question(path):
+    """The summary's row, recomputed from the record's per-question rows by hand: each greedy EM,
+    the paired EM difference and the questions gained and lost (aligned by id); the page's summary
+    block lists every method record."""
+    rel = f"results/{path.name}"
+    record = json.loads(path.read_text())
+    row = [c.strip() for c in _tool().summary([rel]).splitlines()[2].strip("|").split("|")]
+    by = {e["label"]: {r["id"]: float(r["em"]) for r in e["rows"]} for e in record["evaluations"]}
+    pol = next(e for e in record["evaluations"] if e["model"] == f"smollm2+{record['method']}")
+    warm, new = by["SFT (warm start)"], by[pol["label"]]
+    assert set(warm) == set(new)
+    assert row[0] == f"`{record['method']}`" and row[2].startswith(f"{len(new)} ")
+    assert row[3] == f"{sum(warm.values()) / len(warm):.3f} → {sum(new.values()) / len(new):.3f}"
+    diff = sum(new[q] - warm[q] for q in new) / len(new)
+    assert row[4].startswith(f"{diff:+.3f} [")
+    assert row[5] == f"{sum(new[q] > warm[q] for q in new)} / {sum(new[q] < warm[q] for q in new)}"
+    page = (ROOT / "docs" / "training.md").read_text()
+    block = next(line for line in page.splitlines() if line.startswith("<!-- summary tables:"))
+    assert rel in block.split()
+
+
+def test_the_summary_refuses_a_record_whose_policy_is_not_shipped(tmp_path):
+    tool = _tool()
+    record = json.loads((ROOT / "results" / "learning-r_search.json").read_text())
+    for e in record["evaluations"]:
+        e["model"] = e["model"].replace("smollm2+r_search", "runs/r_search/rl/step-10")
+    (tmp_path / "r.json").write_text(json.dumps(record))
+    with pytest.raises(ConfigError, match=r"0 evaluations of a shipped r_search adapter"):
+        tool.summary([str(tmp_path / "r.json")])
