@@ -71,9 +71,14 @@ def _run_row(db: Path, run_id: str) -> dict:
 
 
 def _portable_command(cmd: str | None, roots: list[tuple[str, str]]) -> str | None:
-    """A command line with the machine's folders (``roots``) replaced by ``$RUNS`` / ``.``."""
+    """A command line with the machine's folders (``roots``) replaced by ``$RUNS`` / ``.``, and the
+    checkout its program ran from (``<checkout>/harness/__main__.py``, what ``python -m harness``
+    logs) by ``.``: a stage may have run from another exported copy than the one building the record."""
     if cmd is None:
         return None
+    program, main = cmd.split(" ", 1)[0], "/harness/__main__.py"
+    if program.startswith("/") and program.endswith(main):
+        roots = [*roots, (program.removesuffix(main), ".")]
     for root, name in roots:
         cmd = cmd.replace(root, name)
     return cmd

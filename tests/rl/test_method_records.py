@@ -225,3 +225,20 @@ def test_the_summary_refuses_a_record_whose_policy_is_not_shipped(tmp_path):
     (tmp_path / "r.json").write_text(json.dumps(record))
     with pytest.raises(ConfigError, match=r"0 evaluations of a shipped r_search adapter"):
         tool.summary([str(tmp_path / "r.json")])
+
+
+def test_a_stage_command_from_another_exported_copy_keeps_no_machine_path():
+    """``build`` runs from one exported copy; a stage that ran from another logged that copy's
+    ``harness/__main__.py``: its checkout becomes ``.`` as the building copy's does, and the runs
+    folder ``$RUNS``."""
+    tool = _tool()
+    roots = [("/m/runs", "$RUNS"), ("/m/src/src-5900dc1", ".")]
+    other = "/m/src/src-8dbb1ac/harness/__main__.py sft --method arena --out /m/runs/arena/sft"
+    assert (
+        tool._portable_command(other, roots)
+        == "./harness/__main__.py sft --method arena --out $RUNS/arena/sft"
+    )
+    own = "/m/src/src-5900dc1/harness/__main__.py train --model /m/runs/arena/sft/final"
+    assert tool._portable_command(own, roots) == "./harness/__main__.py train --model $RUNS/arena/sft/final"
+    assert tool._portable_command("harness sft --out /m/runs/x", roots) == "harness sft --out $RUNS/x"
+    assert tool._portable_command(None, roots) is None
